@@ -1,0 +1,77 @@
+package health
+
+import "time"
+
+// State is a plugin's (or the agent's) health.
+type State int
+
+// States, ordered from best to worst so that the agent state is the maximum.
+const (
+	// OK: working.
+	OK State = iota
+	// Init: starting, not ready yet.
+	Init
+	// Error: failing.
+	Error
+)
+
+// String returns "ok", "init" or "error".
+func (s State) String() string {
+	switch s {
+	case OK:
+		return "ok"
+	case Init:
+		return "init"
+	case Error:
+		return "error"
+	}
+	return "unknown"
+}
+
+// MarshalText makes State print as its name in JSON.
+func (s State) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
+
+// Probe reports a plugin's current state when polled.
+type Probe func() (State, error)
+
+// Reporter is what plugins use to report their health.
+type Reporter interface {
+	// Register adds a plugin in state Init. probe may be nil; when set it is
+	// polled periodically and its result replaces the reported state.
+	Register(pluginName string, probe Probe)
+	// ReportStateChange sets the plugin's state; err explains an Error state.
+	ReportStateChange(pluginName string, state State, err error)
+}
+
+// PluginStatus is the last known state of one plugin.
+type PluginStatus struct {
+	Name       string    `json:"name"`
+	State      State     `json:"state"`
+	Error      string    `json:"error,omitempty"`
+	LastChange time.Time `json:"lastChange"`
+	LastUpdate time.Time `json:"lastUpdate"`
+}
+
+// AgentStatus is the agent's state: the worst state of its fatal plugins.
+type AgentStatus struct {
+	State      State          `json:"state"`
+	BuildInfo  BuildInfo      `json:"build"`
+	StartTime  time.Time      `json:"startTime"`
+	LastChange time.Time      `json:"lastChange"`
+	LastUpdate time.Time      `json:"lastUpdate"`
+	Plugins    []PluginStatus `json:"plugins"`
+	NonFatal   []string       `json:"nonFatalPlugins,omitempty"`
+}
+
+// BuildInfo describes the running binary.
+type BuildInfo struct {
+	Version string `json:"version"`
+	Date    string `json:"date,omitempty"`
+	Commit  string `json:"commit,omitempty"`
+}
+
+// StatusReader is what the probes read.
+type StatusReader interface {
+	GetAgentStatus() AgentStatus
+	GetAllPluginStatus() []PluginStatus
+}
