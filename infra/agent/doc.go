@@ -1,0 +1,33 @@
+// Package agent runs a set of plugins: it finds them, parses the command
+// line they declare, starts them in dependency order and stops them in
+// reverse.
+//
+// The caller's duties, in order:
+//  1. Build the plugins with their packages' NewPlugin functions, wiring
+//     each dependency field to the instance it should use.
+//  2. Call NewAgent with AllPlugins(top...) (discover dependencies through
+//     exported fields) or Plugins(p...) (exactly this order). NewAgent
+//     rejects two different plugins with the same name, registers every
+//     plugin's flags on one FlagSet and parses the arguments.
+//  3. Call Run (Start, wait for a quit signal, channel or context, Stop), or
+//     Start and later Stop yourself.
+//
+// What the agent guarantees:
+//   - Init is called on every plugin in order; AfterInit on every plugin
+//     that has it, in order, only after all Init calls succeeded.
+//   - If an Init or AfterInit fails or the start timeout passes, every plugin
+//     whose Init was called (the failing one included) is closed in reverse
+//     order, and Start returns the error.
+//   - Stop closes every started plugin in reverse order even when some Close
+//     fails; the errors are joined. A stop timeout is returned as an error.
+//   - Start and Stop each run once; later calls return the first result.
+//   - The library never exits the process: main decides the exit code.
+//
+// Discovery rules (AllPlugins): the exported fields of each plugin struct
+// are walked in declaration order; a field holding a plugin (pointer,
+// interface or addressable struct whose pointer is a plugin) is visited
+// after its own dependencies; anonymous (embedded) structs are walked
+// through; slices and arrays are expanded; nil values are skipped; a plugin
+// reached twice is listed once (this also breaks cycles); the top-level
+// plugins come after everything they reach.
+package agent

@@ -1,0 +1,206 @@
+package config_test
+
+import (
+	"flag"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+
+	"github.com/contiv-ipam/agent/infra/config"
+)
+
+type sample struct {
+	Endpoint string        `json:"endpoint"`
+	Timeout  time.Duration `json:"timeout"`
+	Count    int           `json:"count"`
+	Subnet   netip.Prefix  `json:"subnet"`
+	Nested   struct {
+		Enabled bool     `json:"enabled"`
+		Names   []string `json:"names"`
+	} `json:"nested"`
+	Items []struct {
+		Name string `json:"name"`
+	} `json:"items"`
+}
+
+func write(t *testing.T, dir, name, body string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	NewWithT(t).Expect(os.WriteFile(p, []byte(body), 0o600)).To(Succeed())
+	return p
+}
+
+func TestDecode(t *testing.T) {
+	cases := []struct {
+		name    string
+		yaml    string
+		wantErr string
+		check   func(g *WithT, s sample)
+	}{
+		{name: "all kinds of values", yaml: "endpoint: 127.0.0.1:1\ntimeout: 150ms\ncount: 3\n" +
+			"subnet: 10.1.0.0/16\nnested: {enabled: true, names: [a, b]}\nitems: [{name: x}]\n",
+			check: func(g *WithT, s sample) {
+				g.Expect(s.Endpoint).To(Equal("127.0.0.1:1"))
+				g.Expect(s.Timeout).To(Equal(150 * time.Millisecond))
+				g.Expect(s.Count).To(Equal(3))
+				g.Expect(s.Subnet).To(Equal(netip.MustParsePrefix("10.1.0.0/16")))
+				g.Expect(s.Nested.Names).To(Equal([]string{"a", "b"}))
+				g.Expect(s.Items[0].Name).To(Equal("x"))
+			}},
+		{name: "IPv6 prefix", yaml: "subnet: fd00::/64\n", check: func(g *WithT, s sample) {
+			g.Expect(s.Subnet).To(Equal(netip.MustParsePrefix("fd00::/64")))
+		}},
+		{name: "empty file keeps defaults", yaml: "", check: func(g *WithT, s sample) {
+			g.Expect(s.Count).To(Equal(7))
+		}},
+		{name: "comments only keep defaults", yaml: "# nothing\n", check: func(g *WithT, s sample) {
+			g.Expect(s.Count).To(Equal(7))
+		}},
+		{name: "unknown top-level key", yaml: "endpoint: x\nendpiont: y\n", wantErr: `unknown key "endpiont"`},
+		{name: "unknown nested key", yaml: "nested: {enabld: true}\n", wantErr: `unknown key "nested.enabld"`},
+		{name: "unknown key in list item", yaml: "items: [{nam: x}]\n", wantErr: `unknown key "items[0].nam"`},
+		{name: "duplicate key", yaml: "count: 1\ncount: 2\n", wantErr: "count"},
+		{name: "duration without unit", yaml: "timeout: 5\n", wantErr: `invalid duration 5`},
+		{name: "bad duration", yaml: "timeout: soon\n", wantErr: `invalid duration "soon"`},
+		{name: "wrong type names key", yaml: "count: many\n", wantErr: `"count"`},
+		{name: "fraction into int", yaml: "count: 1.5\n", wantErr: `"count"`},
+		{name: "bad prefix names value", yaml: "subnet: 10.1.0.0/33\n", wantErr: `10.1.0.0/33`},
+		{name: "not a mapping", yaml: "- a\n- b\n", wantErr: "top level must be a mapping"},
+		{name: "broken YAML", yaml: "a: [\n", wantErr: "invalid YAML"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			s := sample{Count: 7}
+			err := config.Decode([]byte(tc.yaml), &s, "test.conf")
+			if tc.wantErr != "" {
+				g.Expect(err).To(MatchError(ContainSubstring(tc.wantErr)))
+				g.Expect(err).To(MatchError(ContainSubstring("test.conf")), "error names the file")
+				return
+			}
+			g.Expect(err).NotTo(HaveOccurred())
+			tc.check(g, s)
+		})
+	}
+}
+
+// env builds a fake environment.
+func env(kv ...string) config.Option {
+	m := map[string]string{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		m[kv[i]] = kv[i+1]
+	}
+	return config.WithEnv(func(k string) (string, bool) { v, ok := m[k]; return v, ok })
+}
+
+func parsed(t *testing.T, c *config.FileConfig, args ...string) {
+	t.Helper()
+	fs := flag.NewFlagSet("t", flag.ContinueOnError)
+	c.RegisterFlags(fs)
+	NewWithT(t).Expect(fs.Parse(args)).To(Succeed())
+}
+
+func TestResolvePrecedence(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	write(t, dir, "myplug.conf", "count: 1\n")
+	fromEnv := write(t, dir, "env.conf", "count: 2\n")
+	fromFlag := write(t, dir, "flag.conf", "count: 3\n")
+	sub := filepath.Join(dir, "etc")
+	NewWithT(t).Expect(os.Mkdir(sub, 0o755)).To(Succeed())
+	write(t, sub, "other.conf", "count: 4\n")
+
+	cases := []struct {
+		name  string
+		c     *config.FileConfig
+		args  []string
+		count int
+		found bool
+	}{
+		{"default file in working dir", config.ForPlugin("myplug", env()), nil, 1, true},
+		{"env beats default", config.ForPlugin("myplug", env("MYPLUG_CONFIG", fromEnv)), nil, 2, true},
+		{"flag beats env", config.ForPlugin("myplug", env("MYPLUG_CONFIG", fromEnv)),
+			[]string{"-myplug-config", fromFlag}, 3, true},
+		{"config-dir flag", config.ForPlugin("other", env()), []string{"-config-dir", sub}, 4, true},
+		{"CONFIG_DIR env", config.ForPlugin("other", env("CONFIG_DIR", sub)), nil, 4, true},
+		{"dashed name maps to env", config.ForPlugin("my-plug", env("MY_PLUG_CONFIG", fromEnv)), nil, 2, true},
+		{"missing default file means defaults", config.ForPlugin("absent", env()), nil, 0, false},
+		{"WithPath", config.ForPlugin("x", config.WithPath(fromFlag), env()), nil, 3, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			parsed(t, tc.c, tc.args...)
+			var s sample
+			found, err := tc.c.LoadValue(&s)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(found).To(Equal(tc.found))
+			g.Expect(s.Count).To(Equal(tc.count))
+			if !tc.found {
+				g.Expect(tc.c.GetConfigName()).To(BeEmpty())
+			}
+		})
+	}
+}
+
+func TestExplicitMissingFileIsAnError(t *testing.T) {
+	t.Chdir(t.TempDir())
+	cases := []struct {
+		name string
+		c    *config.FileConfig
+		args []string
+		want string
+	}{
+		{"flag", config.ForPlugin("p", env()), []string{"-p-config", "/nonexistent/p.conf"}, "flag -p-config / env P_CONFIG"},
+		{"env", config.ForPlugin("p", env("P_CONFIG", "nope.conf")), nil, `"nope.conf"`},
+		{"WithPath", config.ForPlugin("p", config.WithPath("gone.conf"), env()), nil, "WithPath"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			parsed(t, tc.c, tc.args...)
+			var s sample
+			found, err := tc.c.LoadValue(&s)
+			g.Expect(found).To(BeFalse())
+			g.Expect(err).To(MatchError(ContainSubstring("not found")))
+			g.Expect(err).To(MatchError(ContainSubstring(tc.want)))
+		})
+	}
+}
+
+func TestLoadValueErrorNamesPluginAndFile(t *testing.T) {
+	g := NewWithT(t)
+	dir := t.TempDir()
+	p := write(t, dir, "bad.conf", "count: 1\nbogus: true\n")
+	var s sample
+	_, err := config.ForPlugin("bad", config.WithPath(p)).LoadValue(&s)
+	g.Expect(err).To(MatchError(ContainSubstring("plugin bad")))
+	g.Expect(err).To(MatchError(ContainSubstring(p)))
+	g.Expect(err).To(MatchError(ContainSubstring(`unknown key "bogus"`)))
+}
+
+func TestLookupWithoutFlagSet(t *testing.T) {
+	g := NewWithT(t)
+	lookup := func(k string) (string, bool) { return map[string]string{"HTTP_PORT": "8080"}[k], k == "HTTP_PORT" }
+	v, explicit := config.Lookup(nil, "http-port", "9999", lookup)
+	g.Expect(v).To(Equal("8080"))
+	g.Expect(explicit).To(BeTrue())
+	v, explicit = config.Lookup(nil, "other", "d", lookup)
+	g.Expect(v).To(Equal("d"))
+	g.Expect(explicit).To(BeFalse())
+}
+
+func FuzzDecode(f *testing.F) {
+	f.Add([]byte("endpoint: a\ntimeout: 1s\ncount: 2\nsubnet: 10.0.0.0/8\n"))
+	f.Add([]byte("nested: {enabled: true, names: [x]}\nitems: [{name: y}]\n"))
+	f.Add([]byte("- 1\n"))
+	f.Add([]byte("timeout: 5\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var s sample
+		_ = config.Decode(data, &s, "fuzz.conf") // must not panic
+	})
+}
