@@ -1,0 +1,36 @@
+// Package rest is the agent's HTTP server plugin ("http", config http.conf).
+// Other plugins serve their REST endpoints on it through HTTPHandlers.
+//
+// What a plugin that serves endpoints does, in order:
+//  1. Declare a dependency field typed HTTPHandlers (nil means "no REST";
+//     check for nil before use).
+//  2. In Init or AfterInit call RegisterHTTPHandler(path, provider,
+//     methods...), or RegisterDescribed to add a description to the index.
+//     The provider receives the shared Formatter and returns the handler;
+//     paths are net/http.ServeMux paths ("/log/{logger}/{level}", read the
+//     segments with r.PathValue). Registering after the server started is
+//     allowed. A malformed or conflicting path is refused and logged; when
+//     that happens before the server starts, AfterInit fails.
+//  3. Answer with Formatter.JSON, Text, HTML or Error ({"error": "..."}).
+//
+// What the agent (or a test) does, in order:
+//  1. NewPlugin(opts...); RegisterFlags(fs) before parsing the command line
+//     adds -http-config, -config-dir and -http-port.
+//  2. Init: reads http.conf (defaults when there is none), applies
+//     -http-port / HTTP_PORT to the endpoint's port, validates, loads the
+//     TLS files and adds the index at GET /.
+//  3. AfterInit: listens on the endpoint synchronously (a port in use fails
+//     start-up with an error naming the endpoint) and serves in a goroutine.
+//  4. Close: graceful shutdown within shutdown-timeout, then waits for the
+//     serving goroutine.
+//
+// Security: the default endpoint is 127.0.0.1:9999 (loopback). HTTPS is on
+// when server-cert-file and server-key-file are set; client-cert-files
+// requires client certificates signed by those CAs; client-basic-auth
+// requires one of the listed user:password pairs (401 with WWW-Authenticate
+// otherwise). There are no default credentials.
+//
+// GET / lists every registered endpoint: JSON ({"endpoints": [{"method",
+// "path", "description"}]}) unless the client's Accept header prefers
+// text/html. Every request is logged at debug level.
+package rest

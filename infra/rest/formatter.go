@@ -1,0 +1,75 @@
+package rest
+
+import (
+	"bytes"
+	"encoding/json"
+	"html/template"
+	"io"
+	"log/slog"
+	"net/http"
+)
+
+// Formatter writes response bodies with the right Content-Type. It is safe
+// for concurrent use.
+type Formatter struct {
+	log *slog.Logger
+}
+
+// NewFormatter returns a Formatter that reports failed writes to log at
+// debug level; log may be nil.
+func NewFormatter(log *slog.Logger) *Formatter {
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return &Formatter{log: log}
+}
+
+// JSON writes v as indented JSON. If v cannot be encoded, the client gets a
+// 500 with the encoding error instead.
+func (f *Formatter) JSON(w http.ResponseWriter, status int, v any) {
+	body, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		status = http.StatusInternalServerError
+		body, _ = json.Marshal(errorBody{Error: "encoding response: " + err.Error()})
+	}
+	f.write(w, status, "application/json; charset=utf-8", append(body, '\n'))
+}
+
+// Error writes {"error": err.Error()} as JSON.
+func (f *Formatter) Error(w http.ResponseWriter, status int, err error) {
+	msg := http.StatusText(status)
+	if err != nil {
+		msg = err.Error()
+	}
+	f.JSON(w, status, errorBody{Error: msg})
+}
+
+// Text writes s as plain text.
+func (f *Formatter) Text(w http.ResponseWriter, status int, s string) {
+	f.write(w, status, "text/plain; charset=utf-8", []byte(s))
+}
+
+// HTML executes tmpl with data and writes the result. If the template
+// fails, the client gets a 500 with the error as plain text.
+func (f *Formatter) HTML(w http.ResponseWriter, status int, tmpl *template.Template, data any) {
+	var buf bytes.Buffer
+	if err := tmpl.Execute(&buf, data); err != nil {
+		f.Text(w, http.StatusInternalServerError, "rendering template: "+err.Error())
+		return
+	}
+	f.write(w, status, "text/html; charset=utf-8", buf.Bytes())
+}
+
+func (f *Formatter) write(w http.ResponseWriter, status int, contentType string, body []byte) {
+	w.Header().Set("Content-Type", contentType)
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	if _, err := w.Write(body); err != nil {
+		f.log.Debug("writing response failed", "error", err)
+	}
+}
+
+// errorBody is the JSON shape of every error response.
+type errorBody struct {
+	Error string `json:"error"`
+}

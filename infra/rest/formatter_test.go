@@ -1,0 +1,51 @@
+package rest_test
+
+import (
+	"errors"
+	"html/template"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	. "github.com/onsi/gomega"
+
+	"github.com/contiv-ipam/agent/infra/rest"
+)
+
+func TestFormatter(t *testing.T) {
+	f := rest.NewFormatter(nil)
+	tmpl := template.Must(template.New("t").Parse(`<p>{{.}}</p>`))
+	broken := template.Must(template.New("b").Parse(`{{.Missing.Field}}`))
+	cases := []struct {
+		name        string
+		write       func(w http.ResponseWriter)
+		status      int
+		contentType string
+		body        string
+	}{
+		{"JSON is indented", func(w http.ResponseWriter) { f.JSON(w, 201, map[string]int{"a": 1}) },
+			201, "application/json", "{\n  \"a\": 1\n}\n"},
+		{"JSON that cannot be encoded", func(w http.ResponseWriter) { f.JSON(w, 200, math.Inf(1)) },
+			500, "application/json", `"error":"encoding response`},
+		{"Error", func(w http.ResponseWriter) { f.Error(w, 400, errors.New("bad level \"x\"")) },
+			400, "application/json", "{\n  \"error\": \"bad level \\\"x\\\"\"\n}\n"},
+		{"Error without error", func(w http.ResponseWriter) { f.Error(w, 404, nil) },
+			404, "application/json", `"error": "Not Found"`},
+		{"Text", func(w http.ResponseWriter) { f.Text(w, 200, "plain") }, 200, "text/plain", "plain"},
+		{"HTML escapes", func(w http.ResponseWriter) { f.HTML(w, 200, tmpl, "<b>") },
+			200, "text/html", "<p>&lt;b&gt;</p>"},
+		{"HTML template failure", func(w http.ResponseWriter) { f.HTML(w, 200, broken, 1) },
+			500, "text/plain", "rendering template"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			rec := httptest.NewRecorder()
+			tc.write(rec)
+			g.Expect(rec.Code).To(Equal(tc.status))
+			g.Expect(rec.Header().Get("Content-Type")).To(HavePrefix(tc.contentType))
+			g.Expect(rec.Body.String()).To(ContainSubstring(tc.body))
+		})
+	}
+}

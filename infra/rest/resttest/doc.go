@@ -1,0 +1,13 @@
+// Package resttest runs a real REST plugin for tests of plugins that serve
+// endpoints.
+//
+// How a test uses it, in order:
+//  1. srv := resttest.New(t) builds a rest plugin on 127.0.0.1:0 with a
+//     logger that discards its output, runs Init and AfterInit, and
+//     registers t.Cleanup to close it.
+//  2. Wire srv.Plugin into the plugin under test as its HTTPHandlers
+//     dependency and run that plugin's Init/AfterInit; registering after
+//     the server started is allowed.
+//  3. Call srv.Get, srv.Put, srv.Post or srv.Do from the test goroutine;
+//     they fail the test on transport errors and return status and body.
+package resttest
