@@ -98,4 +98,3 @@ func (r *router) failed() error {
 	defer r.mu.Unlock()
 	return errors.Join(r.failures...)
 }
-
