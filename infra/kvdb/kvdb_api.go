@@ -1,0 +1,129 @@
+package kvdb
+
+import "context"
+
+// KeyValue is one stored key with its value.
+type KeyValue struct {
+	// Key is the key, relative to the broker's prefix.
+	Key string
+	// Value is the stored value; a present key always has a non-nil Value
+	// (an empty value is an empty, non-nil slice).
+	Value []byte
+	// Revision is the key's mod revision: the store revision of the write
+	// that last changed it.
+	Revision int64
+}
+
+// EventType tells whether a watch event is a put or a delete.
+type EventType int
+
+// Event types.
+const (
+	// EventPut: the key was created or overwritten.
+	EventPut EventType = iota + 1
+	// EventDelete: the key was deleted.
+	EventDelete
+)
+
+// String returns "put" or "delete".
+func (t EventType) String() string {
+	switch t {
+	case EventPut:
+		return "put"
+	case EventDelete:
+		return "delete"
+	}
+	return "unknown"
+}
+
+// WatchEvent is one change seen by a watch.
+type WatchEvent struct {
+	Type EventType
+	// Key is the changed key, relative to the broker's prefix.
+	Key string
+	// Value is the new value; nil for EventDelete.
+	Value []byte
+	// PrevValue is the value before the change, nil if the key did not exist
+	// (an existing empty value is an empty, non-nil slice).
+	PrevValue []byte
+	// Revision is the store revision of the change. The ops of one
+	// transaction share a revision; different writes never do.
+	Revision int64
+}
+
+// Broker reads and writes keys. Implementations are safe for concurrent use.
+//
+// Keys are non-empty strings of at most MaxKeyLen bytes; values are at most
+// MaxValueLen bytes. An invalid key fails with an error wrapping
+// ErrInvalidKey, a too large value with ErrValueTooLarge, both before
+// anything is sent to the store. Every method fails with an error wrapping
+// ErrClosed once the store is closed. Other errors (store unreachable,
+// ctx done) are wrapped with the key they concern.
+//
+// Ownership: slices passed in are not retained after the call returns (the
+// store copies what it keeps). Slices returned by Get and List belong to the
+// caller. Slices in watch events are read-only: they may be shared with
+// other watchers of the same store.
+type Broker interface {
+	// Put stores value under key, creating or overwriting it.
+	Put(ctx context.Context, key string, value []byte) error
+
+	// Get returns the key's value and mod revision. A missing key is
+	// found=false with a nil error and a zero KeyValue.
+	Get(ctx context.Context, key string) (kv KeyValue, found bool, err error)
+
+	// List returns every key that starts with prefix ("" lists all keys),
+	// sorted by key, and rev, the store revision of this snapshot.
+	// Watch(ctx, prefix, rev+1) then delivers exactly the changes made after
+	// the snapshot: no gap and no duplicate. An empty result is not an error.
+	List(ctx context.Context, prefix string) (kvs []KeyValue, rev int64, err error)
+
+	// Delete removes key; existed tells whether there was anything to remove.
+	Delete(ctx context.Context, key string) (existed bool, err error)
+
+	// Txn is an atomic compare-and-swap: if every cmp holds, all ops are
+	// applied as one write (one revision) and succeeded is true; otherwise
+	// nothing is applied and succeeded is false with a nil error. With no
+	// cmps the ops are applied unconditionally; with no ops Txn only
+	// evaluates the cmps. Ops must name distinct keys and there may be at
+	// most MaxTxnOps cmps and MaxTxnOps ops, else the error wraps
+	// ErrInvalidTxn.
+	Txn(ctx context.Context, cmps []Cmp, ops []Op) (succeeded bool, err error)
+
+	// Watch delivers, in revision order, every change to keys starting with
+	// prefix whose revision is >= fromRev. fromRev 0 means "from now": every
+	// change committed after Watch returns is delivered. Use List's rev+1 to
+	// continue a snapshot without a gap.
+	//
+	// Watch returns once the watch is established. The channel is closed
+	// when ctx ends, when the store is closed, or when the watch breaks: its
+	// start revision was compacted away (the error may also be returned at
+	// once, wrapping ErrCompacted) or the consumer fell too far behind. When
+	// the channel closes while ctx is still live, the consumer must List
+	// again and Watch from the new rev+1.
+	Watch(ctx context.Context, prefix string, fromRev int64) (<-chan WatchEvent, error)
+}
+
+// Store is a key-value store plugin: a root Broker (no prefix) plus
+// prefixed views and connection callbacks.
+type Store interface {
+	Broker
+
+	// NewBroker returns a view that prepends prefix to every key it is
+	// given and strips it from every key it returns (see WithPrefix).
+	NewBroker(prefix string) Broker
+
+	// OnConnect runs fn now if the store is connected, else queues it until
+	// the (delayed) first connection succeeds. Each fn runs once; an error
+	// it returns is logged by the store.
+	OnConnect(fn func() error)
+
+	// OnReconnect registers fn to be called each time the store's health
+	// probe succeeds after having failed: data may have changed while the
+	// agent was cut off, so fn should resync (List and Watch again). A
+	// store that cannot lose its connection never calls fn.
+	OnReconnect(fn func())
+
+	// String returns the plugin's name.
+	String() string
+}
