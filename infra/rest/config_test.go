@@ -163,3 +163,13 @@ func TestDisabled(t *testing.T) {
 	g.Expect(p.GetPort()).To(BeZero())
 	g.Expect(p.Close()).To(Succeed())
 }
+
+func TestSampleConfigDecodesToDefaults(t *testing.T) {
+	g := NewWithT(t)
+	t.Setenv("HTTP_PORT", "")
+	data, err := os.ReadFile("http.conf")
+	g.Expect(err).NotTo(HaveOccurred())
+	p := fromFile(t, string(data))
+	g.Expect(p.Init()).To(Succeed())
+	g.Expect(p.GetPort()).To(Equal(9999))
+}
