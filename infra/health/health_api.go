@@ -1,6 +1,9 @@
 package health
 
-import "time"
+import (
+	"fmt"
+	"time"
+)
 
 // State is a plugin's (or the agent's) health.
 type State int
@@ -30,6 +33,18 @@ func (s State) String() string {
 
 // MarshalText makes State print as its name in JSON.
 func (s State) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
+
+// UnmarshalText parses "ok", "init" or "error", so that clients can decode
+// the JSON status.
+func (s *State) UnmarshalText(text []byte) error {
+	for _, st := range []State{OK, Init, Error} {
+		if string(text) == st.String() {
+			*s = st
+			return nil
+		}
+	}
+	return fmt.Errorf("unknown health state %q (want ok, init or error)", text)
+}
 
 // Probe reports a plugin's current state when polled.
 type Probe func() (State, error)

@@ -1,0 +1,26 @@
+// Package health keeps the health of every plugin and of the agent
+// (plugin "health", config health.conf) and serves it as Kubernetes probes.
+//
+// The agent state is the worst state (Error > Init > OK) among the fatal
+// plugins; plugins named in non-fatal-plugins or WithNonFatalPlugins do not
+// count. With no plugin registered the agent is OK.
+//
+// What a plugin that reports its health does, in order:
+//  1. Declare a dependency typed Reporter (nil means "do not report").
+//  2. In its Init call Register(name, probe): the plugin starts in state
+//     Init. probe may be nil; when set it is polled every probe-interval
+//     from AfterInit on, and its result replaces the state. Probes must
+//     return promptly; a panicking probe counts as Error.
+//  3. Call ReportStateChange(name, state, err) whenever its state changes
+//     (a plugin that never registered is added on its first report).
+//
+// What the agent (or a test) does, in order:
+//  1. NewPlugin(opts...) (UseBuildInfo, WithNonFatalPlugins, UseConf).
+//  2. Init reads health.conf, registers the gauges agent_health and
+//     agent_plugin_health{plugin} with Deps.Metrics and the endpoints with
+//     Deps.HTTP (both optional): GET /liveness answers 200 while the agent is
+//     OK or Init and 503 on Error; GET /readiness answers 200 only when OK,
+//     503 otherwise. Both bodies are the AgentStatus as JSON.
+//  3. AfterInit starts the probe loop (first round at once).
+//  4. Close stops the loop, waits for it and unregisters the gauges.
+package health
