@@ -1,0 +1,31 @@
+package bolt
+
+// Option changes a Plugin built by NewPlugin.
+type Option func(*Plugin)
+
+// NewPlugin builds a bolt plugin; options are applied in order, then the
+// missing dependencies (logger, config file accessor) are filled in.
+func NewPlugin(opts ...Option) *Plugin {
+	p := &Plugin{}
+	p.SetName("bolt")
+	for _, o := range opts {
+		o(p)
+	}
+	p.Setup()
+	return p
+}
+
+// DefaultPlugin builds the plugin with default dependencies; use it only
+// in cmd/.
+func DefaultPlugin() *Plugin { return NewPlugin() }
+
+// UseDeps lets the caller set dependencies (Log, Cfg, ...).
+func UseDeps(f func(*Deps)) Option {
+	return func(p *Plugin) { f(&p.Deps) }
+}
+
+// UseConf sets the configuration that bolt.conf is decoded over, in place
+// of DefaultConfig(); keys the file sets still win.
+func UseConf(c Config) Option {
+	return func(p *Plugin) { p.base = &c }
+}
