@@ -51,7 +51,7 @@ func TestPersistsAcrossReopen(t *testing.T) {
 	g.Expect(p2.Put(ctx, "c", nil)).To(Succeed())
 	kv, _, err := p2.Get(ctx, "c")
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(kv.Revision).To(Equal(rev + 1), "revisions continue after reopen")
+	g.Expect(kv.Revision).To(Equal(rev+1), "revisions continue after reopen")
 
 	_, err = p2.Watch(ctx, "", rev)
 	g.Expect(err).To(MatchError(kvdb.ErrCompacted), "history from before the reopen is gone")
