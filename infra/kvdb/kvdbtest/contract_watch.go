@@ -19,11 +19,19 @@ const eventTimeout = 10 * time.Second
 // events".
 const quietPeriod = 150 * time.Millisecond
 
-// next receives one event; it fails if the channel closes or stays empty.
+// next receives one event; it fails if the channel closes or stays empty
+// for eventTimeout.
 func next(g Gomega, ch <-chan kvdb.WatchEvent) kvdb.WatchEvent {
-	var ev kvdb.WatchEvent
-	g.Eventually(ch).WithTimeout(eventTimeout).Should(Receive(&ev))
-	return ev
+	timer := time.NewTimer(eventTimeout)
+	defer timer.Stop()
+	select {
+	case ev, ok := <-ch:
+		g.Expect(ok).To(BeTrue(), "the watch channel closed early")
+		return ev
+	case <-timer.C:
+		g.Expect(false).To(BeTrue(), "no watch event within %s", eventTimeout)
+		return kvdb.WatchEvent{}
+	}
 }
 
 // expectEvent receives one event and checks everything but the revision.

@@ -1,0 +1,25 @@
+package etcd
+
+import (
+	"testing"
+
+	. "github.com/onsi/gomega"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/contiv-ipam/agent/infra/kvdb"
+	"github.com/contiv-ipam/agent/infra/kvdb/etcd/etcdtest"
+	"github.com/contiv-ipam/agent/infra/kvdb/kvdbtest"
+)
+
+func TestContract(t *testing.T) {
+	srv := etcdtest.Start(t)
+	raw := srv.Client(t)
+	kvdbtest.RunContract(t, func(t *testing.T) (kvdb.Broker, kvdb.Broker) {
+		_, err := raw.Delete(t.Context(), "", clientv3.WithPrefix())
+		NewWithT(t).Expect(err).NotTo(HaveOccurred())
+		// Two plugins: two separate clients of one server.
+		a := startPlugin(t, fastConfig(srv.Endpoint()), nil)
+		b := startPlugin(t, fastConfig(srv.Endpoint()), nil)
+		return a, b
+	})
+}

@@ -1,0 +1,138 @@
+package embedded
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/url"
+	"strconv"
+	"time"
+
+	"go.etcd.io/etcd/server/v3/embed"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/contiv-ipam/agent/infra/kvdb/etcd/internal/etcdlog"
+)
+
+// Config describes one embedded single-member server.
+type Config struct {
+	// Dir is the data directory; etcd creates it (mode 0700) if missing.
+	Dir string
+	// ClientURL and PeerURL are http URLs on a loopback IP; port 0 picks a
+	// free port.
+	ClientURL, PeerURL string
+	// Log receives etcd's warnings and errors; nil discards them.
+	Log *slog.Logger
+	// StartTimeout bounds the wait for the server to be ready (default 30s).
+	StartTimeout time.Duration
+	// UnsafeNoFsync disables fsync: tests only.
+	UnsafeNoFsync bool
+}
+
+// memberName is the name of the only member.
+const memberName = "contiv-agent"
+
+// Server is a running embedded etcd.
+type Server struct {
+	etcd      *embed.Etcd
+	clientURL string
+	peerURL   string
+}
+
+// CheckLoopback returns an error unless raw is an http URL whose host is a
+// loopback IP address and whose port is a number.
+func CheckLoopback(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return fmt.Errorf("invalid URL %q: %w", raw, err)
+	}
+	if u.Scheme != "http" {
+		return fmt.Errorf("URL %q: scheme must be http (the embedded server serves plain HTTP on loopback)", raw)
+	}
+	ip := net.ParseIP(u.Hostname())
+	if ip == nil || !ip.IsLoopback() {
+		return fmt.Errorf("URL %q: host must be a loopback IP address such as 127.0.0.1", raw)
+	}
+	if _, err := strconv.ParseUint(u.Port(), 10, 16); err != nil {
+		return fmt.Errorf("URL %q: needs a port number (0 picks a free one)", raw)
+	}
+	if u.Path != "" && u.Path != "/" {
+		return fmt.Errorf("URL %q: must not have a path", raw)
+	}
+	return nil
+}
+
+// Start runs the server and waits until it serves clients.
+func Start(cfg Config) (*Server, error) {
+	ec, err := embedConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	e, err := embed.StartEtcd(ec)
+	if err != nil {
+		return nil, fmt.Errorf("start embedded etcd in %q: %w", cfg.Dir, err)
+	}
+	timeout := cfg.StartTimeout
+	if timeout <= 0 {
+		timeout = 30 * time.Second
+	}
+	select {
+	case <-e.Server.ReadyNotify():
+	case err := <-e.Err():
+		e.Close()
+		return nil, fmt.Errorf("embedded etcd in %q failed while starting: %w", cfg.Dir, err)
+	case <-time.After(timeout):
+		e.Close()
+		return nil, fmt.Errorf("embedded etcd in %q not ready after %s", cfg.Dir, timeout)
+	}
+	return &Server{
+		etcd:      e,
+		clientURL: "http://" + e.Clients[0].Addr().String(),
+		peerURL:   "http://" + e.Peers[0].Listener.Addr().String(),
+	}, nil
+}
+
+// embedConfig turns cfg into etcd's configuration.
+func embedConfig(cfg Config) (*embed.Config, error) {
+	if cfg.Dir == "" {
+		return nil, errors.New("embedded etcd: empty data directory")
+	}
+	var urls [2]*url.URL
+	for i, raw := range []string{cfg.ClientURL, cfg.PeerURL} {
+		if err := CheckLoopback(raw); err != nil {
+			return nil, fmt.Errorf("embedded etcd: %w", err)
+		}
+		urls[i], _ = url.Parse(raw)
+	}
+	log := cfg.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	ec := embed.NewConfig()
+	ec.Name = memberName
+	ec.Dir = cfg.Dir
+	ec.ListenClientUrls = []url.URL{*urls[0]}
+	ec.AdvertiseClientUrls = []url.URL{*urls[0]}
+	ec.ListenPeerUrls = []url.URL{*urls[1]}
+	ec.AdvertisePeerUrls = []url.URL{*urls[1]}
+	ec.InitialCluster = memberName + "=" + urls[1].String()
+	ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(etcdlog.New(log, zapcore.WarnLevel))
+	ec.UnsafeNoFsync = cfg.UnsafeNoFsync
+	return ec, nil
+}
+
+// ClientURL is the URL clients connect to, with the real port.
+func (s *Server) ClientURL() string { return s.clientURL }
+
+// PeerURL is the peer URL, with the real port.
+func (s *Server) PeerURL() string { return s.peerURL }
+
+// Endpoint is the client address as host:port.
+func (s *Server) Endpoint() string { return s.etcd.Clients[0].Addr().String() }
+
+// Close stops the server and waits until it has stopped.
+func (s *Server) Close() {
+	s.etcd.Close()
+	<-s.etcd.Server.StopNotify()
+}

@@ -1,0 +1,79 @@
+package etcdlog
+
+import (
+	"context"
+	"log/slog"
+	"slices"
+	"sort"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+)
+
+// New returns a zap logger that writes every record at or above min to log.
+func New(log *slog.Logger, min zapcore.Level) *zap.Logger {
+	return zap.New(&core{log: log, min: min})
+}
+
+// core is a zapcore.Core writing to slog.
+type core struct {
+	log   *slog.Logger
+	min   zapcore.Level
+	attrs []slog.Attr
+}
+
+var _ zapcore.Core = (*core)(nil)
+
+func (c *core) Enabled(l zapcore.Level) bool { return l >= c.min }
+
+func (c *core) With(fields []zapcore.Field) zapcore.Core {
+	return &core{log: c.log, min: c.min, attrs: append(slices.Clone(c.attrs), attrs(fields)...)}
+}
+
+func (c *core) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
+	if c.Enabled(e.Level) {
+		return ce.AddCore(e, c)
+	}
+	return ce
+}
+
+func (c *core) Write(e zapcore.Entry, fields []zapcore.Field) error {
+	all := append(slices.Clone(c.attrs), attrs(fields)...)
+	c.log.LogAttrs(context.Background(), level(e.Level), e.Message, all...)
+	return nil
+}
+
+func (c *core) Sync() error { return nil }
+
+// attrs converts zap fields to slog attributes, sorted by key.
+func attrs(fields []zapcore.Field) []slog.Attr {
+	if len(fields) == 0 {
+		return nil
+	}
+	enc := zapcore.NewMapObjectEncoder()
+	for _, f := range fields {
+		f.AddTo(enc)
+	}
+	keys := make([]string, 0, len(enc.Fields))
+	for k := range enc.Fields {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	out := make([]slog.Attr, len(keys))
+	for i, k := range keys {
+		out[i] = slog.Any(k, enc.Fields[k])
+	}
+	return out
+}
+
+func level(l zapcore.Level) slog.Level {
+	switch {
+	case l <= zapcore.DebugLevel:
+		return slog.LevelDebug
+	case l == zapcore.InfoLevel:
+		return slog.LevelInfo
+	case l == zapcore.WarnLevel:
+		return slog.LevelWarn
+	}
+	return slog.LevelError
+}

@@ -1,0 +1,25 @@
+package etcdlog
+
+import (
+	"bytes"
+	"log/slog"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+)
+
+func TestRecordsReachSlog(t *testing.T) {
+	g := NewWithT(t)
+	var buf bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	z := New(log, zapcore.WarnLevel).With(zap.String("member", "m1"))
+	z.Info("chatty")
+	z.Warn("slow disk", zap.Duration("took", 2e9), zap.Int("n", 3))
+	z.Error("broken")
+	out := buf.String()
+	g.Expect(out).NotTo(ContainSubstring("chatty"), "below min")
+	g.Expect(out).To(ContainSubstring(`level=WARN msg="slow disk" member=m1 n=3 took=2s`))
+	g.Expect(out).To(ContainSubstring(`level=ERROR msg=broken member=m1`))
+}

@@ -1,0 +1,38 @@
+package etcd
+
+import "os"
+
+// Option changes a Plugin built by NewPlugin.
+type Option func(*Plugin)
+
+// NewPlugin builds an etcd plugin; options are applied in order, then the
+// missing dependencies (logger, config file accessor) are filled in.
+func NewPlugin(opts ...Option) *Plugin {
+	p := &Plugin{env: os.LookupEnv}
+	p.SetName("etcd")
+	for _, o := range opts {
+		o(p)
+	}
+	p.Setup()
+	return p
+}
+
+// DefaultPlugin builds the plugin with default dependencies and no health
+// reporter; use it only in cmd/.
+func DefaultPlugin() *Plugin { return NewPlugin() }
+
+// UseDeps lets the caller set dependencies (Log, Cfg, StatusCheck).
+func UseDeps(f func(*Deps)) Option {
+	return func(p *Plugin) { f(&p.Deps) }
+}
+
+// UseConf sets the configuration that etcd.conf is decoded over, in place
+// of DefaultConfig(); keys the file sets still win.
+func UseConf(c Config) Option {
+	return func(p *Plugin) { p.base = &c }
+}
+
+// UseEnv replaces os.LookupEnv for ETCD_ENDPOINTS (tests).
+func UseEnv(lookup func(string) (string, bool)) Option {
+	return func(p *Plugin) { p.env = lookup }
+}
