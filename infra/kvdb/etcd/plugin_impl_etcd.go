@@ -25,7 +25,7 @@ import (
 type Plugin struct {
 	Deps
 
-	base *Config                      // from UseConf; nil means DefaultConfig()
+	base *Config                     // from UseConf; nil means DefaultConfig()
 	env  func(string) (string, bool) // env lookup for ETCD_ENDPOINTS
 
 	cfg    Config           // effective configuration, set by Init
