@@ -1,0 +1,33 @@
+// Package etcd is the "etcd" plugin: a kvdb.Store on an etcd cluster, or
+// on an in-process etcd server when none is configured. Its config file is
+// etcd.conf (see the sample next to this file for every key and default).
+//
+// Caller duties, in order:
+//  1. Build the plugin with NewPlugin(opts...) in cmd/ (UseDeps to wire the
+//     optional StatusCheck health reporter, UseConf to change the base
+//     configuration) and let the agent run it.
+//  2. Expect Init to: load etcd.conf, take endpoints from the file, else
+//     from env ETCD_ENDPOINTS; with none (or embedded: true) start an etcd
+//     server on loopback in embedded-data-dir; create the client and probe
+//     it within dial-timeout. An unreachable etcd fails Init with an error
+//     naming the endpoints, unless allow-delayed-start is set.
+//  3. In your own Init, register work that needs etcd with OnConnect (it
+//     runs at once if connected, else after the first successful probe) and
+//     resync work with OnReconnect. Callbacks run on the plugin's monitor
+//     goroutine: keep them short, hand long work to your own goroutine.
+//  4. AfterInit registers the health probe with StatusCheck and starts the
+//     monitor: a probe every probe-interval while connected (every
+//     reconnect-interval while not). A failed probe reports health.Error;
+//     the next successful one reports health.OK and, with
+//     resync-after-reconnect, calls every OnReconnect callback once.
+//  5. Use the plugin as a kvdb.Store. Each request is bounded by
+//     operation-timeout. Watches survive short outages (the client resumes
+//     them); a watch whose start revision was compacted (auto-compact)
+//     closes its channel: List and Watch again.
+//  6. Close (the agent calls it) stops the monitor and auto-compaction,
+//     ends every watch, closes the client and stops the embedded server,
+//     waiting for every goroutine the plugin started.
+//
+// NewSession gives a lease-backed concurrency.Session with session-ttl for
+// keys that must vanish with the agent and for elections.
+package etcd
