@@ -54,9 +54,9 @@ func (c *connection) update(err error) (transition, []func() error, []func()) {
 	return noChange, nil, nil
 }
 
-// health is the probe registered with the health reporter: the result of
+// state is the probe registered with the health reporter: the result of
 // the last connection probe (no network call).
-func (c *connection) health() (health.State, error) {
+func (c *connection) state() (health.State, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	switch {
@@ -134,7 +134,7 @@ func (p *Plugin) monitor(ctx context.Context) {
 
 // apply logs and reports a transition and runs its callbacks.
 func (p *Plugin) apply(tr transition, onConnect []func() error, onReconnect []func()) {
-	state, err := p.conn.health()
+	state, err := p.conn.state()
 	switch tr {
 	case noChange:
 		return

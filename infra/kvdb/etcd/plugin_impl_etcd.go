@@ -79,9 +79,12 @@ func (p *Plugin) Init() error {
 	}
 	p.cli = cli
 	err = p.probe(p.life)
-	p.conn.update(err)
+	_, queued, _ := p.conn.update(err)
 	if err == nil {
 		p.Log.Info("connected", "endpoints", p.cfg.Endpoints)
+		for _, fn := range queued { // registered before Init, if any
+			p.runOnConnect(fn)
+		}
 		return nil
 	}
 	if !cfg.AllowDelayedStart {
@@ -157,8 +160,8 @@ func (p *Plugin) newClient() (*clientv3.Client, error) {
 // (probes, delayed connection, reconnect callbacks) and auto-compaction.
 func (p *Plugin) AfterInit() error {
 	if p.StatusCheck != nil {
-		p.StatusCheck.Register(p.String(), p.conn.health)
-		state, err := p.conn.health()
+		p.StatusCheck.Register(p.String(), p.conn.state)
+		state, err := p.conn.state()
 		p.StatusCheck.ReportStateChange(p.String(), state, err)
 	}
 	p.goTracked(p.monitor)

@@ -30,7 +30,10 @@ func TestNoEndpointsStartsEmbeddedServer(t *testing.T) {
 	g := NewWithT(t)
 	cfg := embeddedConfig(t)
 	p := newPlugin(t, cfg, nil) // no file, no ETCD_ENDPOINTS
+	var early atomic.Int32
+	p.OnConnect(func() error { early.Add(1); return nil })
 	g.Expect(p.Init()).To(Succeed())
+	g.Expect(early.Load()).To(BeEquivalentTo(1), "OnConnect registered before Init runs once connected")
 	eff := p.Config()
 	g.Expect(eff.Embedded).To(BeTrue())
 	g.Expect(eff.Endpoints).To(HaveLen(1))
@@ -109,7 +112,7 @@ func TestDelayedStartConnectsLater(t *testing.T) {
 	var late atomic.Int32
 	p.OnConnect(func() error { late.Add(1); return nil })
 	g.Expect(late.Load()).To(BeEquivalentTo(1), "runs at once once connected")
-	g.Consistently(connects.Load).WithTimeout(300 * time.Millisecond).Should(BeEquivalentTo(1), "each callback runs once")
+	g.Consistently(connects.Load).WithTimeout(300*time.Millisecond).Should(BeEquivalentTo(1), "each callback runs once")
 	g.Expect(p.Put(t.Context(), "k", nil)).To(Succeed())
 }
 
