@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/url"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"go.etcd.io/etcd/server/v3/embed"
@@ -38,6 +39,7 @@ type Server struct {
 	etcd      *embed.Etcd
 	clientURL string
 	peerURL   string
+	closing   *atomic.Bool // demotes etcd's shutdown noise to debug
 }
 
 // CheckLoopback returns an error unless raw is an http URL whose host is a
@@ -65,7 +67,8 @@ func CheckLoopback(raw string) error {
 
 // Start runs the server and waits until it serves clients.
 func Start(cfg Config) (*Server, error) {
-	ec, err := embedConfig(cfg)
+	closing := new(atomic.Bool)
+	ec, err := embedConfig(cfg, closing)
 	if err != nil {
 		return nil, err
 	}
@@ -80,9 +83,11 @@ func Start(cfg Config) (*Server, error) {
 	select {
 	case <-e.Server.ReadyNotify():
 	case err := <-e.Err():
+		closing.Store(true)
 		e.Close()
 		return nil, fmt.Errorf("embedded etcd in %q failed while starting: %w", cfg.Dir, err)
 	case <-time.After(timeout):
+		closing.Store(true)
 		e.Close()
 		return nil, fmt.Errorf("embedded etcd in %q not ready after %s", cfg.Dir, timeout)
 	}
@@ -90,11 +95,12 @@ func Start(cfg Config) (*Server, error) {
 		etcd:      e,
 		clientURL: "http://" + e.Clients[0].Addr().String(),
 		peerURL:   "http://" + e.Peers[0].Listener.Addr().String(),
+		closing:   closing,
 	}, nil
 }
 
 // embedConfig turns cfg into etcd's configuration.
-func embedConfig(cfg Config) (*embed.Config, error) {
+func embedConfig(cfg Config, closing *atomic.Bool) (*embed.Config, error) {
 	if cfg.Dir == "" {
 		return nil, errors.New("embedded etcd: empty data directory")
 	}
@@ -117,7 +123,9 @@ func embedConfig(cfg Config) (*embed.Config, error) {
 	ec.ListenPeerUrls = []url.URL{*urls[1]}
 	ec.AdvertisePeerUrls = []url.URL{*urls[1]}
 	ec.InitialCluster = memberName + "=" + urls[1].String()
-	ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(etcdlog.New(log, zapcore.WarnLevel))
+	ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(etcdlog.NewMutable(log, zapcore.WarnLevel, closing))
+	// NewConfig leaves this at 0, which would log every request as slow.
+	ec.WarningUnaryRequestDuration = embed.DefaultWarningUnaryRequestDuration
 	ec.UnsafeNoFsync = cfg.UnsafeNoFsync
 	return ec, nil
 }
@@ -131,8 +139,10 @@ func (s *Server) PeerURL() string { return s.peerURL }
 // Endpoint is the client address as host:port.
 func (s *Server) Endpoint() string { return s.etcd.Clients[0].Addr().String() }
 
-// Close stops the server and waits until it has stopped.
+// Close stops the server and waits until it has stopped. The errors etcd
+// logs about closed listeners while stopping are logged at debug level.
 func (s *Server) Close() {
+	s.closing.Store(true)
 	s.etcd.Close()
 	<-s.etcd.Server.StopNotify()
 }

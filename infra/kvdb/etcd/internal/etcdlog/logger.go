@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"slices"
 	"sort"
+	"sync/atomic"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -15,11 +16,19 @@ func New(log *slog.Logger, min zapcore.Level) *zap.Logger {
 	return zap.New(&core{log: log, min: min})
 }
 
+// NewMutable is New with a switch: while demote is true, records are
+// written at debug level (used to hide the expected errors etcd logs while
+// it shuts down).
+func NewMutable(log *slog.Logger, min zapcore.Level, demote *atomic.Bool) *zap.Logger {
+	return zap.New(&core{log: log, min: min, demote: demote})
+}
+
 // core is a zapcore.Core writing to slog.
 type core struct {
-	log   *slog.Logger
-	min   zapcore.Level
-	attrs []slog.Attr
+	log    *slog.Logger
+	min    zapcore.Level
+	demote *atomic.Bool
+	attrs  []slog.Attr
 }
 
 var _ zapcore.Core = (*core)(nil)
@@ -27,7 +36,7 @@ var _ zapcore.Core = (*core)(nil)
 func (c *core) Enabled(l zapcore.Level) bool { return l >= c.min }
 
 func (c *core) With(fields []zapcore.Field) zapcore.Core {
-	return &core{log: c.log, min: c.min, attrs: append(slices.Clone(c.attrs), attrs(fields)...)}
+	return &core{log: c.log, min: c.min, demote: c.demote, attrs: append(slices.Clone(c.attrs), attrs(fields)...)}
 }
 
 func (c *core) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
@@ -39,7 +48,11 @@ func (c *core) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.Checked
 
 func (c *core) Write(e zapcore.Entry, fields []zapcore.Field) error {
 	all := append(slices.Clone(c.attrs), attrs(fields)...)
-	c.log.LogAttrs(context.Background(), level(e.Level), e.Message, all...)
+	lvl := level(e.Level)
+	if c.demote != nil && c.demote.Load() {
+		lvl = slog.LevelDebug
+	}
+	c.log.LogAttrs(context.Background(), lvl, e.Message, all...)
 	return nil
 }
 

@@ -3,6 +3,7 @@ package etcdlog
 import (
 	"bytes"
 	"log/slog"
+	"sync/atomic"
 	"testing"
 
 	. "github.com/onsi/gomega"
@@ -22,4 +23,17 @@ func TestRecordsReachSlog(t *testing.T) {
 	g.Expect(out).NotTo(ContainSubstring("chatty"), "below min")
 	g.Expect(out).To(ContainSubstring(`level=WARN msg="slow disk" member=m1 n=3 took=2s`))
 	g.Expect(out).To(ContainSubstring(`level=ERROR msg=broken member=m1`))
+}
+
+func TestDemote(t *testing.T) {
+	g := NewWithT(t)
+	var buf bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	var demote atomic.Bool
+	z := NewMutable(log, zapcore.WarnLevel, &demote)
+	z.Error("real")
+	demote.Store(true)
+	z.Error("shutting down")
+	g.Expect(buf.String()).To(ContainSubstring(`level=ERROR msg=real`))
+	g.Expect(buf.String()).To(ContainSubstring(`level=DEBUG msg="shutting down"`))
 }
