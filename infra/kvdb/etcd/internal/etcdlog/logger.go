@@ -23,6 +23,14 @@ func NewMutable(log *slog.Logger, min zapcore.Level, demote *atomic.Bool) *zap.L
 	return zap.New(&core{log: log, min: min, demote: demote})
 }
 
+// expectedWarnings are warnings etcd always logs for a single-member
+// server on loopback, such as the embedded one; they are written at debug
+// level because the user can do nothing about them.
+var expectedWarnings = map[string]bool{
+	"Running http and grpc server on single port. This is not recommended for production.": true,
+	"simple token is not cryptographically signed": true,
+}
+
 // core is a zapcore.Core writing to slog.
 type core struct {
 	log    *slog.Logger
@@ -49,7 +57,7 @@ func (c *core) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.Checked
 func (c *core) Write(e zapcore.Entry, fields []zapcore.Field) error {
 	all := append(slices.Clone(c.attrs), attrs(fields)...)
 	lvl := level(e.Level)
-	if c.demote != nil && c.demote.Load() {
+	if c.demote != nil && c.demote.Load() || expectedWarnings[e.Message] {
 		lvl = slog.LevelDebug
 	}
 	c.log.LogAttrs(context.Background(), lvl, e.Message, all...)

@@ -37,3 +37,14 @@ func TestDemote(t *testing.T) {
 	g.Expect(buf.String()).To(ContainSubstring(`level=ERROR msg=real`))
 	g.Expect(buf.String()).To(ContainSubstring(`level=DEBUG msg="shutting down"`))
 }
+
+func TestExpectedSingleMemberWarningsAreDebug(t *testing.T) {
+	g := NewWithT(t)
+	var buf bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	z := New(log, zapcore.WarnLevel)
+	z.Warn("simple token is not cryptographically signed")
+	z.Warn("slow disk")
+	g.Expect(buf.String()).To(ContainSubstring(`level=DEBUG msg="simple token is not cryptographically signed"`))
+	g.Expect(buf.String()).To(ContainSubstring(`level=WARN msg="slow disk"`))
+}

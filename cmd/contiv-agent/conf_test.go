@@ -1,0 +1,136 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/contiv-ipam/agent/infra/config"
+	"github.com/contiv-ipam/agent/infra/health"
+	"github.com/contiv-ipam/agent/infra/kvdb/bolt"
+	"github.com/contiv-ipam/agent/infra/kvdb/etcd"
+	"github.com/contiv-ipam/agent/infra/logmanager"
+	"github.com/contiv-ipam/agent/infra/metrics"
+	"github.com/contiv-ipam/agent/infra/rest"
+)
+
+// validator is a plugin config that checks itself.
+type validator interface{ Validate() error }
+
+// sampleLoaders decode one <plugin>.conf strictly into the plugin's Config
+// on top of its defaults, the way the plugin's Init does.
+var sampleLoaders = map[string]func() validator{
+	"http.conf":       func() validator { c := rest.DefaultConfig(); return &c },
+	"etcd.conf":       func() validator { c := etcd.DefaultConfig(); return &c },
+	"bolt.conf":       func() validator { c := bolt.DefaultConfig(); return &c },
+	"health.conf":     func() validator { c := health.DefaultConfig(); return &c },
+	"logmanager.conf": func() validator { c := logmanager.DefaultConfig(); return &c },
+	"metrics.conf":    func() validator { c := metrics.DefaultConfig(); return &c },
+}
+
+// TestShippedConfigFilesDecode checks that every .conf in the repository
+// (conf/ for `make run` and the commented sample beside each plugin)
+// decodes strictly and validates. A .conf with no loader fails the test, so
+// a new plugin must add its sample here.
+func TestShippedConfigFilesDecode(t *testing.T) {
+	files := shippedConfFiles(t)
+	seen := map[string]bool{}
+	for _, path := range files {
+		name := filepath.Base(path)
+		newConf, ok := sampleLoaders[name]
+		if !ok {
+			t.Errorf("%s: no loader for %s in sampleLoaders", path, name)
+			continue
+		}
+		seen[name] = true
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conf := newConf()
+		if err := config.Decode(data, conf, path); err != nil {
+			t.Errorf("decode: %v", err)
+			continue
+		}
+		if n, ok := conf.(interface {
+			Normalize(func(string) (string, bool))
+		}); ok {
+			n.Normalize(func(string) (string, bool) { return "", false })
+		}
+		if err := conf.Validate(); err != nil {
+			t.Errorf("%s: %v", path, err)
+		}
+	}
+	for name := range sampleLoaders {
+		if !seen[name] {
+			t.Errorf("no shipped %s found", name)
+		}
+	}
+}
+
+// TestRunConfigDiffersWhereItMust pins the two values `make run` depends on:
+// the embedded etcd and a bolt file under ./_data (no root paths).
+func TestRunConfigDiffersWhereItMust(t *testing.T) {
+	root := repoRoot(t)
+	e := etcd.DefaultConfig()
+	mustDecode(t, filepath.Join(root, "conf", "etcd.conf"), &e)
+	if !e.Embedded || !strings.HasPrefix(e.EmbeddedDataDir, "_data") {
+		t.Errorf("conf/etcd.conf: embedded=%v embedded-data-dir=%q, want true and under _data",
+			e.Embedded, e.EmbeddedDataDir)
+	}
+	b := bolt.DefaultConfig()
+	mustDecode(t, filepath.Join(root, "conf", "bolt.conf"), &b)
+	if !strings.HasPrefix(b.DBPath, "_data/") {
+		t.Errorf("conf/bolt.conf: db-path=%q, want a file under _data/", b.DBPath)
+	}
+}
+
+func mustDecode(t *testing.T, path string, ptr any) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := config.Decode(data, ptr, path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// shippedConfFiles lists conf/*.conf and every *.conf under infra/ and plugins/.
+func shippedConfFiles(t *testing.T) []string {
+	t.Helper()
+	root := repoRoot(t)
+	var files []string
+	for _, dir := range []string{"conf", "infra", "plugins"} {
+		err := filepath.WalkDir(filepath.Join(root, dir), func(path string, d os.DirEntry, err error) error {
+			if err != nil {
+				if os.IsNotExist(err) {
+					return filepath.SkipDir
+				}
+				return err
+			}
+			if !d.IsDir() && strings.HasSuffix(path, ".conf") && !strings.Contains(path, "testdata") {
+				files = append(files, path)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(files) == 0 {
+		t.Fatal("no .conf files found")
+	}
+	return files
+}
+
+// repoRoot is two levels above this package.
+func repoRoot(t *testing.T) string {
+	t.Helper()
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return root
+}

@@ -1,0 +1,95 @@
+package main
+
+import (
+	"github.com/contiv-ipam/agent/infra"
+	"github.com/contiv-ipam/agent/infra/health"
+	"github.com/contiv-ipam/agent/infra/kvdb/bolt"
+	"github.com/contiv-ipam/agent/infra/kvdb/etcd"
+	"github.com/contiv-ipam/agent/infra/logging"
+	"github.com/contiv-ipam/agent/infra/logmanager"
+	"github.com/contiv-ipam/agent/infra/metrics"
+	"github.com/contiv-ipam/agent/infra/rest"
+	"github.com/contiv-ipam/agent/infra/servicelabel"
+)
+
+// pluginName names the top-level plugin (and its logger).
+const pluginName = "contiv-agent"
+
+// ContivAgent is the top-level plugin: its exported fields are every plugin
+// the agent runs, so the agent finds and orders them by reflection.
+type ContivAgent struct {
+	infra.PluginDeps
+
+	LogManager   *logmanager.Plugin
+	HTTP         *rest.Plugin
+	Metrics      *metrics.Plugin
+	Health       *health.Plugin
+	ServiceLabel *servicelabel.Plugin
+	ETCD         *etcd.Plugin
+	Bolt         *bolt.Plugin
+}
+
+var (
+	_ infra.Plugin   = (*ContivAgent)(nil)
+	_ infra.PostInit = (*ContivAgent)(nil)
+)
+
+// newContivAgent wires every plugin with one shared log registry.
+func newContivAgent(reg *logging.Registry, build health.BuildInfo) *ContivAgent {
+	httpP := rest.NewPlugin(rest.UseDeps(func(d *rest.Deps) { d.LogRegistry = reg }))
+	metricsP := metrics.NewPlugin(metrics.UseDeps(func(d *metrics.Deps) {
+		d.LogRegistry = reg
+		d.HTTP = httpP
+	}))
+	healthP := health.NewPlugin(health.UseBuildInfo(build), health.UseDeps(func(d *health.Deps) {
+		d.LogRegistry = reg
+		d.HTTP = httpP
+		d.Metrics = metricsP
+	}))
+	a := &ContivAgent{
+		HTTP:    httpP,
+		Metrics: metricsP,
+		Health:  healthP,
+		LogManager: logmanager.NewPlugin(logmanager.UseDeps(func(d *logmanager.Deps) {
+			d.LogRegistry = reg
+			d.HTTP = httpP
+		})),
+		ServiceLabel: servicelabel.NewPlugin(servicelabel.UseDeps(func(d *servicelabel.Deps) {
+			d.LogRegistry = reg
+		})),
+		ETCD: etcd.NewPlugin(etcd.UseDeps(func(d *etcd.Deps) {
+			d.LogRegistry = reg
+			d.StatusCheck = healthP
+		})),
+		Bolt: bolt.NewPlugin(bolt.UseDeps(func(d *bolt.Deps) { d.LogRegistry = reg })),
+	}
+	a.SetName(pluginName)
+	a.LogRegistry = reg
+	a.SetupLog()
+	return a
+}
+
+// Init has nothing to do: the plugins it lists are initialised before it.
+func (a *ContivAgent) Init() error { return nil }
+
+// AfterInit reports the agent healthy and logs where to look.
+func (a *ContivAgent) AfterInit() error {
+	a.Health.ReportStateChange(a.String(), health.OK, nil)
+	label := a.ServiceLabel.GetAgentLabel()
+	addr := a.HTTP.Addr()
+	if addr == "" {
+		a.Log.Info("agent ready; REST server disabled", "label", label)
+		return nil
+	}
+	scheme := "http"
+	if a.HTTP.TLS() {
+		scheme = "https"
+	}
+	base := scheme + "://" + addr
+	a.Log.Info("agent ready", "label", label,
+		"rest", base+"/", "readiness", base+"/readiness", "metrics", base+"/metrics")
+	return nil
+}
+
+// Close has nothing to release.
+func (a *ContivAgent) Close() error { return nil }
