@@ -28,7 +28,7 @@ func NewMutable(log *slog.Logger, min zapcore.Level, demote *atomic.Bool) *zap.L
 // level because the user can do nothing about them.
 var expectedWarnings = map[string]bool{
 	"Running http and grpc server on single port. This is not recommended for production.": true,
-	"simple token is not cryptographically signed": true,
+	"simple token is not cryptographically signed":                                         true,
 }
 
 // core is a zapcore.Core writing to slog.
