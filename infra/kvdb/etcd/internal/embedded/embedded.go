@@ -127,6 +127,11 @@ func embedConfig(cfg Config, closing *atomic.Bool) (*embed.Config, error) {
 	// NewConfig leaves this at 0, which would log every request as slow.
 	ec.WarningUnaryRequestDuration = embed.DefaultWarningUnaryRequestDuration
 	ec.UnsafeNoFsync = cfg.UnsafeNoFsync
+	// One member on loopback: no peer can be slow, and a restarted member
+	// waits one election timeout before it leads, so keep it short
+	// (defaults 100ms/1000ms are for members across a network).
+	ec.TickMs = 50
+	ec.ElectionMs = 250
 	return ec, nil
 }
 
