@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -75,9 +76,17 @@ func TestRunConfigDiffersWhereItMust(t *testing.T) {
 	root := repoRoot(t)
 	e := etcd.DefaultConfig()
 	mustDecode(t, filepath.Join(root, "conf", "etcd.conf"), &e)
+	e.Normalize(func(string) (string, bool) { return "", false })
 	if !e.Embedded || !strings.HasPrefix(e.EmbeddedDataDir, "_data") {
-		t.Errorf("conf/etcd.conf: embedded=%v embedded-data-dir=%q, want true and under _data",
+		t.Errorf("conf/etcd.conf without ETCD_ENDPOINTS: embedded=%v embedded-data-dir=%q, want true and under _data",
 			e.Embedded, e.EmbeddedDataDir)
+	}
+	e = etcd.DefaultConfig()
+	mustDecode(t, filepath.Join(root, "conf", "etcd.conf"), &e)
+	e.Normalize(func(string) (string, bool) { return "127.0.0.1:2999", true })
+	if e.Embedded || len(e.Endpoints) != 1 {
+		t.Errorf("conf/etcd.conf with ETCD_ENDPOINTS: embedded=%v endpoints=%q, want the external endpoint",
+			e.Embedded, e.Endpoints)
 	}
 	b := bolt.DefaultConfig()
 	mustDecode(t, filepath.Join(root, "conf", "bolt.conf"), &b)
@@ -133,4 +142,31 @@ func repoRoot(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return root
+}
+
+// TestReadmeDocumentsEveryConfigKey checks that README.md names every
+// top-level key of every plugin config as `key`.
+func TestReadmeDocumentsEveryConfigKey(t *testing.T) {
+	readme := readReadme(t)
+	for file, newConf := range sampleLoaders {
+		typ := reflect.TypeOf(newConf()).Elem()
+		for i := range typ.NumField() {
+			key, _, _ := strings.Cut(typ.Field(i).Tag.Get("json"), ",")
+			if key == "" || key == "-" {
+				continue
+			}
+			if !strings.Contains(readme, "`"+key+"`") {
+				t.Errorf("README.md does not document %s key `%s`", file, key)
+			}
+		}
+	}
+}
+
+func readReadme(t *testing.T) string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(repoRoot(t), "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
 }

@@ -188,6 +188,7 @@ func TestAgentBinaryServesAndStopsOnSIGINT(t *testing.T) {
 			t.Errorf("index lacks %s:\n%s", path, body)
 		}
 	}
+	checkReadmeListsEndpoints(t, body)
 	for _, path := range []string{"/liveness", "/readiness"} {
 		status, body = httpGet(t, base+path)
 		if status != http.StatusOK || !strings.Contains(body, `"state": "ok"`) {
@@ -230,5 +231,26 @@ func TestAgentBinaryFailsOnTakenPort(t *testing.T) {
 	last := msgs[len(msgs)-1]
 	if !strings.Contains(last, ln.Addr().String()) {
 		t.Errorf("last line %q does not name %s", last, ln.Addr())
+	}
+}
+
+// checkReadmeListsEndpoints checks that README.md's REST table has a row
+// for every endpoint in the index body.
+func checkReadmeListsEndpoints(t *testing.T, index string) {
+	t.Helper()
+	var body struct {
+		Endpoints []struct{ Method, Path string }
+	}
+	if err := json.Unmarshal([]byte(index), &body); err != nil {
+		t.Fatalf("index: %v", err)
+	}
+	if len(body.Endpoints) < 6 {
+		t.Fatalf("index lists %d endpoints, want at least 6", len(body.Endpoints))
+	}
+	readme := readReadme(t)
+	for _, ep := range body.Endpoints {
+		if !strings.Contains(readme, "| "+ep.Method+" | `"+ep.Path+"` |") {
+			t.Errorf("README.md REST table lacks | %s | `%s` |", ep.Method, ep.Path)
+		}
 	}
 }

@@ -100,10 +100,10 @@ func (c *FileConfig) LoadValue(ptr any) (bool, error) {
 	}
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return false, fmt.Errorf("plugin %s: %w", c.name, err)
+		return false, err
 	}
 	if err := Decode(data, ptr, path); err != nil {
-		return false, fmt.Errorf("plugin %s: %w", c.name, err)
+		return false, err
 	}
 	return true, nil
 }
@@ -126,13 +126,13 @@ func (c *FileConfig) resolve() (string, error) {
 		if st, err := os.Stat(candidate); err == nil && !st.IsDir() {
 			return candidate, nil
 		} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return "", fmt.Errorf("plugin %s: config file %q: %w", c.name, candidate, err)
+			return "", fmt.Errorf("config file %q: %w", candidate, err)
 		}
 	}
 	if origin == "" {
 		return "", nil
 	}
-	return "", fmt.Errorf("plugin %s: config file %q (from %s) not found", c.name, name, origin)
+	return "", fmt.Errorf("config file %q (from %s) not found", name, origin)
 }
 
 func (c *FileConfig) candidates(name string) []string {

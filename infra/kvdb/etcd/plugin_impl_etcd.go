@@ -88,7 +88,7 @@ func (p *Plugin) Init() error {
 		return nil
 	}
 	if !cfg.AllowDelayedStart {
-		return errors.Join(fmt.Errorf("etcd: cannot reach endpoints %q within dial-timeout %s: %w",
+		return errors.Join(fmt.Errorf("cannot reach etcd endpoints %q within dial-timeout %s: %w",
 			p.cfg.Endpoints, cfg.DialTimeout, err), p.Close())
 	}
 	p.Log.Warn("etcd unreachable; allow-delayed-start is set, retrying in the background",
@@ -104,11 +104,15 @@ func (p *Plugin) loadConfig() (Config, error) {
 		cfg = *p.base
 	}
 	if _, err := p.Cfg.LoadValue(&cfg); err != nil {
-		return Config{}, fmt.Errorf("etcd: %w", err)
+		return Config{}, err
 	}
 	cfg.Normalize(p.env)
 	if err := cfg.Validate(); err != nil {
-		return Config{}, err
+		source := p.Cfg.GetConfigName()
+		if source == "" {
+			source = "defaults and env " + EnvEndpoints
+		}
+		return Config{}, fmt.Errorf("config %s: %w", source, err)
 	}
 	if cfg.AutoCompact > 0 && cfg.AutoCompact < time.Hour {
 		p.Log.Warn("auto-compact below 1h: watches that fall behind will break more often", "auto-compact", cfg.AutoCompact)
@@ -125,7 +129,7 @@ func (p *Plugin) startEmbedded() error {
 		Log:       p.Log,
 	})
 	if err != nil {
-		return fmt.Errorf("etcd: %w", err)
+		return err
 	}
 	p.server = srv
 	p.cfg.Endpoints = []string{srv.Endpoint()}
@@ -151,7 +155,7 @@ func (p *Plugin) newClient() (*clientv3.Client, error) {
 		})},
 	})
 	if err != nil {
-		return nil, fmt.Errorf("etcd: client for endpoints %q: %w", p.cfg.Endpoints, err)
+		return nil, fmt.Errorf("etcd client for endpoints %q: %w", p.cfg.Endpoints, err)
 	}
 	return cli, nil
 }
