@@ -2,6 +2,7 @@ package config_test
 
 import (
 	"flag"
+	"fmt"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -203,4 +204,35 @@ func FuzzDecode(f *testing.F) {
 		var s sample
 		_ = config.Decode(data, &s, "fuzz.conf") // must not panic
 	})
+}
+
+// positive is a config whose Validate rejects a count below 1.
+type positive struct {
+	Count int `json:"count"`
+}
+
+func (p *positive) Validate() error {
+	if p.Count < 1 {
+		return fmt.Errorf("count %d: want at least 1", p.Count)
+	}
+	return nil
+}
+
+func TestLoadValidatesAndNamesTheSource(t *testing.T) {
+	g := NewWithT(t)
+	dir := t.TempDir()
+	bad := write(t, dir, "p.conf", "count: 0\n")
+	c := positive{Count: 5}
+	err := config.Load(config.ForPlugin("p", config.WithPath(bad)), &c)
+	g.Expect(err).To(MatchError(ContainSubstring("config " + bad + ": count 0: want at least 1")))
+
+	good := write(t, dir, "q.conf", "count: 3\n")
+	c = positive{Count: 5}
+	g.Expect(config.Load(config.ForPlugin("q", config.WithPath(good)), &c)).To(Succeed())
+	g.Expect(c.Count).To(Equal(3))
+
+	t.Chdir(dir)
+	c = positive{}
+	err = config.Load(config.ForPlugin("absent"), &c)
+	g.Expect(err).To(MatchError(ContainSubstring("config defaults: count 0")), "no file: the defaults are validated")
 }

@@ -174,3 +174,29 @@ func Lookup(fs *flag.FlagSet, flagName, def string, env func(string) (string, bo
 func EnvName(flagName string) string {
 	return strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
 }
+
+// Validator is a plugin configuration that checks itself.
+type Validator interface {
+	Validate() error
+}
+
+// Load decodes the plugin's file (if any) over the values already in conf
+// (normally the defaults) and validates the result. Validation errors name
+// the file, or "defaults" when there is none.
+func Load(pc PluginConfig, conf Validator) error {
+	if _, err := pc.LoadValue(conf); err != nil {
+		return err
+	}
+	if err := conf.Validate(); err != nil {
+		return fmt.Errorf("config %s: %w", SourceName(pc), err)
+	}
+	return nil
+}
+
+// SourceName is the file pc reads, or "defaults" when there is none.
+func SourceName(pc PluginConfig) string {
+	if name := pc.GetConfigName(); name != "" {
+		return name
+	}
+	return "defaults"
+}

@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/contiv-ipam/agent/infra"
+	"github.com/contiv-ipam/agent/infra/config"
 	"github.com/contiv-ipam/agent/infra/rest"
 )
 
@@ -73,13 +74,7 @@ func (p *Plugin) loadConfig() (Config, error) {
 		return c, c.Validate()
 	}
 	c := DefaultConfig()
-	if _, err := p.Cfg.LoadValue(&c); err != nil {
-		return c, err
-	}
-	if err := c.Validate(); err != nil {
-		return c, fmt.Errorf("config %s: %w", p.Cfg.GetConfigName(), err)
-	}
-	return c, nil
+	return c, config.Load(p.Cfg, &c)
 }
 
 // AfterInit starts polling the probes every probe-interval, the first

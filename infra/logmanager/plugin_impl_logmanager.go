@@ -6,6 +6,7 @@ import (
 	"os"
 
 	"github.com/contiv-ipam/agent/infra"
+	"github.com/contiv-ipam/agent/infra/config"
 	"github.com/contiv-ipam/agent/infra/logging"
 	"github.com/contiv-ipam/agent/infra/rest"
 )
@@ -56,13 +57,7 @@ func (p *Plugin) loadConfig() (Config, error) {
 		return c, c.Validate()
 	}
 	c := DefaultConfig()
-	if _, err := p.Cfg.LoadValue(&c); err != nil {
-		return c, err
-	}
-	if err := c.Validate(); err != nil {
-		return c, fmt.Errorf("config %s: %w", p.Cfg.GetConfigName(), err)
-	}
-	return c, nil
+	return c, config.Load(p.Cfg, &c)
 }
 
 // applyDefault sets the default level from INITIAL_LOGLVL or, when that is

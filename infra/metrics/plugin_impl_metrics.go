@@ -12,6 +12,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/contiv-ipam/agent/infra"
+	"github.com/contiv-ipam/agent/infra/config"
 	"github.com/contiv-ipam/agent/infra/rest"
 )
 
@@ -76,13 +77,7 @@ func (p *Plugin) loadConfig() (Config, error) {
 		return c, c.Validate()
 	}
 	c := DefaultConfig()
-	if _, err := p.Cfg.LoadValue(&c); err != nil {
-		return c, err
-	}
-	if err := c.Validate(); err != nil {
-		return c, fmt.Errorf("config %s: %w", p.Cfg.GetConfigName(), err)
-	}
-	return c, nil
+	return c, config.Load(p.Cfg, &c)
 }
 
 // handler serves the live registry; a failing collector is logged and the

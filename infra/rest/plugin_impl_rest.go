@@ -118,7 +118,7 @@ func (p *Plugin) loadConfig() (Config, error) {
 		c.Endpoint = ep
 	}
 	if err := c.Validate(); err != nil {
-		return c, fmt.Errorf("config %s: %w", p.Cfg.GetConfigName(), err)
+		return c, fmt.Errorf("config %s: %w", config.SourceName(p.Cfg), err)
 	}
 	return c, nil
 }

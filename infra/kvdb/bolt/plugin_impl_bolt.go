@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/contiv-ipam/agent/infra"
+	"github.com/contiv-ipam/agent/infra/config"
 	"github.com/contiv-ipam/agent/infra/kvdb"
 )
 
@@ -49,14 +50,7 @@ func (p *Plugin) loadConfig() (Config, error) {
 	if p.base != nil {
 		cfg = *p.base
 	}
-	found, err := p.Cfg.LoadValue(&cfg)
-	if err != nil {
-		return Config{}, fmt.Errorf("bolt: %w", err)
-	}
-	if !found {
-		p.Log.Debug("no config file; using defaults", "db-path", cfg.DBPath)
-	}
-	if err := cfg.Validate(); err != nil {
+	if err := config.Load(p.Cfg, &cfg); err != nil {
 		return Config{}, err
 	}
 	return cfg, nil

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/backoff"
 
 	"github.com/contiv-ipam/agent/infra"
+	"github.com/contiv-ipam/agent/infra/config"
 	"github.com/contiv-ipam/agent/infra/health"
 	"github.com/contiv-ipam/agent/infra/kvdb"
 	"github.com/contiv-ipam/agent/infra/kvdb/etcd/internal/embedded"
@@ -108,11 +109,7 @@ func (p *Plugin) loadConfig() (Config, error) {
 	}
 	cfg.Normalize(p.env)
 	if err := cfg.Validate(); err != nil {
-		source := p.Cfg.GetConfigName()
-		if source == "" {
-			source = "defaults and env " + EnvEndpoints
-		}
-		return Config{}, fmt.Errorf("config %s: %w", source, err)
+		return Config{}, fmt.Errorf("config %s: %w", config.SourceName(p.Cfg), err)
 	}
 	if cfg.AutoCompact > 0 && cfg.AutoCompact < time.Hour {
 		p.Log.Warn("auto-compact below 1h: watches that fall behind will break more often", "auto-compact", cfg.AutoCompact)
