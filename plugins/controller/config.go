@@ -1,0 +1,105 @@
+package controller
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Config is controller.conf. Key names follow the original Contiv
+// controller; durations are strings such as "5s".
+type Config struct {
+	// EnableRetry retries a failed commit of an update transaction.
+	EnableRetry bool `json:"enableRetry"`
+	// DelayRetry is the wait before the first retry.
+	DelayRetry time.Duration `json:"delayRetry"`
+	// MaxRetryAttempts bounds the retries of one commit.
+	MaxRetryAttempts int `json:"maxRetryAttempts"`
+	// EnableExpBackoffRetry doubles the delay after each retry.
+	EnableExpBackoffRetry bool `json:"enableExpBackoffRetry"`
+	// DelayLocalResync is how long the DB watcher waits for etcd before it
+	// resyncs from the bolt mirror.
+	DelayLocalResync time.Duration `json:"delayLocalResync"`
+	// StartupResyncDeadline is how long the loop waits for the first DB
+	// resync before it reports a fatal error.
+	StartupResyncDeadline time.Duration `json:"startupResyncDeadline"`
+	// EnablePeriodicHealing runs a DownstreamResync every PeriodicHealingInterval.
+	EnablePeriodicHealing   bool          `json:"enablePeriodicHealing"`
+	PeriodicHealingInterval time.Duration `json:"periodicHealingInterval"`
+	// DelayAfterErrorHealing is the wait before the healing resync that
+	// follows a failed update.
+	DelayAfterErrorHealing time.Duration `json:"delayAfterErrorHealing"`
+	// RemoteDBProbingInterval is accepted for compatibility with Contiv's
+	// controller.conf; the etcd plugin's probe-interval does the probing.
+	RemoteDBProbingInterval time.Duration `json:"remoteDBProbingInterval"`
+	// RecordEventHistory keeps processed events for GET /controller/event-history.
+	RecordEventHistory bool `json:"recordEventHistory"`
+	// EventHistoryAgeLimit drops records older than this...
+	EventHistoryAgeLimit time.Duration `json:"eventHistoryAgeLimit"`
+	// PermanentlyRecordedInitPeriod ...except those of this first period
+	// after start.
+	PermanentlyRecordedInitPeriod time.Duration `json:"permanentlyRecordedInitPeriod"`
+	// EnableVerification compares the southbound with the desired
+	// configuration after every event and records any difference.
+	EnableVerification bool `json:"enableVerification"`
+	// EventQueueSize bounds the queue; a push to a full queue fails.
+	EventQueueSize int `json:"eventQueueSize"`
+	// MaxHistoryRecords bounds the history whatever the age limit.
+	MaxHistoryRecords int `json:"maxHistoryRecords"`
+}
+
+// DefaultConfig returns the defaults of the original controller.
+func DefaultConfig() Config {
+	return Config{
+		EnableRetry:                   true,
+		DelayRetry:                    time.Second,
+		MaxRetryAttempts:              3,
+		EnableExpBackoffRetry:         true,
+		DelayLocalResync:              5 * time.Second,
+		StartupResyncDeadline:         30 * time.Second,
+		PeriodicHealingInterval:       time.Minute,
+		DelayAfterErrorHealing:        5 * time.Second,
+		RemoteDBProbingInterval:       3 * time.Second,
+		RecordEventHistory:            true,
+		EventHistoryAgeLimit:          24 * time.Hour,
+		PermanentlyRecordedInitPeriod: time.Hour,
+		EventQueueSize:                1000,
+		MaxHistoryRecords:             10000,
+	}
+}
+
+// Validate names every bad key and value.
+func (c *Config) Validate() error {
+	var errs []error
+	positive := []struct {
+		key string
+		d   time.Duration
+	}{
+		{"delayLocalResync", c.DelayLocalResync},
+		{"startupResyncDeadline", c.StartupResyncDeadline},
+		{"delayAfterErrorHealing", c.DelayAfterErrorHealing},
+		{"eventHistoryAgeLimit", c.EventHistoryAgeLimit},
+	}
+	for _, p := range positive {
+		if p.d <= 0 {
+			errs = append(errs, fmt.Errorf("%s %s: want a positive duration", p.key, p.d))
+		}
+	}
+	if c.EnablePeriodicHealing && c.PeriodicHealingInterval <= 0 {
+		errs = append(errs, fmt.Errorf("periodicHealingInterval %s: want a positive duration with enablePeriodicHealing", c.PeriodicHealingInterval))
+	}
+	if c.EnableRetry && (c.MaxRetryAttempts < 1 || c.DelayRetry < 0) {
+		errs = append(errs, fmt.Errorf("maxRetryAttempts %d, delayRetry %s: want at least 1 attempt and a delay >= 0 with enableRetry",
+			c.MaxRetryAttempts, c.DelayRetry))
+	}
+	if c.PermanentlyRecordedInitPeriod < 0 {
+		errs = append(errs, fmt.Errorf("permanentlyRecordedInitPeriod %s: want >= 0", c.PermanentlyRecordedInitPeriod))
+	}
+	if c.EventQueueSize < 1 {
+		errs = append(errs, fmt.Errorf("eventQueueSize %d: want at least 1", c.EventQueueSize))
+	}
+	if c.MaxHistoryRecords < 1 {
+		errs = append(errs, fmt.Errorf("maxHistoryRecords %d: want at least 1", c.MaxHistoryRecords))
+	}
+	return errors.Join(errs...)
+}

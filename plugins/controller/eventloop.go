@@ -1,0 +1,237 @@
+package controller
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/contiv-ipam/agent/plugins/controller/api"
+)
+
+// queued is an event waiting in a queue.
+type queued struct {
+	ev         api.Event
+	done       chan error // blocking events only
+	isFollowUp bool
+	followUpTo uint64
+}
+
+// observer is told about every processed event and the loop's state.
+type observer interface {
+	processed(rec *EventRecord, err error)
+	stateChanged(started bool, fatal error)
+}
+
+// eventLoop processes every event on one goroutine.
+type eventLoop struct {
+	cfg      Config
+	handlers []api.EventHandler
+	sb       Southbound
+	log      *slog.Logger
+	obs      observer
+	history  *history
+	now      func() time.Time
+
+	queue    chan *queued
+	mu       sync.Mutex // guards closed and sends to queue
+	closed   bool
+	loopGID  atomic.Uint64
+	stopCh   chan struct{}
+	finished chan struct{}
+
+	// Owned by the loop goroutine.
+	followUps   []*queued
+	replay      []*queued // events that arrived before the first resync
+	started     bool
+	seq         uint64
+	resyncCount int
+	kubeState   api.KubeStateData
+	desired     map[string]proto.Message
+	healing     *time.Timer
+	fatalErr    error
+}
+
+func newEventLoop(cfg Config, handlers []api.EventHandler, sb Southbound, log *slog.Logger, obs observer) *eventLoop {
+	now := time.Now
+	return &eventLoop{
+		cfg: cfg, handlers: handlers, sb: sb, log: log, obs: obs, now: now,
+		history:   newHistory(now(), cfg),
+		queue:     make(chan *queued, cfg.EventQueueSize),
+		stopCh:    make(chan struct{}),
+		finished:  make(chan struct{}),
+		kubeState: api.KubeStateData{},
+		desired:   map[string]proto.Message{},
+	}
+}
+
+// PushEvent queues ev; a blocking event is waited for.
+func (l *eventLoop) PushEvent(ev api.Event) error {
+	if ev == nil {
+		return errors.New("push event: nil event")
+	}
+	if gid := l.loopGID.Load(); gid != 0 && gid == goroutineID() {
+		return l.pushFollowUp(ev)
+	}
+	q := &queued{ev: ev}
+	if ev.IsBlocking() {
+		q.done = make(chan error, 1)
+	}
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return fmt.Errorf("push %s: %w", ev.GetName(), api.ErrClosedController)
+	}
+	select {
+	case l.queue <- q:
+	default:
+		l.mu.Unlock()
+		return fmt.Errorf("push %s: %w (%d events)", ev.GetName(), api.ErrEventQueueFull, cap(l.queue))
+	}
+	l.mu.Unlock()
+	if q.done == nil {
+		return nil
+	}
+	return <-q.done
+}
+
+// pushFollowUp is PushEvent from a handler, on the loop goroutine.
+func (l *eventLoop) pushFollowUp(ev api.Event) error {
+	if ev.IsBlocking() {
+		return fmt.Errorf("push %s from event %d: %w", ev.GetName(), l.seq, api.ErrBlockingFollowUp)
+	}
+	if l.fatalErr != nil {
+		return fmt.Errorf("push %s: %w", ev.GetName(), api.ErrClosedController)
+	}
+	l.followUps = append(l.followUps, &queued{ev: ev, isFollowUp: true, followUpTo: l.seq})
+	return nil
+}
+
+// start runs the loop goroutine.
+func (l *eventLoop) start() { go l.run() }
+
+// stop makes the loop return and fails every event still queued; it waits
+// for the loop goroutine.
+func (l *eventLoop) stop() {
+	l.mu.Lock()
+	already := l.closed
+	l.closed = true
+	l.mu.Unlock()
+	if !already {
+		close(l.stopCh)
+	}
+	<-l.finished
+}
+
+func (l *eventLoop) run() {
+	l.loopGID.Store(goroutineID())
+	defer close(l.finished)
+	defer l.failPending()
+	startup := time.NewTimer(l.cfg.StartupResyncDeadline)
+	defer startup.Stop()
+	l.healing = time.NewTimer(time.Hour)
+	l.healing.Stop()
+	periodic := l.periodicTicker()
+	for l.fatalErr == nil {
+		if q := l.nextPending(); q != nil {
+			l.process(q)
+			continue
+		}
+		select {
+		case q := <-l.queue:
+			l.receive(q)
+		case <-startup.C:
+			if !l.started {
+				l.setFatal(fmt.Errorf("no DB resync within startupResyncDeadline %s", l.cfg.StartupResyncDeadline))
+			}
+		case <-l.healing.C:
+			l.process(&queued{ev: &api.HealingResync{Type: api.AfterError, Error: errors.New("a previous event failed")}})
+		case <-periodic:
+			if l.started {
+				l.process(&queued{ev: &api.HealingResync{Type: api.Periodic}})
+			}
+		case <-l.stopCh:
+			return
+		}
+	}
+}
+
+func (l *eventLoop) periodicTicker() <-chan time.Time {
+	if !l.cfg.EnablePeriodicHealing {
+		return nil
+	}
+	t := time.NewTicker(l.cfg.PeriodicHealingInterval)
+	go func() { <-l.finished; t.Stop() }()
+	return t.C
+}
+
+// nextPending pops a follow-up, else an event replayed after startup.
+func (l *eventLoop) nextPending() *queued {
+	if len(l.followUps) > 0 {
+		q := l.followUps[0]
+		l.followUps = l.followUps[1:]
+		return q
+	}
+	if l.started && len(l.replay) > 0 {
+		q := l.replay[0]
+		l.replay = l.replay[1:]
+		return q
+	}
+	return nil
+}
+
+// receive processes q, or keeps it for later while the first DB resync
+// has not come (Shutdown is never delayed).
+func (l *eventLoop) receive(q *queued) {
+	_, isResync := q.ev.(*api.DBResync)
+	_, isShutdown := q.ev.(*api.Shutdown)
+	if !l.started && !isResync && !isShutdown {
+		l.log.Debug("event delayed until the first DB resync", "event", q.ev.String())
+		l.replay = append(l.replay, q)
+		return
+	}
+	l.process(q)
+}
+
+// failPending completes every event that will never be processed.
+func (l *eventLoop) failPending() {
+	l.mu.Lock()
+	l.closed = true
+	l.mu.Unlock()
+	err := api.ErrClosedController
+	if l.fatalErr != nil {
+		err = fmt.Errorf("%w: event loop is aborting after a fatal error: %v", api.ErrClosedController, l.fatalErr)
+	}
+	pending := append(l.followUps, l.replay...)
+	l.followUps, l.replay = nil, nil
+	for {
+		select {
+		case q := <-l.queue:
+			pending = append(pending, q)
+			continue
+		default:
+		}
+		break
+	}
+	for _, q := range pending {
+		q.ev.Done(err)
+		if q.done != nil {
+			q.done <- err
+		}
+	}
+	l.healing.Stop()
+}
+
+// setFatal stops the loop after the current event.
+func (l *eventLoop) setFatal(err error) {
+	if !api.IsFatal(err) {
+		err = api.NewFatalError(err)
+	}
+	l.fatalErr = err
+	l.log.Error("event loop stopped by a fatal error", "error", err)
+	l.obs.stateChanged(l.started, err)
+}

@@ -1,0 +1,187 @@
+package controller
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/contiv-ipam/agent/infra"
+	"github.com/contiv-ipam/agent/infra/config"
+	"github.com/contiv-ipam/agent/infra/health"
+	"github.com/contiv-ipam/agent/infra/kvdb"
+	"github.com/contiv-ipam/agent/infra/metrics"
+	"github.com/contiv-ipam/agent/infra/rest"
+	"github.com/contiv-ipam/agent/plugins/controller/api"
+)
+
+// Deps are the controller's dependencies.
+type Deps struct {
+	infra.PluginDeps
+	// RemoteDB is etcd: the Kubernetes state is listed and watched there.
+	RemoteDB kvdb.Store
+	// LocalDB is bolt: the mirror of the Kubernetes state; optional.
+	LocalDB kvdb.Store
+	// EventHandlers are called in this order (reversed for Reverse updates).
+	EventHandlers []api.EventHandler
+	// Southbound receives the desired configuration; nil = in memory.
+	Southbound Southbound
+	HTTP       rest.HTTPHandlers // optional
+	Metrics    metrics.API       // optional
+	// StatusCheck receives the loop's health; optional.
+	StatusCheck health.Reporter
+}
+
+// Plugin is the controller: the event loop, the DB watcher, the event
+// history and their REST endpoints.
+type Plugin struct {
+	Deps
+
+	fixedConf *Config
+	cfg       Config
+	loop      *eventLoop
+	watcher   stateWatcher
+	metrics   *loopMetrics
+	closeOnce sync.Once
+}
+
+// stateWatcher feeds the loop with the Kubernetes state (dbwatcher.Watcher).
+type stateWatcher interface {
+	Start()
+	Stop()
+	RequestResync()
+}
+
+var (
+	_ infra.Plugin   = (*Plugin)(nil)
+	_ infra.PostInit = (*Plugin)(nil)
+	_ api.EventLoop  = (*Plugin)(nil)
+)
+
+// Init loads controller.conf, builds the loop and registers the REST
+// handlers, metrics and health probe. Events can be pushed from here on;
+// they wait for the first DB resync.
+func (p *Plugin) Init() error {
+	cfg, err := p.loadConfig()
+	if err != nil {
+		return err
+	}
+	p.cfg = cfg
+	if p.Southbound == nil {
+		p.Southbound = NewMemSouthbound()
+	}
+	if p.RemoteDB == nil {
+		return errors.New("controller needs RemoteDB (the etcd plugin)")
+	}
+	p.metrics = newLoopMetrics()
+	if p.Metrics != nil {
+		if err := p.Metrics.Register(p.metrics); err != nil {
+			return fmt.Errorf("registering controller metrics: %w", err)
+		}
+	}
+	p.loop = newEventLoop(cfg, p.EventHandlers, p.Southbound, p.Log, p)
+	p.metrics.queueLen = func() int { return len(p.loop.queue) }
+	if p.StatusCheck != nil {
+		p.StatusCheck.ReportStateChange(p.String(), health.Init, nil)
+	}
+	if p.HTTP != nil {
+		p.registerHandlers()
+	}
+	p.loop.start()
+	return nil
+}
+
+func (p *Plugin) loadConfig() (Config, error) {
+	if p.fixedConf != nil {
+		c := *p.fixedConf
+		return c, c.Validate()
+	}
+	c := DefaultConfig()
+	return c, config.Load(p.Cfg, &c)
+}
+
+// AfterInit starts the DB watcher, which pushes the first DB resync.
+func (p *Plugin) AfterInit() error {
+	w, err := p.newWatcher()
+	if err != nil {
+		return err
+	}
+	p.watcher = w
+	w.Start()
+	return nil
+}
+
+// Close stops the watcher, lets the handlers see a Shutdown event, then
+// stops the loop.
+func (p *Plugin) Close() error {
+	var err error
+	p.closeOnce.Do(func() {
+		if p.watcher != nil {
+			p.watcher.Stop()
+		}
+		if p.loop == nil {
+			return
+		}
+		err = p.shutdown()
+		p.loop.stop()
+	})
+	return err
+}
+
+// shutdown pushes the Shutdown event and waits for it a bounded time.
+func (p *Plugin) shutdown() error {
+	done := make(chan error, 1)
+	go func() { done <- p.loop.PushEvent(&api.Shutdown{}) }()
+	select {
+	case err := <-done:
+		if err != nil && !errors.Is(err, api.ErrClosedController) {
+			return fmt.Errorf("shutdown event: %w", err)
+		}
+		return nil
+	case <-time.After(5 * time.Second):
+		return errors.New("shutdown event not processed within 5s")
+	}
+}
+
+// PushEvent queues an event for the loop (api.EventLoop).
+func (p *Plugin) PushEvent(ev api.Event) error {
+	if p.loop == nil {
+		return fmt.Errorf("push %s: controller not initialised: %w", ev.GetName(), api.ErrClosedController)
+	}
+	return p.loop.PushEvent(ev)
+}
+
+// RequestResync asks the DB watcher for a resync from etcd.
+func (p *Plugin) RequestResync() error {
+	if p.watcher == nil {
+		return errors.New("controller not started")
+	}
+	p.watcher.RequestResync()
+	return nil
+}
+
+// EventHistory returns the recorded events matching q.
+func (p *Plugin) EventHistory() []EventRecord { return p.loop.history.query(historyQuery{}) }
+
+// DesiredConfig returns what the southbound holds.
+func (p *Plugin) DesiredConfig() map[string]proto.Message { return p.Southbound.Dump() }
+
+// processed feeds the metrics (observer).
+func (p *Plugin) processed(rec *EventRecord, err error) {
+	p.metrics.observe(rec, err)
+}
+
+// stateChanged reports the loop's health (observer).
+func (p *Plugin) stateChanged(started bool, fatal error) {
+	if p.StatusCheck == nil {
+		return
+	}
+	switch {
+	case fatal != nil:
+		p.StatusCheck.ReportStateChange(p.String(), health.Error, fatal)
+	case started:
+		p.StatusCheck.ReportStateChange(p.String(), health.OK, nil)
+	}
+}
