@@ -137,10 +137,10 @@ func (e *testEvent) wait(t *testing.T) error {
 
 // testObserver records state changes and processed events.
 type testObserver struct {
-	mu        sync.Mutex
-	records   []EventRecord
-	started   bool
-	fatal     error
+	mu      sync.Mutex
+	records []EventRecord
+	started bool
+	fatal   error
 }
 
 func newObserver() *testObserver { return &testObserver{} }
