@@ -95,8 +95,8 @@ func TestKubeStateData(t *testing.T) {
 type recordingTxn map[string]proto.Message
 
 func (r recordingTxn) Put(k string, v proto.Message) { r[k] = v }
-func (r recordingTxn) Get(k string) proto.Message   { return r[k] }
-func (r recordingTxn) Delete(k string)              { r[k] = nil }
+func (r recordingTxn) Get(k string) proto.Message    { return r[k] }
+func (r recordingTxn) Delete(k string)               { r[k] = nil }
 
 func TestPutAllDeleteAll(t *testing.T) {
 	g := NewWithT(t)
