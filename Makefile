@@ -11,8 +11,9 @@ DATE        ?= $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
 LDFLAGS     := -X main.version=$(VERSION) -X main.commit=$(COMMIT) -X main.buildDate=$(DATE)
 STATICCHECK := $(BIN)/staticcheck
 ERRCHECK    := $(BIN)/errcheck
+PROTOC_GEN_GO_VERSION := v1.36.11
 
-.PHONY: all build run test test-unit test-race check lint bench fuzz clean tools
+.PHONY: all build run test test-unit test-race check lint bench fuzz clean tools generate
 
 all: build
 
@@ -54,6 +55,14 @@ $(STATICCHECK):
 
 $(ERRCHECK):
 	GOBIN=$(BIN) $(GO) install github.com/kisielk/errcheck@v1.9.0
+
+## generate: regenerate the committed *.pb.go beside every .proto under plugins/ (installs protoc with apt-get if missing, protoc-gen-go into ./bin)
+generate:
+	@command -v protoc >/dev/null || { \
+	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+	  $$SUDO apt-get update && $$SUDO apt-get install -y protobuf-compiler; }
+	GOBIN=$(BIN) $(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)
+	PATH=$(BIN):$$PATH protoc --go_out=paths=source_relative:. $$(find plugins -name '*.proto' | LC_ALL=C sort)
 
 ## bench: every benchmark, with allocations
 bench:
