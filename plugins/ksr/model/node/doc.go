@@ -1,0 +1,18 @@
+// Package node is the Kubernetes Node model that contiv-ksr mirrors into
+// etcd and the agents read: the Node message generated from node.proto
+// (run `make generate` after editing it) and the key builder and parser.
+//
+// A node named n is stored at codec.KSRPrefix + Key(n). Callers:
+//
+//  1. build keys only with Key and read them only with ParseKey, which
+//     rejects keys of other resources, empty names and names with "/";
+//  2. encode and decode values only with package codec, so that every
+//     writer and reader agrees on the JSON field names (pod_CIDR,
+//     provider_ID, node_info, ...);
+//  3. treat a decoded Node as read-only once it is shared: the controller
+//     hands the same message to every event handler.
+//
+// protoc-gen-go keeps the underscore before a capital letter in Go names,
+// so the fields are Pod_CIDR, Provider_ID, Machine_ID, System_UUID and
+// Boot_ID (getters GetPod_CIDR and so on).
+package node

@@ -1,0 +1,18 @@
+// Package pod is the Kubernetes Pod model that contiv-ksr mirrors into etcd
+// and the agents read: the Pod message generated from pod.proto (run
+// `make generate` after editing it) and the key builder and parser.
+//
+// A pod name in namespace ns is stored at codec.KSRPrefix + Key(name, ns),
+// that is ".../k8s/pod/<name>/namespace/<ns>". Callers:
+//
+//  1. build keys only with Key and read them only with ParseKey, which
+//     rejects keys of other resources and of any other shape;
+//  2. encode and decode values only with package codec, so that every
+//     writer and reader agrees on the JSON field names (ip_address,
+//     host_ip_address, ...);
+//  3. treat a decoded Pod as read-only once it is shared: the controller
+//     hands the same message to every event handler.
+//
+// Labels come in two forms: the list label (field 3, older writers) and the
+// map labels (field 7). Readers that need labels should look at both.
+package pod
