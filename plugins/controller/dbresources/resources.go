@@ -1,0 +1,103 @@
+package dbresources
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/contiv-ipam/agent/plugins/ksr/model/codec"
+	"github.com/contiv-ipam/agent/plugins/ksr/model/node"
+	"github.com/contiv-ipam/agent/plugins/ksr/model/pod"
+	"github.com/contiv-ipam/agent/plugins/nodesync/vppnode"
+)
+
+// Resource is one kind of Kubernetes state under codec.KSRPrefix.
+type Resource struct {
+	// Keyword names the resource in api.KubeStateData ("node", "pod", ...).
+	Keyword string
+	// KeyPrefix is the prefix of the resource's keys, relative to
+	// codec.KSRPrefix; it ends with "/".
+	KeyPrefix string
+	// New returns an empty value to decode one stored value into.
+	New func() proto.Message
+}
+
+// ErrUnknownKey is wrapped by Decode when no resource's prefix matches the
+// key.
+var ErrUnknownKey = errors.New("key of no known resource")
+
+// resources is the registry, in the order All returns. Resources without
+// a model of ours decode into a generic JSON object.
+var resources = []Resource{
+	{Keyword: "vppnode", KeyPrefix: vppnode.KeyPrefix, New: func() proto.Message { return new(vppnode.VppNode) }},
+	{Keyword: "node", KeyPrefix: node.KeyPrefix, New: func() proto.Message { return new(node.Node) }},
+	{Keyword: "pod", KeyPrefix: pod.KeyPrefix, New: func() proto.Message { return new(pod.Pod) }},
+	structResource("nodeconfig", "k8s/nodeconfig/"),
+	structResource("namespace", "k8s/namespace/"),
+	structResource("policy", "k8s/policy/"),
+	structResource("service", "k8s/service/"),
+	structResource("endpoints", "k8s/endpoints/"),
+	structResource("customnetwork", "k8s/customnetwork/"),
+	structResource("external-interface", "k8s/external-interface/"),
+	structResource("servicefunctionchain", "k8s/servicefunctionchain/"),
+	structResource("custom-ipam", "custom-ipam/"),
+	structResource("idalloc", "idalloc/"),
+}
+
+// structResource is a resource whose values are any JSON object.
+func structResource(keyword, prefix string) Resource {
+	return Resource{Keyword: keyword, KeyPrefix: prefix, New: func() proto.Message { return new(structpb.Struct) }}
+}
+
+// All returns every resource in a fixed order: vppnode, node, pod, then
+// the resources without a model of ours. The slice is a copy.
+func All() []Resource {
+	return append([]Resource(nil), resources...)
+}
+
+// Keywords returns the keywords of All, in the same order.
+func Keywords() []string {
+	out := make([]string, len(resources))
+	for i, r := range resources {
+		out[i] = r.Keyword
+	}
+	return out
+}
+
+// ByKey returns the resource whose KeyPrefix is the longest prefix of key
+// (relative to codec.KSRPrefix), and false when none is.
+func ByKey(key string) (Resource, bool) {
+	return byKey(resources, key)
+}
+
+func byKey(rs []Resource, key string) (Resource, bool) {
+	var best Resource
+	found := false
+	for _, r := range rs {
+		if strings.HasPrefix(key, r.KeyPrefix) && (!found || len(r.KeyPrefix) > len(best.KeyPrefix)) {
+			best, found = r, true
+		}
+	}
+	return best, found
+}
+
+// Decode finds the resource of key (relative to codec.KSRPrefix) and
+// decodes data into a new value of it with codec.Unmarshal. Errors quote
+// key; a key of no resource gives an error wrapping ErrUnknownKey.
+func Decode(key string, data []byte) (keyword string, value proto.Message, err error) {
+	r, ok := ByKey(key)
+	if !ok {
+		if strings.HasPrefix(key, codec.KSRPrefix) {
+			return "", nil, fmt.Errorf("%w: %q (keys are relative to %q)", ErrUnknownKey, key, codec.KSRPrefix)
+		}
+		return "", nil, fmt.Errorf("%w: %q", ErrUnknownKey, key)
+	}
+	value = r.New()
+	if err := codec.Unmarshal(data, value); err != nil {
+		return "", nil, fmt.Errorf("decode %s key %q: %w", r.Keyword, key, err)
+	}
+	return r.Keyword, value, nil
+}
