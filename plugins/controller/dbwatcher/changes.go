@@ -1,0 +1,85 @@
+package dbwatcher
+
+import (
+	"context"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/contiv-ipam/agent/infra/kvdb"
+	"github.com/contiv-ipam/agent/plugins/controller/api"
+	"github.com/contiv-ipam/agent/plugins/controller/dbresources"
+)
+
+// handleEvent turns one watch event into a KubeStateChange: it drops stale
+// and no-op events, updates the state and the mirror, then pushes.
+func (s *syncer) handleEvent(ctx context.Context, ev kvdb.WatchEvent) {
+	if s.stale(ev) {
+		s.w.stats.droppedStale.Add(1)
+		s.log.Debug("stale watch event dropped", "key", ev.Key, "revision", ev.Revision,
+			"snapshot-revision", s.snapRev, "last-revision", s.lastRev)
+		return
+	}
+	s.processed(ev)
+	resource, value, ok := s.decodeEvent(ev)
+	if !ok {
+		return
+	}
+	prev := s.state[resource][ev.Key]
+	if (prev == nil && value == nil) || (prev != nil && value != nil && proto.Equal(prev, value)) {
+		s.log.Debug("watch event changes nothing", "key", ev.Key, "revision", ev.Revision)
+		return
+	}
+	s.state.Apply(resource, ev.Key, value)
+	s.mirrorChange(ctx, ev.Key, value != nil, ev.Value)
+	change := &api.KubeStateChange{Key: ev.Key, Resource: resource, PrevValue: prev, NewValue: value}
+	if err := s.w.cfg.Loop.PushEvent(change); err != nil {
+		// The loop missed this change: only a resync can catch it up.
+		s.failed(ctx, "push of "+change.String()+" refused", err)
+		return
+	}
+	s.w.stats.changes.Add(1)
+	s.log.Debug("change pushed", "event", change.String(), "revision", ev.Revision)
+}
+
+// decodeEvent returns the resource of ev's key and its new value (nil for
+// a delete). A value that does not decode counts as a delete of the key
+// (a no-op if it was unknown); a key of no known resource is skipped
+// (ok false).
+func (s *syncer) decodeEvent(ev kvdb.WatchEvent) (resource string, value proto.Message, ok bool) {
+	res, known := dbresources.ByKey(ev.Key)
+	if !known {
+		if ev.Type == kvdb.EventPut {
+			s.w.stats.decodeErrors.Add(1)
+			s.log.Warn("key of no known resource skipped", "key", ev.Key, "revision", ev.Revision)
+		}
+		return "", nil, false
+	}
+	if ev.Type == kvdb.EventDelete {
+		return res.Keyword, nil, true
+	}
+	_, value, err := dbresources.Decode(ev.Key, ev.Value)
+	if err != nil {
+		s.w.stats.decodeErrors.Add(1)
+		s.log.Warn("value does not decode; handled as a delete of the key", "key", ev.Key,
+			"resource", res.Keyword, "revision", ev.Revision, "bytes", len(ev.Value), "err", err)
+		return res.Keyword, nil, true
+	}
+	return res.Keyword, value, true
+}
+
+// mirrorChange puts (present) or deletes key in the mirror; an error is
+// logged: the next remote resync repairs the mirror.
+func (s *syncer) mirrorChange(ctx context.Context, key string, present bool, raw []byte) {
+	if s.w.mirror == nil {
+		return
+	}
+	var err error
+	if present {
+		err = s.w.mirror.Put(ctx, key, raw)
+	} else {
+		_, err = s.w.mirror.Delete(ctx, key)
+	}
+	if err != nil && ctx.Err() == nil {
+		s.log.Warn("mirror update failed", "key", key, "err", err)
+	}
+}

@@ -1,0 +1,80 @@
+package dbwatcher
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/contiv-ipam/agent/infra/kvdb"
+	"github.com/contiv-ipam/agent/plugins/controller/api"
+)
+
+// Defaults filled in by New for zero fields.
+const (
+	// DefaultRetryInterval is the wait before a failed resync or a refused
+	// push is retried.
+	DefaultRetryInterval = time.Second
+	// DefaultMirrorPrefix is where the mirror of the Kubernetes state lives
+	// in the local store.
+	DefaultMirrorPrefix = "/contiv-agent/kube-state/"
+)
+
+// Config is what a Watcher needs. Remote and Loop are required; every
+// other field has a usable zero value.
+type Config struct {
+	// Remote is etcd, where contiv-ksr writes the Kubernetes state under
+	// codec.KSRPrefix.
+	Remote kvdb.Store
+	// Local is bolt, which keeps the mirror; nil means no mirror and no
+	// local fallback.
+	Local kvdb.Store
+	// Loop receives the events.
+	Loop api.EventLoop
+	// Log receives every log line; nil discards them.
+	Log *slog.Logger
+	// DelayLocalResync is how long after Start the watcher waits for a
+	// remote resync before it resyncs from the mirror; 0 turns the local
+	// fallback off.
+	DelayLocalResync time.Duration
+	// RetryInterval is the wait before a failed resync or a refused push is
+	// retried; 0 means DefaultRetryInterval.
+	RetryInterval time.Duration
+	// MirrorPrefix is the key prefix of the mirror in Local; "" means
+	// DefaultMirrorPrefix.
+	MirrorPrefix string
+}
+
+// normalize fills the defaults of zero fields.
+func (c *Config) normalize() {
+	if c.Log == nil {
+		c.Log = slog.New(slog.DiscardHandler)
+	}
+	if c.RetryInterval == 0 {
+		c.RetryInterval = DefaultRetryInterval
+	}
+	if c.MirrorPrefix == "" {
+		c.MirrorPrefix = DefaultMirrorPrefix
+	}
+}
+
+// validate names every missing field and bad value; call normalize first.
+func (c *Config) validate() error {
+	var errs []error
+	if c.Remote == nil {
+		errs = append(errs, errors.New("Remote is nil (the etcd store is required)"))
+	}
+	if c.Loop == nil {
+		errs = append(errs, errors.New("Loop is nil (the event loop is required)"))
+	}
+	if c.DelayLocalResync < 0 {
+		errs = append(errs, fmt.Errorf("DelayLocalResync: %s is negative (0 turns the local fallback off)", c.DelayLocalResync))
+	}
+	if c.RetryInterval < 0 {
+		errs = append(errs, fmt.Errorf("RetryInterval: %s is negative", c.RetryInterval))
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("dbwatcher config: %w", errors.Join(errs...))
+	}
+	return nil
+}

@@ -1,0 +1,56 @@
+// Package dbwatcher feeds the controller's event loop with the Kubernetes
+// state that contiv-ksr writes to etcd under codec.KSRPrefix
+// ("/vnf-agent/contiv-ksr/"), and keeps a mirror of it in the local store
+// (bolt) so that the agent can start while etcd is down.
+//
+// # Caller's duties
+//
+//  1. Build the watcher with New once Remote (etcd) and Local (bolt, or
+//     nil) are initialised and the loop accepts events. New fails, naming
+//     the field, when Remote or Loop is missing.
+//  2. Call Start when the agent starts serving (AfterInit). It returns at
+//     once; the first DBResync reaches the loop when etcd connects, or from
+//     the mirror after DelayLocalResync.
+//  3. Call RequestResync to force a remote resync (POST /controller/resync).
+//  4. Call Stop before closing Remote, Local and the loop. Stop waits for
+//     the watcher's goroutine and watches; it is safe twice and before
+//     Start. Start after Stop does nothing.
+//
+// # What the loop receives
+//
+// One goroutine does all the work, so events reach the loop in the order
+// etcd made the changes:
+//
+//  1. Remote resync, on etcd's first connection, on every reconnect, when
+//     the watch breaks and on RequestResync: one List of the prefix (one
+//     snapshot revision), decoded by dbresources.Decode. The state has an
+//     entry, possibly empty, for every keyword of dbresources.Keywords().
+//     The mirror is then made identical to it, and the state is pushed as
+//     DBResync{Local: false}. The watch then continues from the snapshot's
+//     revision + 1, so no change is lost or seen twice.
+//  2. Changes: one KubeStateChange per watch event that changes the state.
+//     PrevValue is the value the watcher last passed to the loop for that
+//     key (nil for a creation), NewValue is nil for a deletion. Events
+//     already covered by the snapshot or processed before are dropped
+//     (Stats.DroppedStale); events whose new value equals the previous one
+//     (proto.Equal) are skipped. Each change is mirrored before it is
+//     pushed.
+//  3. Local resync: when no remote resync has been pushed DelayLocalResync
+//     after Start (and Local is set), the mirror is decoded and pushed once
+//     as DBResync{Local: true}. An empty mirror pushes nothing: the loop
+//     waits for etcd. The remote resync follows when etcd connects.
+//
+// # Errors
+//
+// Nothing here is fatal to the agent. A key of no known resource and a
+// value that does not decode are logged, counted (Stats.DecodeErrors) and
+// skipped; a change whose value no longer decodes deletes the key. Mirror
+// writes that fail are logged; the next remote resync repairs the mirror,
+// which holds exactly the keys of the last pushed state (in batches of at
+// most kvdb.MaxTxnOps ops, so a crash mid-way can leave it partly updated
+// until then). A failed List or Watch, and a push the loop refuses
+// (api.ErrEventQueueFull), lead to a new remote resync after RetryInterval:
+// a snapshot the loop refused is never pushed later, it is listed again. A
+// closed loop (api.ErrClosedController) is not retried until the next
+// reconnect or RequestResync.
+package dbwatcher

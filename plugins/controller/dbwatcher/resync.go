@@ -1,0 +1,163 @@
+package dbwatcher
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/contiv-ipam/agent/infra/kvdb"
+	"github.com/contiv-ipam/agent/plugins/controller/api"
+	"github.com/contiv-ipam/agent/plugins/controller/dbresources"
+	"github.com/contiv-ipam/agent/plugins/ksr/model/codec"
+)
+
+// remoteResync lists etcd once, mirrors the result into Local, pushes it
+// as a DBResync and watches from the snapshot's next revision. Nothing is
+// kept when the push is refused: the retry lists again rather than push a
+// stale snapshot.
+func (s *syncer) remoteResync(ctx context.Context) error {
+	start := time.Now()
+	s.stopWatch()
+	kvs, rev, err := s.w.remote.List(ctx, "")
+	if err != nil {
+		return fmt.Errorf("list %q: %w", codec.KSRPrefix, err)
+	}
+	state, raw, skipped := s.decodeAll(kvs, "etcd")
+	s.syncMirror(ctx, raw)
+	if err := s.w.cfg.Loop.PushEvent(&api.DBResync{KubeState: state.Clone()}); err != nil {
+		return fmt.Errorf("push of the DB resync at revision %d: %w", rev, err)
+	}
+	s.w.stats.remoteResyncs.Add(1)
+	s.state, s.snapRev, s.lastRev, s.remoteDone = state, rev, rev, true
+	clear(s.atLast)
+	stopTimer(&s.local)
+	s.log.Info("remote resync pushed", "revision", rev, "keys", state.Len(), "skipped", skipped,
+		"duration", time.Since(start))
+
+	wctx, cancel := context.WithCancel(ctx)
+	ch, err := s.w.remote.Watch(wctx, "", rev+1)
+	if err != nil {
+		cancel()
+		return fmt.Errorf("watch %q from revision %d: %w", codec.KSRPrefix, rev+1, err)
+	}
+	s.watch, s.cancelWatch = ch, cancel
+	return nil
+}
+
+// localFallback resyncs from the mirror when no remote resync has been
+// pushed yet. An empty mirror is left alone: the loop waits for etcd.
+func (s *syncer) localFallback(ctx context.Context) {
+	if s.remoteDone {
+		return
+	}
+	start := time.Now()
+	kvs, rev, err := s.w.mirror.List(ctx, "")
+	if err == nil && len(kvs) == 0 {
+		s.log.Info("etcd not reached and the local mirror is empty: waiting for etcd",
+			"delay-local-resync", s.w.cfg.DelayLocalResync, "mirror-prefix", s.w.cfg.MirrorPrefix)
+		return
+	}
+	if err == nil {
+		state, _, skipped := s.decodeAll(kvs, "mirror")
+		err = s.w.cfg.Loop.PushEvent(&api.DBResync{Local: true, KubeState: state})
+		if err == nil {
+			s.w.stats.localResyncs.Add(1)
+			s.log.Info("etcd not reached: local resync pushed from the mirror", "mirror-revision", rev,
+				"keys", state.Len(), "skipped", skipped, "duration", time.Since(start))
+			return
+		}
+	}
+	if ctx.Err() != nil {
+		return
+	}
+	if errors.Is(err, api.ErrClosedController) {
+		s.log.Error("local resync failed; the event loop is closed, no retry", "err", err)
+		return
+	}
+	s.log.Warn("local resync failed; retrying", "retry-in", s.w.cfg.RetryInterval, "err", err)
+	s.local = time.NewTimer(s.w.cfg.RetryInterval)
+}
+
+// decodeAll builds the state of kvs with every known resource present
+// (empty when it has no keys) and returns the raw values of the keys it
+// kept. Keys of no known resource and values that do not decode are
+// logged, counted and skipped.
+func (s *syncer) decodeAll(kvs []kvdb.KeyValue, source string) (api.KubeStateData, map[string][]byte, int) {
+	state := make(api.KubeStateData)
+	for _, kw := range dbresources.Keywords() {
+		state[kw] = make(api.KubeResourceData)
+	}
+	raw := make(map[string][]byte, len(kvs))
+	skipped := 0
+	for _, kv := range kvs {
+		kw, value, err := dbresources.Decode(kv.Key, kv.Value)
+		if err != nil {
+			skipped++
+			s.w.stats.decodeErrors.Add(1)
+			msg := "key skipped: its value does not decode"
+			if errors.Is(err, dbresources.ErrUnknownKey) {
+				msg = "key skipped: no known resource"
+			}
+			s.log.Warn(msg, "source", source, "key", kv.Key, "revision", kv.Revision,
+				"bytes", len(kv.Value), "err", err)
+			continue
+		}
+		state.Apply(kw, kv.Key, value)
+		raw[kv.Key] = kv.Value
+	}
+	return state, raw, skipped
+}
+
+// syncMirror makes the mirror hold exactly want: changed and missing keys
+// are put, keys no longer wanted deleted, in transactions of at most
+// kvdb.MaxTxnOps ops. Errors are logged: the mirror only serves a start
+// without etcd, and the next remote resync tries again.
+func (s *syncer) syncMirror(ctx context.Context, want map[string][]byte) {
+	if s.w.mirror == nil {
+		return
+	}
+	start := time.Now()
+	have, _, err := s.w.mirror.List(ctx, "")
+	if err != nil {
+		s.log.Warn("mirror not updated: cannot list it", "err", err)
+		return
+	}
+	ops, puts, deletes := mirrorOps(have, want)
+	for batch := range slices.Chunk(ops, kvdb.MaxTxnOps) {
+		if _, err := s.w.mirror.Txn(ctx, nil, batch); err != nil {
+			s.log.Warn("mirror update failed", "ops", len(batch), "first-key", batch[0].Key, "err", err)
+			return
+		}
+	}
+	s.log.Debug("mirror updated", "keys", len(want), "puts", puts, "deletes", deletes,
+		"duration", time.Since(start))
+}
+
+// mirrorOps returns the ops that turn have into want, sorted by key.
+func mirrorOps(have []kvdb.KeyValue, want map[string][]byte) (ops []kvdb.Op, puts, deletes int) {
+	seen := make(map[string]struct{}, len(have))
+	for _, kv := range have {
+		seen[kv.Key] = struct{}{}
+		value, ok := want[kv.Key]
+		switch {
+		case !ok:
+			ops = append(ops, kvdb.DeleteOp(kv.Key))
+			deletes++
+		case !bytes.Equal(value, kv.Value):
+			ops = append(ops, kvdb.PutOp(kv.Key, value))
+			puts++
+		}
+	}
+	for key, value := range want {
+		if _, ok := seen[key]; !ok {
+			ops = append(ops, kvdb.PutOp(key, value))
+			puts++
+		}
+	}
+	slices.SortFunc(ops, func(a, b kvdb.Op) int { return strings.Compare(a.Key, b.Key) })
+	return ops, puts, deletes
+}

@@ -1,0 +1,38 @@
+package dbwatcher
+
+import "sync/atomic"
+
+// Stats are the watcher's counters since New.
+type Stats struct {
+	// RemoteResyncs counts DBResync events from etcd pushed to the loop.
+	RemoteResyncs int64
+	// LocalResyncs counts DBResync events from the mirror pushed to the loop.
+	LocalResyncs int64
+	// Changes counts KubeStateChange events pushed to the loop.
+	Changes int64
+	// DecodeErrors counts keys skipped because they belong to no known
+	// resource or their value does not decode (in resyncs and changes).
+	DecodeErrors int64
+	// DroppedStale counts watch events dropped because their revision was
+	// already processed.
+	DroppedStale int64
+}
+
+// counters are the live Stats, updated by the run goroutine.
+type counters struct {
+	remoteResyncs atomic.Int64
+	localResyncs  atomic.Int64
+	changes       atomic.Int64
+	decodeErrors  atomic.Int64
+	droppedStale  atomic.Int64
+}
+
+func (c *counters) snapshot() Stats {
+	return Stats{
+		RemoteResyncs: c.remoteResyncs.Load(),
+		LocalResyncs:  c.localResyncs.Load(),
+		Changes:       c.changes.Load(),
+		DecodeErrors:  c.decodeErrors.Load(),
+		DroppedStale:  c.droppedStale.Load(),
+	}
+}
