@@ -62,10 +62,10 @@ func (c *Config) normalize() {
 func (c *Config) validate() error {
 	var errs []error
 	if c.Remote == nil {
-		errs = append(errs, errors.New("Remote is nil (the etcd store is required)"))
+		errs = append(errs, errors.New("field Remote is nil (the etcd store is required)"))
 	}
 	if c.Loop == nil {
-		errs = append(errs, errors.New("Loop is nil (the event loop is required)"))
+		errs = append(errs, errors.New("field Loop is nil (the event loop is required)"))
 	}
 	if c.DelayLocalResync < 0 {
 		errs = append(errs, fmt.Errorf("DelayLocalResync: %s is negative (0 turns the local fallback off)", c.DelayLocalResync))
