@@ -14,6 +14,7 @@ import (
 	"github.com/contiv-ipam/agent/infra/logmanager"
 	"github.com/contiv-ipam/agent/infra/metrics"
 	"github.com/contiv-ipam/agent/infra/rest"
+	"github.com/contiv-ipam/agent/plugins/controller"
 )
 
 // validator is a plugin config that checks itself.
@@ -28,6 +29,7 @@ var sampleLoaders = map[string]func() validator{
 	"health.conf":     func() validator { c := health.DefaultConfig(); return &c },
 	"logmanager.conf": func() validator { c := logmanager.DefaultConfig(); return &c },
 	"metrics.conf":    func() validator { c := metrics.DefaultConfig(); return &c },
+	"controller.conf": func() validator { c := controller.DefaultConfig(); return &c },
 }
 
 // TestShippedConfigFilesDecode checks that every .conf in the repository

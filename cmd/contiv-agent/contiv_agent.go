@@ -10,6 +10,7 @@ import (
 	"github.com/contiv-ipam/agent/infra/metrics"
 	"github.com/contiv-ipam/agent/infra/rest"
 	"github.com/contiv-ipam/agent/infra/servicelabel"
+	"github.com/contiv-ipam/agent/plugins/controller"
 )
 
 // pluginName names the top-level plugin (and its logger).
@@ -27,6 +28,7 @@ type ContivAgent struct {
 	ServiceLabel *servicelabel.Plugin
 	ETCD         *etcd.Plugin
 	Bolt         *bolt.Plugin
+	Controller   *controller.Plugin
 }
 
 var (
@@ -63,6 +65,11 @@ func newContivAgent(reg *logging.Registry, build health.BuildInfo) *ContivAgent 
 		})),
 		Bolt: bolt.NewPlugin(bolt.UseDeps(func(d *bolt.Deps) { d.LogRegistry = reg })),
 	}
+	a.Controller = controller.NewPlugin(controller.UseDeps(func(d *controller.Deps) {
+		d.LogRegistry = reg
+		d.RemoteDB, d.LocalDB = a.ETCD, a.Bolt
+		d.HTTP, d.Metrics, d.StatusCheck = httpP, metricsP, healthP
+	}))
 	a.SetName(pluginName)
 	a.LogRegistry = reg
 	a.SetupLog()

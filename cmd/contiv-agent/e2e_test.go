@@ -48,7 +48,7 @@ type agentProc struct {
 // and every path inside dir.
 func writeRunConfig(t *testing.T, dir, httpEndpoint string) {
 	t.Helper()
-	for _, name := range []string{"logmanager.conf", "health.conf", "metrics.conf"} {
+	for _, name := range []string{"logmanager.conf", "health.conf", "metrics.conf", "controller.conf"} {
 		data, err := os.ReadFile(filepath.Join("..", "..", "conf", name))
 		if err != nil {
 			t.Fatal(err)
@@ -174,7 +174,9 @@ func TestAgentBinaryServesAndStopsOnSIGINT(t *testing.T) {
 	writeRunConfig(t, dir, "127.0.0.1:0")
 	p := startAgent(t, dir)
 	base := p.waitReady(t)
-	t.Logf("time to ready: %v", time.Since(p.start))
+	t.Logf("time to REST up: %v", time.Since(p.start))
+	waitReadiness(t, base)
+	t.Logf("time to /readiness 200 (first DB resync processed): %v", time.Since(p.start))
 	if !strings.HasPrefix(base, "http://127.0.0.1:") {
 		t.Fatalf("REST base %q, want loopback", base)
 	}
@@ -253,4 +255,23 @@ func checkReadmeListsEndpoints(t *testing.T, index string) {
 			t.Errorf("README.md REST table lacks | %s | `%s` |", ep.Method, ep.Path)
 		}
 	}
+}
+
+// waitReadiness polls /readiness until it answers 200 (the controller is
+// ready once its first DB resync is processed).
+func waitReadiness(t *testing.T, base string) {
+	t.Helper()
+	client := &http.Client{Timeout: 2 * time.Second}
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		resp, err := client.Get(base + "/readiness")
+		if err == nil {
+			_ = resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatal("/readiness not 200 within 20s")
 }

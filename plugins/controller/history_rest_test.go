@@ -155,6 +155,18 @@ func TestMetricsCountEventsByOutcome(t *testing.T) {
 	g.Expect(ev.wait(t)).To(HaveOccurred())
 	g.Expect(testutilCount(p.metrics, api.DBResyncName, "ok")).To(Equal(1.0))
 	g.Expect(testutilCount(p.metrics, "bad", "error")).To(Equal(1.0))
+
+	h.setFail("Update", api.NewAbortEventError(fmt.Errorf("not now")))
+	ev = newEvent("aborted", api.BestEffort)
+	g.Expect(p.PushEvent(ev)).To(Succeed())
+	g.Expect(ev.wait(t)).To(HaveOccurred())
+	g.Expect(testutilCount(p.metrics, "aborted", "abort")).To(Equal(1.0))
+
+	h.setFail("Update", api.NewFatalError(fmt.Errorf("broken")))
+	ev = newEvent("fatal", api.BestEffort)
+	g.Expect(p.PushEvent(ev)).To(Succeed())
+	g.Expect(ev.wait(t)).To(HaveOccurred())
+	g.Expect(testutilCount(p.metrics, "fatal", "fatal")).To(Equal(1.0))
 }
 
 func testutilCount(m *loopMetrics, event, outcome string) float64 {

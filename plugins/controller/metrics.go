@@ -2,6 +2,8 @@ package controller
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/contiv-ipam/agent/plugins/controller/api"
 )
 
 // loopMetrics are the controller's Prometheus metrics.
@@ -16,7 +18,7 @@ func newLoopMetrics() *loopMetrics {
 	return &loopMetrics{
 		events: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "contiv_controller_events_total",
-			Help: "Events processed by the controller's event loop, by event name and outcome (ok, error).",
+			Help: "Events processed by the controller's event loop, by event name and outcome (ok, error, abort, fatal).",
 		}, []string{"event", "outcome"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "contiv_controller_event_processing_seconds",
@@ -30,12 +32,22 @@ func newLoopMetrics() *loopMetrics {
 }
 
 func (m *loopMetrics) observe(rec *EventRecord, err error) {
-	outcome := "ok"
-	if err != nil {
-		outcome = "error"
-	}
-	m.events.WithLabelValues(rec.Name, outcome).Inc()
+	m.events.WithLabelValues(rec.Name, outcomeOf(err)).Inc()
 	m.duration.WithLabelValues(rec.Name).Observe(rec.ProcessingEnd.Sub(rec.ProcessingStart).Seconds())
+}
+
+// outcomeOf names the outcome label of an event's error.
+func outcomeOf(err error) string {
+	switch {
+	case err == nil:
+		return "ok"
+	case api.IsFatal(err):
+		return "fatal"
+	case api.IsAbort(err):
+		return "abort"
+	default:
+		return "error"
+	}
 }
 
 // Describe implements prometheus.Collector.
