@@ -1,0 +1,193 @@
+package nodesync
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/contiv-ipam/agent/infra/kvdb"
+	"github.com/contiv-ipam/agent/plugins/ksr/model/codec"
+	"github.com/contiv-ipam/agent/plugins/nodesync/vppnode"
+)
+
+// DefaultMaxClaimAttempts bounds the transactions of one node ID claim. A
+// transaction is lost only when another writer created that very key
+// during the claim, so the bound is reached only when more than this many
+// nodes claim IDs at the same moment.
+const DefaultMaxClaimAttempts = 100
+
+const (
+	// relistAfter lost transactions in a row make the claim list again:
+	// racers that lose together skip the IDs taken meanwhile at once
+	// instead of stepping through them one transaction at a time.
+	relistAfter = 5
+	// claimPauseUnit scales the jittered pause before listing again:
+	// uniform in [0, unit × min(round, 8)).
+	claimPauseUnit = 2 * time.Millisecond
+	// claimTimeout bounds a whole claim (every request is also bounded by
+	// the store's own operation timeout).
+	claimTimeout = time.Minute
+)
+
+// claimStats count what one claim did.
+type claimStats struct {
+	Attempts  int // transactions sent
+	Conflicts int // transactions lost: the candidate was taken meanwhile
+	Listings  int // listings of allocatedIDs/
+}
+
+// idListing is one listing of allocatedIDs/.
+type idListing struct {
+	taken  []uint32                    // every valid ID key, ascending
+	own    []uint32                    // IDs whose record names this node, ascending
+	ownRec map[uint32]*vppnode.VppNode // records of own
+}
+
+// claimNodeID finds this node's ID in etcd or creates the smallest free
+// one (see the package doc). rec is the found record, nil when created.
+func (p *Plugin) claimNodeID() (id uint32, rec *vppnode.VppNode, err error) {
+	fail := func(format string, args ...any) error {
+		return fmt.Errorf("unable to allocate node ID for node %q: "+format, append([]any{p.name}, args...)...)
+	}
+	if p.broker == nil {
+		return 0, nil, fail("%w", ErrNoDatabase)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), claimTimeout)
+	defer cancel()
+	var st claimStats
+	defer func() { p.setClaimStats(st) }()
+	start := time.Now()
+	var last uint32
+	for round := 0; ; round++ {
+		if round > 0 {
+			if err := pause(ctx, round); err != nil {
+				return 0, nil, fail("after %d attempts: %w", st.Attempts, err)
+			}
+		}
+		l, err := p.listIDs(ctx)
+		st.Listings++
+		if err != nil {
+			return 0, nil, fail("cannot list node IDs in the database: %w", err)
+		}
+		if len(l.own) > 0 {
+			id := l.own[0]
+			p.Log.Info("node ID found in etcd", "node", p.name, "node-id", id)
+			return id, l.ownRec[id], nil
+		}
+		next := freeIDs(l.taken)
+		for lost := 0; lost < relistAfter; lost++ {
+			if st.Attempts >= p.maxAttempts {
+				return 0, nil, fail("%w after %d attempts, last candidate ID %d was taken", ErrClaimGaveUp, st.Attempts, last)
+			}
+			c, ok := next()
+			if !ok {
+				return 0, nil, fail("every node ID up to %d is taken", uint32(math.MaxUint32))
+			}
+			last = c
+			st.Attempts++
+			created, err := p.createID(ctx, c)
+			if err != nil {
+				return 0, nil, fail("creating %q (if the write went through, the next claim finds it): %w", vppnode.Key(c), err)
+			}
+			if created {
+				p.Log.Info("node ID claimed", "node", p.name, "node-id", c, "attempts", st.Attempts,
+					"conflicts", st.Conflicts, "listings", st.Listings, "took", time.Since(start))
+				return c, nil, nil
+			}
+			st.Conflicts++
+			p.Log.Debug("node ID taken meanwhile", "node", p.name, "candidate", c, "attempt", st.Attempts)
+		}
+	}
+}
+
+// createID creates the key of id with this node's record if it is absent.
+func (p *Plugin) createID(ctx context.Context, id uint32) (bool, error) {
+	value, err := codec.Marshal(&vppnode.VppNode{Id: id, Name: p.name})
+	if err != nil {
+		return false, err
+	}
+	key := vppnode.Key(id)
+	return p.broker.Txn(ctx, []kvdb.Cmp{kvdb.IfAbsent(key)}, []kvdb.Op{kvdb.PutOp(key, value)})
+}
+
+// listIDs lists allocatedIDs/ in etcd.
+func (p *Plugin) listIDs(ctx context.Context) (idListing, error) {
+	kvs, _, err := p.broker.List(ctx, vppnode.KeyPrefix)
+	if err != nil {
+		return idListing{}, err
+	}
+	l := idListing{ownRec: map[uint32]*vppnode.VppNode{}}
+	for _, kv := range kvs {
+		id, err := vppnode.ParseKey(kv.Key)
+		if err != nil {
+			p.Log.Warn("skipping an invalid node ID key", "key", kv.Key, "err", err)
+			continue
+		}
+		l.taken = append(l.taken, id)
+		rec := new(vppnode.VppNode)
+		if err := codec.Unmarshal(kv.Value, rec); err != nil {
+			p.Log.Warn("undecodable node ID record; its ID stays taken", "key", kv.Key, "err", err)
+			continue
+		}
+		if rec.GetName() == p.name {
+			l.own = append(l.own, id)
+			l.ownRec[id] = rec
+		}
+	}
+	slices.Sort(l.taken)
+	slices.Sort(l.own)
+	if len(l.own) > 1 {
+		p.Log.Warn("several node ID records name this node; keeping the smallest ID, leaving the others",
+			"node", p.name, "ids", l.own)
+	}
+	return l, nil
+}
+
+// freeIDs returns an iterator over the positive IDs not in taken (sorted
+// ascending), smallest first; ok is false after math.MaxUint32.
+func freeIDs(taken []uint32) func() (id uint32, ok bool) {
+	var c uint32
+	i := 0
+	return func() (uint32, bool) {
+		for c < math.MaxUint32 {
+			c++
+			for i < len(taken) && taken[i] < c {
+				i++
+			}
+			if i < len(taken) && taken[i] == c {
+				continue
+			}
+			return c, true
+		}
+		return 0, false
+	}
+}
+
+// pause waits a jittered time that grows with round, or until ctx ends.
+func pause(ctx context.Context, round int) error {
+	d := rand.N(claimPauseUnit * time.Duration(min(round, 8)))
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (p *Plugin) setClaimStats(st claimStats) {
+	p.mu.Lock()
+	p.stats = st
+	p.mu.Unlock()
+}
+
+// lastClaimStats returns the counts of the last claim.
+func (p *Plugin) lastClaimStats() claimStats {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	return p.stats
+}

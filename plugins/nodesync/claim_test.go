@@ -1,0 +1,179 @@
+package nodesync_test
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+
+	"github.com/contiv-ipam/agent/infra/kvdb/etcd"
+	"github.com/contiv-ipam/agent/infra/kvdb/etcd/etcdtest"
+	"github.com/contiv-ipam/agent/plugins/controller/api"
+	"github.com/contiv-ipam/agent/plugins/nodesync"
+	"github.com/contiv-ipam/agent/plugins/nodesync/vppnode"
+)
+
+func TestClaimOnAnEmptyStoreTakesIDOne(t *testing.T) {
+	g := NewWithT(t)
+	db := newDB(t, etcdtest.Start(t))
+	p := newPlugin(t, "node-x", db, &loop{})
+	g.Expect(p.GetNodeID()).To(BeZero(), "no ID before the first resync")
+	g.Expect(resync(p, nil)).To(Succeed())
+	g.Expect(p.GetNodeID()).To(Equal(uint32(1)))
+	attempts, conflicts, _ := p.ClaimStats()
+	g.Expect(attempts).To(Equal(1))
+	g.Expect(conflicts).To(BeZero())
+	g.Expect(records(t, db)).To(HaveKeyWithValue(uint32(1), HaveField("Name", "node-x")))
+	g.Expect(records(t, db)[1].GetId()).To(Equal(uint32(1)))
+}
+
+func TestClaimTakesTheSmallestFreeID(t *testing.T) {
+	g := NewWithT(t)
+	db := newDB(t, etcdtest.Start(t))
+	for _, id := range []uint32{1, 2, 4} {
+		putRecord(t, db, &vppnode.VppNode{Id: id, Name: fmt.Sprintf("other-%d", id)})
+	}
+	p := newPlugin(t, "node-x", db, &loop{})
+	g.Expect(resync(p, nil)).To(Succeed())
+	g.Expect(p.GetNodeID()).To(Equal(uint32(3)))
+	recs := records(t, db)
+	g.Expect(recs).To(HaveLen(4))
+	g.Expect(recs[3].GetName()).To(Equal("node-x"))
+	g.Expect(recs[3].GetId()).To(Equal(uint32(3)))
+	g.Expect(recs[4].GetName()).To(Equal("other-4"), "other records untouched")
+}
+
+func TestClaimAboveTheHighestIDWithoutGaps(t *testing.T) {
+	g := NewWithT(t)
+	db := newDB(t, etcdtest.Start(t))
+	for id := uint32(1); id <= 12; id++ { // keys sort as strings: 1, 10, 11, 12, 2, ...
+		putRecord(t, db, &vppnode.VppNode{Id: id, Name: "other"})
+	}
+	p := newPlugin(t, "node-x", db, &loop{})
+	g.Expect(resync(p, nil)).To(Succeed())
+	g.Expect(p.GetNodeID()).To(Equal(uint32(13)))
+}
+
+func TestClaimFindsThisNodesRecord(t *testing.T) {
+	g := NewWithT(t)
+	db := newDB(t, etcdtest.Start(t))
+	putRecord(t, db, &vppnode.VppNode{Id: 1, Name: "node-a"})
+	putRecord(t, db, &vppnode.VppNode{Id: 7, Name: "node-x", IpAddresses: []string{"192.168.16.7/24"}})
+	p := newPlugin(t, "node-x", db, &loop{})
+	// The kube state does not know the record yet (stale): etcd decides.
+	g.Expect(resync(p, nil)).To(Succeed())
+	g.Expect(p.GetNodeID()).To(Equal(uint32(7)))
+	attempts, _, _ := p.ClaimStats()
+	g.Expect(attempts).To(BeZero(), "no transaction")
+	g.Expect(records(t, db)).To(HaveLen(2))
+	me := p.GetAllNodes()["node-x"]
+	g.Expect(me).NotTo(BeNil())
+	g.Expect(me.VppIPAddresses).To(HaveLen(1))
+	g.Expect(me.VppIPAddresses[0].String()).To(Equal("192.168.16.7/24"))
+}
+
+func TestClaimKeepsTheSmallestOfSeveralOwnRecords(t *testing.T) {
+	g := NewWithT(t)
+	db := newDB(t, etcdtest.Start(t))
+	putRecord(t, db, &vppnode.VppNode{Id: 5, Name: "node-x"})
+	putRecord(t, db, &vppnode.VppNode{Id: 3, Name: "node-x"})
+	putRecord(t, db, &vppnode.VppNode{Id: 1, Name: "node-a"})
+	p := newPlugin(t, "node-x", db, &loop{})
+	g.Expect(resync(p, nil)).To(Succeed())
+	g.Expect(p.GetNodeID()).To(Equal(uint32(3)))
+	g.Expect(records(t, db)).To(HaveLen(3), "the agent deletes no ID")
+}
+
+func TestClaimSkipsInvalidKeysAndKeepsUndecodableIDsTaken(t *testing.T) {
+	g := NewWithT(t)
+	db := newDB(t, etcdtest.Start(t))
+	mine := marshal(t, &vppnode.VppNode{Id: 1, Name: "node-x"})
+	putRaw(t, db, vppnode.KeyPrefix+"0", mine) // not a node ID: not this node's record
+	putRaw(t, db, vppnode.KeyPrefix+"01", mine)
+	putRaw(t, db, vppnode.KeyPrefix+"abc", mine)
+	putRaw(t, db, vppnode.KeyPrefix+"1/x", mine)
+	putRecord(t, db, &vppnode.VppNode{Id: 1, Name: "node-a"})
+	putRaw(t, db, vppnode.Key(2), []byte("{not json"))
+	p := newPlugin(t, "node-x", db, &loop{})
+	g.Expect(resync(p, nil)).To(Succeed())
+	g.Expect(p.GetNodeID()).To(Equal(uint32(3)))
+}
+
+func TestClaimGivesUpAfterTheAttemptBound(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		opts     []nodesync.Option
+		attempts int
+		last     uint32
+	}{
+		// Every listing is empty: candidates 1..5, list again, 1..5, ...
+		{name: "default bound", attempts: nodesync.DefaultMaxClaimAttempts, last: 5},
+		{name: "option", opts: []nodesync.Option{nodesync.UseMaxClaimAttempts(7)}, attempts: 7, last: 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			g := NewWithT(t)
+			db := &fakeStore{} // every compare fails
+			p := newPlugin(t, "node-x", db, &loop{}, tc.opts...)
+			err := resync(p, nil)
+			g.Expect(err).To(HaveOccurred())
+			g.Expect(api.IsFatal(err)).To(BeTrue(), "wrapped as FatalError")
+			g.Expect(errors.Is(err, nodesync.ErrClaimGaveUp)).To(BeTrue())
+			g.Expect(err.Error()).To(ContainSubstring(
+				`unable to allocate node ID for node "node-x": gave up after %d attempts, last candidate ID %d was taken`, tc.attempts, tc.last))
+			g.Expect(db.txns).To(Equal(tc.attempts))
+			g.Expect(p.GetNodeID()).To(BeZero())
+			g.Expect(p.GetAllNodes()).To(BeEmpty())
+		})
+	}
+}
+
+func TestClaimWithoutDatabase(t *testing.T) {
+	g := NewWithT(t)
+	p := newPlugin(t, "node-x", nil, &loop{})
+	err := resync(p, nil)
+	g.Expect(api.IsFatal(err)).To(BeTrue())
+	g.Expect(errors.Is(err, nodesync.ErrNoDatabase)).To(BeTrue())
+	g.Expect(err.Error()).To(Equal(`fatal error: unable to allocate node ID for node "node-x": database is not provided`))
+}
+
+func TestClaimErrorsAreFatal(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		db   *fakeStore
+		want string
+	}{
+		{name: "list fails", db: &fakeStore{listErr: errBoom},
+			want: `unable to allocate node ID for node "node-x": cannot list node IDs in the database: boom`},
+		{name: "txn fails", db: &fakeStore{txnErr: errBoom},
+			want: `unable to allocate node ID for node "node-x": creating "allocatedIDs/1"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			p := newPlugin(t, "node-x", tc.db, &loop{})
+			err := resync(p, nil)
+			g.Expect(api.IsFatal(err)).To(BeTrue())
+			g.Expect(errors.Is(err, errBoom)).To(BeTrue())
+			g.Expect(err.Error()).To(ContainSubstring(tc.want))
+		})
+	}
+}
+
+func TestClaimWithEtcdDownFailsThenTheNextResyncClaims(t *testing.T) {
+	g := NewWithT(t)
+	srv := etcdtest.Start(t)
+	db := newDB(t, srv, func(c *etcd.Config) { c.OperationTimeout = 300 * time.Millisecond })
+	putRecord(t, db, &vppnode.VppNode{Id: 1, Name: "node-a"})
+	p := newPlugin(t, "node-x", db, &loop{})
+	srv.Stop()
+	err := resync(p, nil)
+	g.Expect(api.IsFatal(err)).To(BeTrue())
+	g.Expect(err.Error()).To(ContainSubstring(`unable to allocate node ID for node "node-x": cannot list node IDs in the database`))
+	g.Expect(p.GetNodeID()).To(BeZero())
+
+	srv.Restart()
+	g.Eventually(func() error { return resync(p, nil) }, 10*time.Second, 100*time.Millisecond).Should(Succeed())
+	g.Expect(p.GetNodeID()).To(Equal(uint32(2)))
+}

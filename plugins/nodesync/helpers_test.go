@@ -1,0 +1,231 @@
+package nodesync_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/contiv-ipam/agent/infra/kvdb"
+	"github.com/contiv-ipam/agent/infra/kvdb/etcd"
+	"github.com/contiv-ipam/agent/infra/kvdb/etcd/etcdtest"
+	"github.com/contiv-ipam/agent/plugins/controller/api"
+	"github.com/contiv-ipam/agent/plugins/ksr/model/codec"
+	"github.com/contiv-ipam/agent/plugins/ksr/model/node"
+	"github.com/contiv-ipam/agent/plugins/nodesync"
+	"github.com/contiv-ipam/agent/plugins/nodesync/vppnode"
+)
+
+// noFile is a PluginConfig without a file.
+type noFile struct{}
+
+func (noFile) LoadValue(any) (bool, error) { return false, nil }
+func (noFile) GetConfigName() string       { return "" }
+
+func noEnv(string) (string, bool) { return "", false }
+
+// testLog sends a plugin's logs to the test output.
+func testLog(t testing.TB) *slog.Logger {
+	return slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelInfo}))
+}
+
+// label is a servicelabel.ReaderAPI with a fixed label.
+type label string
+
+func (l label) GetAgentLabel() string                   { return string(l) }
+func (l label) GetAgentPrefix() string                  { return "/vnf-agent/" + string(l) + "/" }
+func (l label) GetDifferentAgentPrefix(o string) string { return "/vnf-agent/" + o + "/" }
+func (l label) GetAllAgentsPrefix() string              { return "/vnf-agent/" }
+
+// loop is an api.EventLoop that records the pushed events.
+type loop struct {
+	mu     sync.Mutex
+	events []api.Event
+	err    error // returned by PushEvent when set
+}
+
+func (l *loop) PushEvent(ev api.Event) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.err != nil {
+		return l.err
+	}
+	l.events = append(l.events, ev)
+	return nil
+}
+
+// take returns the NodeUpdates pushed since the last take.
+func (l *loop) take() []*nodesync.NodeUpdate {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []*nodesync.NodeUpdate
+	for _, ev := range l.events {
+		out = append(out, ev.(*nodesync.NodeUpdate))
+	}
+	l.events = nil
+	return out
+}
+
+// etcdConfig is a client config with short timeouts for tests.
+func etcdConfig(endpoint string) etcd.Config {
+	c := etcd.DefaultConfig()
+	c.Endpoints = []string{endpoint}
+	c.DialTimeout = 300 * time.Millisecond
+	c.OperationTimeout = 2 * time.Second
+	c.ReconnectInterval = 100 * time.Millisecond
+	c.ProbeInterval = 100 * time.Millisecond
+	return c
+}
+
+// newDB returns an initialised etcd plugin connected to srv, closed at
+// cleanup.
+func newDB(t testing.TB, srv *etcdtest.Server, mod ...func(*etcd.Config)) *etcd.Plugin {
+	t.Helper()
+	cfg := etcdConfig(srv.Endpoint())
+	for _, m := range mod {
+		m(&cfg)
+	}
+	db := etcd.NewPlugin(etcd.UseConf(cfg), etcd.UseEnv(noEnv), etcd.UseDeps(func(d *etcd.Deps) {
+		d.Cfg, d.Log = noFile{}, slog.New(slog.DiscardHandler)
+	}))
+	if err := db.Init(); err != nil {
+		t.Fatalf("etcd plugin Init: %v", err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	return db
+}
+
+// newPlugin returns an initialised nodesync plugin for node name.
+func newPlugin(t testing.TB, name string, db kvdb.Store, ev api.EventLoop, opts ...nodesync.Option) *nodesync.Plugin {
+	t.Helper()
+	opts = append([]nodesync.Option{nodesync.UseDeps(func(d *nodesync.Deps) {
+		d.Cfg, d.Log = noFile{}, testLog(t)
+		d.ServiceLabel = label(name)
+		if db != nil { // a nil *etcd.Plugin must stay a nil interface
+			d.DB = db
+		}
+		d.EventLoop = ev
+	})}, opts...)
+	p := nodesync.NewPlugin(opts...)
+	if err := p.Init(); err != nil {
+		t.Fatalf("nodesync Init: %v", err)
+	}
+	t.Cleanup(func() { _ = p.Close() })
+	return p
+}
+
+// resync runs a first DB resync of ks.
+func resync(p *nodesync.Plugin, ks api.KubeStateData) error {
+	if ks == nil {
+		ks = api.KubeStateData{}
+	}
+	return p.Resync(&api.DBResync{KubeState: ks}, ks, 1, nil)
+}
+
+func marshal(t testing.TB, m proto.Message) []byte {
+	t.Helper()
+	data, err := codec.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+// putRaw writes value under the KSR prefix + key.
+func putRaw(t testing.TB, db kvdb.Store, key string, value []byte) {
+	t.Helper()
+	if err := db.NewBroker(codec.KSRPrefix).Put(context.Background(), key, value); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// putRecord writes a vppnode record.
+func putRecord(t testing.TB, db kvdb.Store, rec *vppnode.VppNode) {
+	t.Helper()
+	putRaw(t, db, vppnode.Key(rec.Id), marshal(t, rec))
+}
+
+// records lists the vppnode records in etcd by ID.
+func records(t testing.TB, db kvdb.Store) map[uint32]*vppnode.VppNode {
+	t.Helper()
+	kvs, _, err := db.NewBroker(codec.KSRPrefix).List(context.Background(), vppnode.KeyPrefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[uint32]*vppnode.VppNode{}
+	for _, kv := range kvs {
+		id, err := vppnode.ParseKey(kv.Key)
+		if err != nil {
+			continue
+		}
+		rec := new(vppnode.VppNode)
+		if err := codec.Unmarshal(kv.Value, rec); err != nil {
+			t.Fatalf("record %s: %v", kv.Key, err)
+		}
+		out[id] = rec
+	}
+	return out
+}
+
+// vppState is a kube state holding vppnode records.
+func vppState(recs ...*vppnode.VppNode) api.KubeResourceData {
+	out := api.KubeResourceData{}
+	for _, r := range recs {
+		out[vppnode.Key(r.Id)] = r
+	}
+	return out
+}
+
+// nodeState is a kube state holding Kubernetes nodes.
+func nodeState(nodes ...*node.Node) api.KubeResourceData {
+	out := api.KubeResourceData{}
+	for _, n := range nodes {
+		out[node.Key(n.Name)] = n
+	}
+	return out
+}
+
+// internalIP and friends build node addresses.
+func addr(t node.NodeAddress_NodeAddressType, a string) *node.NodeAddress {
+	return &node.NodeAddress{Type: t, Address: a}
+}
+
+// fakeStore is a kvdb.Store whose List returns listing (or listErr) and
+// whose Txn returns txnOK (or txnErr); Put returns putErr. Other methods
+// panic.
+type fakeStore struct {
+	kvdb.Store
+	mu      sync.Mutex
+	listing []kvdb.KeyValue
+	listErr error
+	txnOK   bool
+	txnErr  error
+	putErr  error
+	txns    int
+}
+
+var _ kvdb.Store = (*fakeStore)(nil)
+
+func (f *fakeStore) NewBroker(prefix string) kvdb.Broker { return kvdb.WithPrefix(f, prefix) }
+func (f *fakeStore) String() string                      { return "fake" }
+
+func (f *fakeStore) List(context.Context, string) ([]kvdb.KeyValue, int64, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]kvdb.KeyValue(nil), f.listing...), 1, f.listErr
+}
+
+func (f *fakeStore) Txn(context.Context, []kvdb.Cmp, []kvdb.Op) (bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.txns++
+	return f.txnOK && f.txnErr == nil, f.txnErr
+}
+
+func (f *fakeStore) Put(context.Context, string, []byte) error { return f.putErr }
+
+var errBoom = errors.New("boom")

@@ -1,0 +1,37 @@
+package nodesync
+
+// Name is the plugin's name (its logger name and its handler name in the
+// event history).
+const Name = "nodesync"
+
+// Option changes the plugin NewPlugin builds.
+type Option func(*Plugin)
+
+// NewPlugin returns the nodesync plugin named "nodesync"; options are
+// applied in order, then the missing logger and config accessor are filled.
+func NewPlugin(opts ...Option) *Plugin {
+	p := &Plugin{maxAttempts: DefaultMaxClaimAttempts}
+	p.SetName(Name)
+	for _, o := range opts {
+		o(p)
+	}
+	p.Setup()
+	return p
+}
+
+// DefaultPlugin is NewPlugin with no options; use it only in cmd/ and set
+// ServiceLabel, DB and EventLoop through UseDeps.
+func DefaultPlugin() *Plugin { return NewPlugin() }
+
+// UseDeps lets the caller set the dependencies.
+func UseDeps(f func(*Deps)) Option { return func(p *Plugin) { f(&p.Deps) } }
+
+// UseMaxClaimAttempts bounds the compare-and-swap attempts of one node ID
+// claim (default DefaultMaxClaimAttempts); n < 1 keeps the default.
+func UseMaxClaimAttempts(n int) Option {
+	return func(p *Plugin) {
+		if n >= 1 {
+			p.maxAttempts = n
+		}
+	}
+}
