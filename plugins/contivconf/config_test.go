@@ -1,0 +1,352 @@
+package contivconf
+
+import (
+	"encoding/json"
+	"net"
+	"os"
+	"strings"
+	"testing"
+
+	. "github.com/onsi/gomega"
+)
+
+func TestSampleConfigIsTheDefaults(t *testing.T) {
+	g := NewWithT(t)
+	data, err := os.ReadFile("contiv.conf")
+	g.Expect(err).NotTo(HaveOccurred())
+	c, err := DecodeConfig(data, "contiv.conf")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(c.NodeConfig).To(BeEmpty())
+	c.NodeConfig = nil
+	g.Expect(c).To(Equal(DefaultConfig()))
+	g.Expect(c.Validate()).To(Succeed())
+}
+
+// Every key of Config (json tags, recursively) appears in the sample, as a
+// key or, for the nodeConfig items, in the commented example.
+func TestSampleListsEveryKey(t *testing.T) {
+	g := NewWithT(t)
+	data, err := os.ReadFile("contiv.conf")
+	g.Expect(err).NotTo(HaveOccurred())
+	sample := string(data)
+	full := DefaultConfig()
+	full.NodeConfig = []NodeConfig{{OtherVPPInterfaces: []InterfaceConfig{{}}}}
+	for _, key := range jsonKeys(t, full) {
+		g.Expect(sample).To(ContainSubstring(key+":"), "key %s", key)
+	}
+}
+
+// jsonKeys lists the leaf and block keys of v marshalled without omitempty
+// effects (every key is set to a non-zero value first by the caller's value
+// or appears anyway for structs).
+func jsonKeys(t *testing.T, v any) []string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	var walk func(any)
+	walk = func(x any) {
+		switch t := x.(type) {
+		case map[string]any:
+			for k, v := range t {
+				keys = append(keys, k)
+				walk(v)
+			}
+		case []any:
+			for _, e := range t {
+				walk(e)
+			}
+		}
+	}
+	walk(m)
+	// Keys omitted because their default is zero.
+	keys = append(keys, "mtuSize", "tapv2RxRingSize", "tapv2TxRingSize", "vmxnet3RxRingSize",
+		"vmxnet3TxRingSize", "interfaceRxMode", "enableGSO", "mainVRFID", "useSRv6ForServices",
+		"useSRv6ForServiceFunctionChaining", "useDX6ForSrv6NodetoNodeTransport", "routeServiceCIDRToVPP",
+		"stealFirstNIC", "stealInterface", "stnVersion", "enablePacketTrace", "useExternalIPAM",
+		"contivCIDR", "nodeInterconnectDHCP", "nodeInterconnectCIDR", "defaultGateway",
+		"nodeName", "ip", "useDHCP", "gateway", "natExternalTraffic")
+	return keys
+}
+
+func TestDefaults(t *testing.T) {
+	g := NewWithT(t)
+	c, err := DecodeConfig(nil, "empty")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(c).To(Equal(DefaultConfig()))
+	p, err := Parse(&c)
+	g.Expect(err).NotTo(HaveOccurred())
+	ipam := p.IPAM
+	g.Expect(ipam.UseIPv6).To(BeFalse())
+	g.Expect(ipam.UseExternalIPAM).To(BeFalse())
+	g.Expect(ipam.ContivCIDR).To(BeNil())
+	g.Expect(ipam.ServiceCIDR.String()).To(Equal("10.96.0.0/12"))
+	g.Expect(ipam.PodSubnetCIDR.String()).To(Equal("10.1.0.0/16"))
+	g.Expect(ipam.PodSubnetCIDR.IP).To(HaveLen(4), "IPv4 in 4-byte form")
+	g.Expect(ipam.PodSubnetOneNodePrefixLen).To(BeEquivalentTo(24))
+	g.Expect(ipam.VPPHostSubnetCIDR.String()).To(Equal("172.30.0.0/16"))
+	g.Expect(ipam.VPPHostSubnetOneNodePrefixLen).To(BeEquivalentTo(24))
+	g.Expect(ipam.NodeInterconnectCIDR).To(BeNil(), "no code default")
+	g.Expect(ipam.VxlanCIDR.String()).To(Equal("192.168.30.0/24"))
+	g.Expect(ipam.DefaultGateway).To(BeNil())
+	g.Expect(p.SRv6.ServicePolicyBSIDSubnetCIDR.String()).To(Equal("8fff::/16"))
+	g.Expect(p.SRv6.SFCEndLocalSIDSubnetCIDR.String()).To(Equal("9310::/16"))
+	g.Expect(p.SRv6.SFCIDLengthUsedInSidForServiceFunction).To(BeEquivalentTo(16))
+
+	g.Expect(c.UseTAPInterfaces).To(BeTrue())
+	g.Expect(c.TAPInterfaceVersion).To(Equal(2))
+	g.Expect(c.TCPChecksumOffloadDisabled).To(BeTrue())
+	g.Expect(c.PodVRFID).To(BeEquivalentTo(1))
+	g.Expect(c.NodeToNodeTransport).To(Equal("vxlan"))
+	g.Expect(c.ScanIPNeighbors).To(BeTrue())
+	g.Expect(c.IPNeighborScanInterval).To(Equal(1))
+	g.Expect(c.IPNeighborStaleThreshold).To(Equal(4))
+	g.Expect(c.STNSocketFile).To(Equal("/var/run/contiv/stn.sock"))
+	g.Expect(c.NatExternalTraffic).To(BeTrue())
+	g.Expect(c.CRDNodeConfigurationDisabled).To(BeTrue())
+}
+
+func TestDecodeKeepsDefaultsAndOverrides(t *testing.T) {
+	g := NewWithT(t)
+	c, err := DecodeConfig([]byte("ipamConfig:\n  podSubnetCIDR: 10.5.0.0/16\n  srv6:\n    sfcEndLocalSIDSubnetCIDR: 9311::/16\n"), "t")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(c.IPAMConfig.PodSubnetCIDR).To(Equal("10.5.0.0/16"))
+	g.Expect(c.IPAMConfig.ServiceCIDR).To(Equal(DefaultServiceCIDR), "missing keys keep their default")
+	g.Expect(c.IPAMConfig.SRv6.SFCEndLocalSIDSubnetCIDR).To(Equal("9311::/16"))
+	g.Expect(c.IPAMConfig.SRv6.SFCPolicyBSIDSubnetCIDR).To(Equal("8eee::/16"))
+
+	c, err = DecodeConfig([]byte("useTAPInterfaces: false\nipamConfig:\n  podSubnetOneNodePrefixLen: 0\n"), "t")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(c.UseTAPInterfaces).To(BeFalse(), "a key present with a zero value overrides")
+	g.Expect(c.IPAMConfig.PodSubnetOneNodePrefixLen).To(Equal(0))
+}
+
+func TestUnknownKeyIsAnErrorNamingKeyAndFile(t *testing.T) {
+	for _, tc := range []struct{ yaml, want string }{
+		{"mtuSise: 1500\n", `unknown key "mtuSise"`},
+		{"ipamConfig:\n  podSubnetCIRD: 10.1.0.0/16\n", `unknown key "ipamConfig.podSubnetCIRD"`},
+		{"ipamConfig:\n  srv6:\n    foo: 9000::/16\n", `unknown key "ipamConfig.srv6.foo"`},
+		{"nodeConfig:\n  - nodeName: a\n    gw: 1.2.3.4\n", `unknown key "nodeConfig[0].gw"`},
+		{"nodeConfig:\n  - nodeName: a\n    mainVPPInterface: {name: eth0}\n", `unknown key "nodeConfig[0].mainVPPInterface.name"`},
+		{"mtuSize: big\n", `"mtuSize"`},
+		{"ipamConfig:\n  podSubnetOneNodePrefixLen: 24.5\n", `podSubnetOneNodePrefixLen`},
+	} {
+		t.Run(tc.want, func(t *testing.T) {
+			g := NewWithT(t)
+			_, err := DecodeConfig([]byte(tc.yaml), "/etc/contiv/contiv.conf")
+			g.Expect(err).To(MatchError(ContainSubstring(tc.want)))
+			g.Expect(err).To(MatchError(ContainSubstring("/etc/contiv/contiv.conf")))
+		})
+	}
+}
+
+func TestKeysMatchCaseInsensitively(t *testing.T) {
+	g := NewWithT(t)
+	c, err := DecodeConfig([]byte("STNVersion: 2\nMTUSize: 1450\nIPAMConfig:\n  PodSubnetCIDR: 10.9.0.0/16\n"+
+		"  VPPHostSubnetOneNodePrefixLen: 25\nnodeconfig:\n  - NodeName: n1\n    MainVppInterface: {InterfaceName: eth0, UseDhcp: true}\n"), "t")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(c.STNVersion).To(Equal(2))
+	g.Expect(c.MTUSize).To(BeEquivalentTo(1450))
+	g.Expect(c.IPAMConfig.PodSubnetCIDR).To(Equal("10.9.0.0/16"))
+	g.Expect(c.IPAMConfig.VPPHostSubnetOneNodePrefixLen).To(Equal(25))
+	g.Expect(c.NodeConfig).To(HaveLen(1))
+	g.Expect(c.NodeConfig[0].MainVPPInterface).To(Equal(InterfaceConfig{InterfaceName: "eth0", UseDHCP: true}))
+	g.Expect(c.Validate()).To(Succeed())
+
+	_, err = DecodeConfig([]byte("stnVersion: 1\nSTNVersion: 2\n"), "t")
+	g.Expect(err).To(MatchError(ContainSubstring("STNVersion")), "the same key twice in different case is refused")
+}
+
+// parseYAML decodes over the defaults and parses.
+func parseYAML(t *testing.T, y string) (*Parsed, error) {
+	t.Helper()
+	c, err := DecodeConfig([]byte(y), "test.conf")
+	if err != nil {
+		t.Fatalf("decode: %v", err)
+	}
+	return Parse(&c)
+}
+
+func TestValidationErrorsNameKeyAndValue(t *testing.T) {
+	cases := []struct {
+		name string
+		yaml string
+		want []string
+	}{
+		// TestConfigWithBadCIDR of the original, each key separately.
+		{"bad pod CIDR", "ipamConfig: {podSubnetCIDR: 1.2.3./19}", []string{`ipamConfig.podSubnetCIDR "1.2.3./19": invalid CIDR`}},
+		{"bad vpp-host CIDR", "ipamConfig: {vppHostSubnetCIDR: 1.2.3./19}", []string{`ipamConfig.vppHostSubnetCIDR "1.2.3./19": invalid CIDR`}},
+		{"bad node CIDR", "ipamConfig: {nodeInterconnectCIDR: 1.2.3./19}", []string{`ipamConfig.nodeInterconnectCIDR "1.2.3./19": invalid CIDR`}},
+		{"bad vxlan CIDR", "ipamConfig: {vxlanCIDR: 10.0.0.0/33}", []string{`ipamConfig.vxlanCIDR "10.0.0.0/33": invalid CIDR`}},
+		{"bad service CIDR", "ipamConfig: {serviceCIDR: nope}", []string{`ipamConfig.serviceCIDR "nope": invalid CIDR`}},
+		{"empty service CIDR", `ipamConfig: {serviceCIDR: ""}`, []string{`ipamConfig.serviceCIDR "": invalid CIDR`}},
+		{"empty pod CIDR", `ipamConfig: {podSubnetCIDR: ""}`, []string{`ipamConfig.podSubnetCIDR "": invalid CIDR`}},
+		{"bad contivCIDR", "ipamConfig: {contivCIDR: 10.0.0/8}", []string{`ipamConfig.contivCIDR "10.0.0/8": invalid CIDR`}},
+		{"address without length", "ipamConfig: {podSubnetCIDR: 10.1.0.0}", []string{`ipamConfig.podSubnetCIDR "10.1.0.0": invalid CIDR`}},
+		{"IPv4-mapped", `ipamConfig: {podSubnetCIDR: "::ffff:10.1.0.0/112"}`, []string{`ipamConfig.podSubnetCIDR "::ffff:10.1.0.0/112": IPv4-mapped`}},
+		{"bad srv6 CIDR", "ipamConfig: {srv6: {servicePodLocalSIDSubnetCIDR: 9300::/129}}",
+			[]string{`ipamConfig.srv6.servicePodLocalSIDSubnetCIDR "9300::/129": invalid CIDR`}},
+		{"IPv4 srv6 CIDR", "ipamConfig: {srv6: {sfcEndLocalSIDSubnetCIDR: 10.0.0.0/8}}",
+			[]string{`ipamConfig.srv6.sfcEndLocalSIDSubnetCIDR "10.0.0.0/8": must be IPv6`}},
+		{"sfc ID length", "ipamConfig: {srv6: {sfcIDLengthUsedInSidForServiceFunction: 120}}",
+			[]string{`ipamConfig.srv6.sfcIDLengthUsedInSidForServiceFunction 120: want 0..112`}},
+		{"bad default gateway", "ipamConfig: {defaultGateway: 1.2.3.256}", []string{`ipamConfig.defaultGateway "1.2.3.256": invalid IP address`}},
+		{"gateway with zone", `ipamConfig: {defaultGateway: "fe80::1%eth0"}`, []string{`ipamConfig.defaultGateway "fe80::1%eth0": invalid IP address`}},
+		// TestConfigWithBadPrefixSizes of the original.
+		{"pod one-node not longer", "ipamConfig: {podSubnetCIDR: 1.2.3.4/19, podSubnetOneNodePrefixLen: 18}",
+			[]string{`ipamConfig.podSubnetOneNodePrefixLen 18: must be longer than the prefix length 19 of ipamConfig.podSubnetCIDR "1.2.3.4/19"`}},
+		{"host one-node not longer", "ipamConfig: {vppHostSubnetCIDR: 1.2.3.4/19, vppHostSubnetOneNodePrefixLen: 18}",
+			[]string{`ipamConfig.vppHostSubnetOneNodePrefixLen 18: must be longer than the prefix length 19 of ipamConfig.vppHostSubnetCIDR "1.2.3.4/19"`}},
+		{"one-node equal", "ipamConfig: {podSubnetCIDR: 10.1.0.0/24, podSubnetOneNodePrefixLen: 24}",
+			[]string{`ipamConfig.podSubnetOneNodePrefixLen 24: must be longer`}},
+		{"one-node zero", "ipamConfig: {podSubnetOneNodePrefixLen: 0}", []string{`ipamConfig.podSubnetOneNodePrefixLen 0: must be longer`}},
+		{"one-node too long", "ipamConfig: {podSubnetOneNodePrefixLen: 33}",
+			[]string{`ipamConfig.podSubnetOneNodePrefixLen 33: exceeds the 32-bit address length of ipamConfig.podSubnetCIDR "10.1.0.0/16"`}},
+		{"one-node 256 does not wrap", "ipamConfig: {podSubnetOneNodePrefixLen: 280}",
+			[]string{`ipamConfig.podSubnetOneNodePrefixLen 280: exceeds`}},
+		{"fewer than 4 addresses", "ipamConfig: {vppHostSubnetOneNodePrefixLen: 31}",
+			[]string{`ipamConfig.vppHostSubnetOneNodePrefixLen 31: leaves 2 addresses per node`, "use at most 30"}},
+		{"fewer than 4 addresses IPv6", "ipamConfig: {podSubnetCIDR: fe10::/64, podSubnetOneNodePrefixLen: 127, vppHostSubnetCIDR: fe20::/64, " +
+			"vppHostSubnetOneNodePrefixLen: 120, vxlanCIDR: fe30::/120, serviceCIDR: fe40::/112}",
+			[]string{`ipamConfig.podSubnetOneNodePrefixLen 127: leaves 2 addresses per node`, "use at most 126"}},
+		{"contivCIDR too small", "ipamConfig: {contivCIDR: 10.130.0.0/18}",
+			[]string{`ipamConfig.contivCIDR "10.130.0.0/18": ContivCIDR is not valid, network must provide at least 18bit space`}},
+		{"mixed families", "ipamConfig: {podSubnetCIDR: fe10::/64, podSubnetOneNodePrefixLen: 120, vppHostSubnetCIDR: fe20::/64, " +
+			"vppHostSubnetOneNodePrefixLen: 120, vxlanCIDR: fe30::/120}",
+			[]string{`ipamConfig.serviceCIDR "10.96.0.0/12" is IPv4 but ipamConfig.podSubnetCIDR "fe10::/64" is IPv6`}},
+		{"mixed families, node", "ipamConfig: {nodeInterconnectCIDR: fe10::/64}",
+			[]string{`ipamConfig.nodeInterconnectCIDR "fe10::/64" is IPv6 but ipamConfig.podSubnetCIDR "10.1.0.0/16" is IPv4`}},
+		{"contivCIDR family", "ipamConfig: {contivCIDR: fe10::/64}",
+			[]string{`ipamConfig.serviceCIDR "10.96.0.0/12" is IPv4 but ipamConfig.contivCIDR "fe10::/64" is IPv6`}},
+		{"overlap pod/node (IPv6)", "ipamConfig: {podSubnetCIDR: fe10:f00d::/90, podSubnetOneNodePrefixLen: 120, nodeInterconnectCIDR: fe10:f00d::/90, " +
+			"vppHostSubnetCIDR: fe30:f00d::/90, vppHostSubnetOneNodePrefixLen: 126, vxlanCIDR: fe20:f00d::/120, serviceCIDR: fe40::/112}",
+			[]string{`ipamConfig.podSubnetCIDR "fe10:f00d::/90" overlaps ipamConfig.nodeInterconnectCIDR "fe10:f00d::/90"`}},
+		{"overlap pod/service", "ipamConfig: {serviceCIDR: 10.0.0.0/8}",
+			[]string{`ipamConfig.podSubnetCIDR "10.1.0.0/16" overlaps ipamConfig.serviceCIDR "10.0.0.0/8"`}},
+		{"overlap host/vxlan", "ipamConfig: {vxlanCIDR: 172.30.5.0/24}",
+			[]string{`ipamConfig.vppHostSubnetCIDR "172.30.0.0/16" overlaps ipamConfig.vxlanCIDR "172.30.5.0/24"`}},
+		{"overlap with derived", "ipamConfig: {contivCIDR: 10.128.0.0/14, serviceCIDR: 10.129.0.0/24}",
+			[]string{`ipamConfig.vppHostSubnetCIDR "10.129.0.0/16" (derived from ipamConfig.contivCIDR "10.128.0.0/14") overlaps ipamConfig.serviceCIDR "10.129.0.0/24"`}},
+		{"overlap derived with configured node", "ipamConfig: {contivCIDR: 10.128.0.0/14, nodeInterconnectCIDR: 10.128.5.0/24}",
+			[]string{`ipamConfig.podSubnetCIDR "10.128.0.0/16" (derived from ipamConfig.contivCIDR "10.128.0.0/14") overlaps ipamConfig.nodeInterconnectCIDR "10.128.5.0/24"`}},
+		{"duplicate node", "nodeConfig: [{nodeName: a}, {nodeName: b}, {nodeName: a}]",
+			[]string{`nodeConfig[2].nodeName "a": duplicate of nodeConfig[0]`}},
+		{"empty node name", "nodeConfig: [{gateway: 1.1.1.1}]", []string{`nodeConfig[0].nodeName "": must not be empty`}},
+		{"node gateway", "nodeConfig: [{nodeName: a, gateway: 1.2.3}]", []string{`nodeConfig[0].gateway "1.2.3": invalid IP address`}},
+		{"node ip", "nodeConfig: [{nodeName: a, mainVPPInterface: {interfaceName: e, ip: 1.2.3.4/40}}]",
+			[]string{`nodeConfig[0].mainVPPInterface.ip "1.2.3.4/40": invalid CIDR`}},
+		{"other node ip", "nodeConfig: [{nodeName: a, otherVPPInterfaces: [{interfaceName: x, ip: 1.2.3.4/24}, {interfaceName: e2, ip: bad}]}]",
+			[]string{`nodeConfig[0].otherVPPInterfaces[1].ip "bad": invalid CIDR`}},
+		{"rx mode", "interfaceRxMode: fast", []string{`interfaceRxMode "fast": want one of "", "polling", "interrupt", "adaptive"`}},
+		{"transport", "nodeToNodeTransport: gre", []string{`nodeToNodeTransport "gre": want one of "vxlan", "srv6", "nooverlay"`}},
+		{"tap version", "tapInterfaceVersion: 3", []string{`tapInterfaceVersion 3: want 1 or 2`}},
+		{"mtu", "mtuSize: 99999999999", []string{`mtuSize 99999999999: want 0..4294967295`}},
+		{"ring", "tapv2RxRingSize: 70000", []string{`tapv2RxRingSize 70000: want 0..65535`}},
+		{"ring2", "vmxnet3TxRingSize: -1", []string{`vmxnet3TxRingSize -1: want 0..65535`}},
+		{"vrf", "podVRFID: -1", []string{`podVRFID -1: want 0..4294967295`}},
+		{"scan", "ipNeighborScanInterval: 256", []string{`ipNeighborScanInterval 256: want 0..255`}},
+		{"stale", "ipNeighborStaleThreshold: 300", []string{`ipNeighborStaleThreshold 300: want 0..255`}},
+		{"stn", "stnVersion: 256", []string{`stnVersion 256: want 0..255`}},
+		{"every error at once", "mtuSize: -1\nipamConfig: {podSubnetCIDR: 1.2.3./19, vxlanCIDR: xx, serviceCIDR: yy}\nnodeConfig: [{nodeName: a}, {nodeName: a}]",
+			[]string{"mtuSize -1", `ipamConfig.podSubnetCIDR "1.2.3./19"`, `ipamConfig.vxlanCIDR "xx"`, `ipamConfig.serviceCIDR "yy"`, `nodeConfig[1].nodeName "a"`}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			p, err := parseYAML(t, tc.yaml)
+			g.Expect(p).To(BeNil())
+			for _, w := range tc.want {
+				g.Expect(err).To(MatchError(ContainSubstring(w)))
+			}
+		})
+	}
+}
+
+func TestValidConfigs(t *testing.T) {
+	cases := []struct {
+		name  string
+		yaml  string
+		check func(g *WithT, p *Parsed)
+	}{
+		{"host bits mean the network (Test8bitPodIPPoolSize)", "ipamConfig: {podSubnetCIDR: 1.2.3.4/16, podSubnetOneNodePrefixLen: 24}",
+			func(g *WithT, p *Parsed) {
+				g.Expect(p.IPAM.PodSubnetCIDR.String()).To(Equal("1.2.0.0/16"))
+			}},
+		{"1.4.1.2/14 one-node /22", "ipamConfig: {podSubnetCIDR: 1.4.1.2/14, podSubnetOneNodePrefixLen: 22}",
+			func(g *WithT, p *Parsed) {
+				g.Expect(p.IPAM.PodSubnetCIDR.String()).To(Equal("1.4.0.0/14"))
+				g.Expect(p.IPAM.PodSubnetOneNodePrefixLen).To(BeEquivalentTo(22))
+			}},
+		{"IPAM test fixture", "ipamConfig: {podSubnetCIDR: 1.2.128.0/17, podSubnetOneNodePrefixLen: 29, vppHostSubnetCIDR: 2.3.192.0/18, " +
+			"vppHostSubnetOneNodePrefixLen: 30, nodeInterconnectCIDR: 3.4.5.192/26, vxlanCIDR: 4.5.6.192/26}",
+			func(g *WithT, p *Parsed) {
+				g.Expect(p.IPAM.NodeInterconnectCIDR.String()).To(Equal("3.4.5.192/26"))
+				g.Expect(p.IPAM.VPPHostSubnetOneNodePrefixLen).To(BeEquivalentTo(30))
+			}},
+		{"IPv6 everywhere", "ipamConfig: {podSubnetCIDR: 2001::/48, podSubnetOneNodePrefixLen: 60, vppHostSubnetCIDR: fe30:f00d::/90, " +
+			"vppHostSubnetOneNodePrefixLen: 126, nodeInterconnectCIDR: fe10:f00d::/90, vxlanCIDR: fe20:f00d::/120, serviceCIDR: fd00::/112, " +
+			"defaultGateway: 'fe10:f00d::1'}",
+			func(g *WithT, p *Parsed) {
+				g.Expect(p.IPAM.UseIPv6).To(BeTrue())
+				g.Expect(p.IPAM.PodSubnetCIDR.IP).To(HaveLen(16))
+				g.Expect(p.IPAM.DefaultGateway.String()).To(Equal("fe10:f00d::1"))
+			}},
+		{"IPv4 gateway is 4-byte", "ipamConfig: {defaultGateway: 192.168.16.1}",
+			func(g *WithT, p *Parsed) {
+				g.Expect(p.IPAM.DefaultGateway).To(Equal(net.IP{192, 168, 16, 1}))
+			}},
+		{"contivCIDR ignores the configured subnets and prefix lengths",
+			"ipamConfig: {contivCIDR: 10.128.0.0/14, podSubnetCIDR: '', vxlanCIDR: 10.128.0.0/24, podSubnetOneNodePrefixLen: 0}",
+			func(g *WithT, p *Parsed) {
+				g.Expect(p.IPAM.ContivCIDR.String()).To(Equal("10.128.0.0/14"))
+				g.Expect(p.IPAM.PodSubnetCIDR.String()).To(Equal("10.128.0.0/16"))
+				g.Expect(p.IPAM.VxlanCIDR.String()).To(Equal("10.130.2.0/23"))
+				g.Expect(p.IPAM.NodeInterconnectCIDR.String()).To(Equal("10.130.0.0/23"))
+			}},
+		{"contivCIDR IPv6", "ipamConfig: {contivCIDR: fe10::/64, serviceCIDR: fd00::/112}",
+			func(g *WithT, p *Parsed) {
+				g.Expect(p.IPAM.UseIPv6).To(BeTrue())
+				g.Expect(p.IPAM.PodSubnetOneNodePrefixLen).To(BeEquivalentTo(121))
+			}},
+		{"compat keys in any case", "interfaceRxMode: Polling\nnodeToNodeTransport: SRv6\n",
+			func(g *WithT, p *Parsed) {}},
+		{"nodes", "nodeConfig: [{nodeName: a, gateway: 1.1.1.1, mainVPPInterface: {interfaceName: e, ip: 192.168.16.5/24}}, {nodeName: b}]",
+			func(g *WithT, p *Parsed) {}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			p, err := parseYAML(t, tc.yaml)
+			g.Expect(err).NotTo(HaveOccurred())
+			tc.check(g, p)
+		})
+	}
+}
+
+func TestParseNil(t *testing.T) {
+	g := NewWithT(t)
+	_, err := Parse(nil)
+	g.Expect(err).To(HaveOccurred())
+}
+
+func TestIPAMConfigJSONKeys(t *testing.T) {
+	g := NewWithT(t)
+	b, err := json.Marshal(IPAMConfigJSON{})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(string(b)).To(Equal(`{"srv6":{}}`), "omitempty as the original: the srv6 block always appears")
+	d := DefaultConfig().IPAMConfig
+	d.ContivCIDR, d.NodeInterconnectCIDR, d.DefaultGateway, d.UseExternalIPAM, d.NodeInterconnectDHCP = "a", "b", "c", true, true
+	b, err = json.Marshal(d)
+	g.Expect(err).NotTo(HaveOccurred())
+	for _, k := range []string{"useExternalIPAM", "contivCIDR", "serviceCIDR", "nodeInterconnectDHCP", "podSubnetCIDR",
+		"podSubnetOneNodePrefixLen", "vppHostSubnetCIDR", "vppHostSubnetOneNodePrefixLen", "nodeInterconnectCIDR",
+		"vxlanCIDR", "defaultGateway", "srv6", "servicePolicyBSIDSubnetCIDR", "sfcIDLengthUsedInSidForServiceFunction"} {
+		g.Expect(strings.Contains(string(b), `"`+k+`":`)).To(BeTrue(), k)
+	}
+}

@@ -1,0 +1,39 @@
+// Package contivconf reads contiv.conf, the agent's network configuration:
+// it fills defaults, validates every key, derives the effective IPAM
+// subnets (the contivCIDR split) and serves the result through API. It also
+// follows this node's NodeConfig CRD when CRD node configuration is enabled.
+//
+// The file is found via the flag -contiv-config, else env CONTIV_CONFIG,
+// else contiv.conf in the working directory or in -config-dir / CONFIG_DIR
+// (infra/config). It is YAML with the key names of the original Contiv-VPP
+// contiv.conf, decoded strictly (an unknown key is an error naming the key
+// and the file) and case-insensitively (STNVersion works for stnVersion).
+// Keys that configure VPP, TAP, STN or SRv6 routing are accepted for
+// compatibility and have no effect here. See contiv.conf beside this file
+// for every key and its default.
+//
+// Validation reports every problem at once (errors.Join), each naming the
+// key and the value: unparsable CIDRs and IPs; one-node prefix lengths that
+// are not longer than their cluster prefix, exceed the address or leave
+// fewer than 4 addresses per node; a contivCIDR with fewer than 18 host
+// bits; mixed address families or overlaps among the effective pod,
+// vpp-host, node-interconnect, vxlan and service subnets; empty or duplicate
+// nodeConfig names; out-of-range compatibility keys.
+//
+// The caller's duties, in order:
+//  1. NewPlugin(UseDeps(...)) with ServiceLabel (required: this node's name
+//     is its agent label) and EventLoop (optional); UseConf replaces the file
+//     in tests. The agent registers -contiv-config before parsing flags.
+//  2. Init loads and validates; it fails with the joined errors, prefixed
+//     with the file name.
+//  3. Register the plugin as the first event handler of the controller:
+//     every handler after it reads GetNodeConfig and GetStaticDefaultGW, which
+//     its Resync updates from the NodeConfig CRD (kube-state key
+//     k8s/nodeconfig/<node>). A change of that key makes Update push a
+//     NodeConfigChange (UpstreamResync): every handler resyncs.
+//  4. Read through API from any goroutine after Init; every getter returns
+//     a copy.
+//
+// Parse(&cfg) (and Config.Validate) is the same validation without the
+// plugin, for tests, tools and fuzzing.
+package contivconf

@@ -1,0 +1,281 @@
+package contivconf
+
+import (
+	"errors"
+	"net"
+	"sync"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	"google.golang.org/protobuf/types/known/structpb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/contiv-ipam/agent/plugins/controller/api"
+)
+
+// fakeLoop records pushed events; err, when set, is returned by PushEvent.
+type fakeLoop struct {
+	mu     sync.Mutex
+	events []api.Event
+	err    error
+}
+
+func (l *fakeLoop) PushEvent(ev api.Event) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.err != nil {
+		return l.err
+	}
+	l.events = append(l.events, ev)
+	return nil
+}
+
+func (l *fakeLoop) pushed() []api.Event {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]api.Event(nil), l.events...)
+}
+
+func crdValue(t *testing.T, m map[string]any) *structpb.Struct {
+	t.Helper()
+	s, err := structpb.NewStruct(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// crdPlugin has CRD node configuration enabled and a file entry for "node"
+// with gateway .194.
+func crdPlugin(t *testing.T, loop api.EventLoop, mod ...func(*Config)) *Plugin {
+	t.Helper()
+	c := ipamFixture()
+	c.CRDNodeConfigurationDisabled = false
+	c.NodeConfig = []NodeConfig{{NodeName: "node", Gateway: "3.4.5.194"}}
+	for _, m := range mod {
+		m(&c)
+	}
+	p := NewPlugin(UseConf(c), testDeps("node", loop))
+	NewWithT(t).Expect(p.Init()).To(Succeed())
+	return p
+}
+
+func TestHandlesEvent(t *testing.T) {
+	enabled := crdPlugin(t, nil)
+	disabled := crdPlugin(t, nil, func(c *Config) { c.CRDNodeConfigurationDisabled = true })
+	own := &api.KubeStateChange{Resource: "nodeconfig", Key: "k8s/nodeconfig/node", NewValue: &structpb.Struct{}}
+	cases := []struct {
+		name              string
+		ev                api.Event
+		enabled, disabled bool
+	}{
+		{"DB resync", &api.DBResync{}, true, true},
+		{"healing resync", &api.HealingResync{Type: api.AfterError}, true, true},
+		{"periodic healing", &api.HealingResync{Type: api.Periodic}, true, true},
+		{"node config change", &NodeConfigChange{NodeName: "node"}, true, true},
+		{"own nodeconfig", own, true, false},
+		{"own nodeconfig deleted", &api.KubeStateChange{Resource: "nodeconfig", Key: "k8s/nodeconfig/node"}, true, false},
+		{"other node's nodeconfig", &api.KubeStateChange{Resource: "nodeconfig", Key: "k8s/nodeconfig/other"}, false, false},
+		{"prefix of the name", &api.KubeStateChange{Resource: "nodeconfig", Key: "k8s/nodeconfig/node2"}, false, false},
+		{"node resource", &api.KubeStateChange{Resource: "node", Key: "k8s/node/node"}, false, false},
+		{"shutdown", &api.Shutdown{}, false, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			g.Expect(enabled.HandlesEvent(tc.ev)).To(Equal(tc.enabled))
+			g.Expect(disabled.HandlesEvent(tc.ev)).To(Equal(tc.disabled))
+		})
+	}
+}
+
+func TestResyncReadsTheCRD(t *testing.T) {
+	g := NewWithT(t)
+	p := crdPlugin(t, nil)
+	ks := api.KubeStateData{"nodeconfig": {
+		"k8s/nodeconfig/node": crdValue(t, map[string]any{
+			"mainVPPInterface":   map[string]any{"interfaceName": "eth1", "ip": "3.4.5.200/26"},
+			"otherVPPInterfaces": []any{map[string]any{"interfaceName": "eth2", "useDHCP": true}},
+			"gateway":            "3.4.5.195",
+			"natExternalTraffic": true,
+		}),
+		"k8s/nodeconfig/other": crdValue(t, map[string]any{"gateway": "9.9.9.9"}),
+	}}
+	g.Expect(p.Resync(&api.DBResync{KubeState: ks}, ks, 1, nil)).To(Succeed())
+	g.Expect(p.GetNodeConfig()).To(Equal(&NodeConfig{
+		NodeName:           "node",
+		MainVPPInterface:   InterfaceConfig{InterfaceName: "eth1", IP: "3.4.5.200/26"},
+		OtherVPPInterfaces: []InterfaceConfig{{InterfaceName: "eth2", UseDHCP: true}},
+		Gateway:            "3.4.5.195",
+		NatExternalTraffic: true,
+	}), "the CRD beats the file entry")
+	g.Expect(p.GetStaticDefaultGW()).To(Equal(net.IP{3, 4, 5, 195}))
+
+	// The CRD disappears: back to the file's entry.
+	g.Expect(p.Resync(&api.DBResync{}, api.KubeStateData{}, 2, nil)).To(Succeed())
+	g.Expect(p.GetNodeConfig().Gateway).To(Equal("3.4.5.194"))
+	g.Expect(p.GetStaticDefaultGW()).To(Equal(net.IP{3, 4, 5, 194}))
+}
+
+func TestResyncIgnoresTheCRDWhenDisabled(t *testing.T) {
+	g := NewWithT(t)
+	p := crdPlugin(t, nil, func(c *Config) { c.CRDNodeConfigurationDisabled = true })
+	ks := api.KubeStateData{"nodeconfig": {"k8s/nodeconfig/node": crdValue(t, map[string]any{"gateway": "3.4.5.195"})}}
+	g.Expect(p.Resync(&api.DBResync{}, ks, 1, nil)).To(Succeed())
+	g.Expect(p.GetStaticDefaultGW()).To(Equal(net.IP{3, 4, 5, 194}))
+}
+
+func TestCRDShapes(t *testing.T) {
+	cases := []struct {
+		name    string
+		value   map[string]any
+		want    NodeConfig
+		wantErr string
+	}{
+		{name: "camelCase spec", value: map[string]any{"gateway": "1.1.1.1", "stealInterface": "eth0"},
+			want: NodeConfig{NodeName: "node", Gateway: "1.1.1.1", StealInterface: "eth0"}},
+		{name: "proto names", value: map[string]any{"main_vpp_interface": map[string]any{"interface_name": "e", "use_dhcp": true},
+			"nat_external_traffic": true, "name": "node"},
+			want: NodeConfig{NodeName: "node", MainVPPInterface: InterfaceConfig{InterfaceName: "e", UseDHCP: true}, NatExternalTraffic: true}},
+		{name: "CRD object", value: map[string]any{"apiVersion": "nodeconfig.contiv.vpp/v1", "kind": "NodeConfig",
+			"metadata": map[string]any{"name": "node"}, "spec": map[string]any{"gateway": "1.1.1.2"}},
+			want: NodeConfig{NodeName: "node", Gateway: "1.1.1.2"}},
+		{name: "nodeName is the key's", value: map[string]any{"nodeName": "else", "gateway": "1.1.1.3"},
+			want: NodeConfig{NodeName: "node", Gateway: "1.1.1.3"}},
+		{name: "empty", value: map[string]any{}, want: NodeConfig{NodeName: "node"}},
+		{name: "bad gateway", value: map[string]any{"gateway": "1.1.1"},
+			wantErr: `nodeconfig key "k8s/nodeconfig/node": gateway "1.1.1": invalid IP address`},
+		{name: "bad ip", value: map[string]any{"mainVPPInterface": map[string]any{"ip": "1.1.1.1"}},
+			wantErr: `nodeconfig key "k8s/nodeconfig/node": mainVPPInterface.ip "1.1.1.1": invalid CIDR`},
+		{name: "wrong type", value: map[string]any{"gateway": 5},
+			wantErr: `nodeconfig key "k8s/nodeconfig/node"`},
+		{name: "unknown key", value: map[string]any{"gatway": "1.1.1.1"},
+			wantErr: `unknown key "gatway"`},
+		{name: "same field twice", value: map[string]any{"gateway": "1.1.1.1", "Gateway": "1.1.1.2"},
+			wantErr: `mean the same field`},
+		{name: "same field twice, nested", value: map[string]any{"otherVPPInterfaces": []any{map[string]any{"use_dhcp": true, "useDHCP": false}}},
+			wantErr: `mean the same field`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			n, err := nodeConfigFromKube("k8s/nodeconfig/node", "node", crdValue(t, tc.value))
+			if tc.wantErr != "" {
+				g.Expect(err).To(MatchError(ContainSubstring(tc.wantErr)))
+				g.Expect(err).To(MatchError(ContainSubstring("k8s/nodeconfig/node")))
+				return
+			}
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(*n).To(Equal(tc.want))
+		})
+	}
+}
+
+func TestCRDOfOtherMessageTypes(t *testing.T) {
+	g := NewWithT(t)
+	_, err := nodeConfigFromKube("k8s/nodeconfig/node", "node", wrapperspb.String("x"))
+	g.Expect(err).To(MatchError(ContainSubstring(`nodeconfig key "k8s/nodeconfig/node"`)))
+}
+
+func TestResyncWithABadCRDFailsAndKeepsTheConfig(t *testing.T) {
+	g := NewWithT(t)
+	p := crdPlugin(t, nil)
+	ks := api.KubeStateData{"nodeconfig": {"k8s/nodeconfig/node": crdValue(t, map[string]any{"gateway": "bad"})}}
+	err := p.Resync(&api.DBResync{}, ks, 1, nil)
+	g.Expect(err).To(MatchError(ContainSubstring(`nodeconfig key "k8s/nodeconfig/node": gateway "bad"`)))
+	g.Expect(p.GetStaticDefaultGW()).To(Equal(net.IP{3, 4, 5, 194}))
+}
+
+func TestUpdatePushesNodeConfigChange(t *testing.T) {
+	g := NewWithT(t)
+	loop := &fakeLoop{}
+	p := crdPlugin(t, loop)
+	key := NodeConfigKey("node")
+
+	// Created.
+	ev := &api.KubeStateChange{Resource: NodeConfigResource, Key: key, NewValue: crdValue(t, map[string]any{"gateway": "3.4.5.195"})}
+	desc, err := p.Update(ev, nil)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(desc).NotTo(BeEmpty())
+	g.Expect(p.GetStaticDefaultGW()).To(Equal(net.IP{3, 4, 5, 195}))
+	events := loop.pushed()
+	g.Expect(events).To(HaveLen(1))
+	change, ok := events[0].(*NodeConfigChange)
+	g.Expect(ok).To(BeTrue())
+	g.Expect(change.NodeName).To(Equal("node"))
+	g.Expect(change.NodeConfig.Gateway).To(Equal("3.4.5.195"))
+	g.Expect(change.GetName()).To(Equal("Node Configuration Change"))
+	g.Expect(change.Method()).To(Equal(api.UpstreamResync))
+	g.Expect(change.IsBlocking()).To(BeFalse())
+	g.Expect(change.String()).To(ContainSubstring(`node "node"`))
+	g.Expect(change.String()).To(ContainSubstring(`"gateway":"3.4.5.195"`))
+	change.Done(nil)
+
+	// The same value again: nothing changes, nothing is pushed.
+	ev2 := &api.KubeStateChange{Resource: NodeConfigResource, Key: key, PrevValue: ev.NewValue, NewValue: crdValue(t, map[string]any{"gateway": "3.4.5.195"})}
+	desc, err = p.Update(ev2, nil)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(desc).To(BeEmpty())
+	g.Expect(loop.pushed()).To(HaveLen(1))
+
+	// Deleted: back to the file's entry.
+	desc, err = p.Update(&api.KubeStateChange{Resource: NodeConfigResource, Key: key, PrevValue: ev.NewValue}, nil)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(desc).To(ContainSubstring("removed"))
+	g.Expect(p.GetStaticDefaultGW()).To(Equal(net.IP{3, 4, 5, 194}))
+	g.Expect(loop.pushed()).To(HaveLen(2))
+	g.Expect(loop.pushed()[1].String()).To(ContainSubstring(`"gateway":"3.4.5.194"`))
+
+	// A bad value is an error naming the key; nothing changes.
+	_, err = p.Update(&api.KubeStateChange{Resource: NodeConfigResource, Key: key, NewValue: crdValue(t, map[string]any{"gateway": "x"})}, nil)
+	g.Expect(err).To(MatchError(ContainSubstring(`nodeconfig key "k8s/nodeconfig/node": gateway "x"`)))
+	g.Expect(loop.pushed()).To(HaveLen(2))
+
+	// Events not ours are ignored.
+	desc, err = p.Update(&api.KubeStateChange{Resource: NodeConfigResource, Key: NodeConfigKey("other"), NewValue: &structpb.Struct{}}, nil)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(desc).To(BeEmpty())
+	desc, err = p.Update(&api.Shutdown{}, nil)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(desc).To(BeEmpty())
+	g.Expect(p.Revert(ev)).To(Succeed())
+}
+
+func TestUpdateWithoutNodeFileEntry(t *testing.T) {
+	g := NewWithT(t)
+	loop := &fakeLoop{}
+	p := crdPlugin(t, loop, func(c *Config) { c.NodeConfig = nil })
+	g.Expect(p.GetNodeConfig()).To(BeNil())
+	key := NodeConfigKey("node")
+	_, err := p.Update(&api.KubeStateChange{Resource: NodeConfigResource, Key: key, NewValue: crdValue(t, map[string]any{})}, nil)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(p.GetNodeConfig()).To(Equal(&NodeConfig{NodeName: "node"}))
+	_, err = p.Update(&api.KubeStateChange{Resource: NodeConfigResource, Key: key}, nil)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(p.GetNodeConfig()).To(BeNil())
+	g.Expect(loop.pushed()).To(HaveLen(2))
+	g.Expect(loop.pushed()[1].String()).To(Equal(`Node Configuration Change (node "node": none)`))
+}
+
+func TestUpdatePushErrorsAndNoLoop(t *testing.T) {
+	g := NewWithT(t)
+	loop := &fakeLoop{err: api.ErrEventQueueFull}
+	p := crdPlugin(t, loop)
+	ev := &api.KubeStateChange{Resource: NodeConfigResource, Key: NodeConfigKey("node"), NewValue: crdValue(t, map[string]any{"gateway": "3.4.5.196"})}
+	_, err := p.Update(ev, nil)
+	g.Expect(errors.Is(err, api.ErrEventQueueFull)).To(BeTrue())
+	g.Expect(p.GetStaticDefaultGW()).To(Equal(net.IP{3, 4, 5, 196}), "applied; the healing resync will resync everyone")
+
+	p = crdPlugin(t, nil)
+	desc, err := p.Update(ev, nil)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(desc).NotTo(BeEmpty())
+	g.Expect(p.GetStaticDefaultGW()).To(Equal(net.IP{3, 4, 5, 196}))
+}
+
+func TestResyncBeforeInit(t *testing.T) {
+	g := NewWithT(t)
+	p := NewPlugin()
+	g.Expect(p.Resync(&api.DBResync{}, nil, 1, nil)).To(MatchError(ContainSubstring("before Init")))
+	g.Expect(p.HandlesEvent(&api.KubeStateChange{Resource: NodeConfigResource, Key: NodeConfigKeyPrefix})).To(BeFalse())
+}

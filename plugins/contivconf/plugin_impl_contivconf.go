@@ -1,0 +1,238 @@
+package contivconf
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"sync"
+
+	"github.com/contiv-ipam/agent/infra"
+	"github.com/contiv-ipam/agent/infra/config"
+	"github.com/contiv-ipam/agent/infra/servicelabel"
+	"github.com/contiv-ipam/agent/plugins/controller/api"
+)
+
+// Deps are the plugin's dependencies.
+type Deps struct {
+	infra.PluginDeps
+	// ServiceLabel gives this node's name (its agent label); required.
+	ServiceLabel servicelabel.ReaderAPI
+	// EventLoop receives NodeConfigChange events; optional (without it a
+	// change of the NodeConfig CRD is applied but no resync is requested).
+	EventLoop api.EventLoop
+}
+
+// Plugin reads contiv.conf in Init and serves it through API. As an event
+// handler it follows this node's NodeConfig CRD (when enabled).
+type Plugin struct {
+	Deps
+
+	fixedConf *Config // from UseConf
+
+	// Set by Init, read-only afterwards.
+	conf     Config
+	parsed   *Parsed
+	nodeName string
+	fileNode *NodeConfig // this node's nodeConfig entry, nil if none
+
+	mu      sync.RWMutex
+	crdNode *NodeConfig // this node's NodeConfig CRD, nil if none
+	gw      net.IP      // GetStaticDefaultGW, recomputed with crdNode
+}
+
+var (
+	_ infra.Plugin     = (*Plugin)(nil)
+	_ API              = (*Plugin)(nil)
+	_ api.EventHandler = (*Plugin)(nil)
+)
+
+// Init loads and validates contiv.conf (or the UseConf config). Every
+// problem of the file is reported at once.
+func (p *Plugin) Init() error {
+	if p.ServiceLabel == nil {
+		return errors.New("contivconf needs ServiceLabel (this node's name)")
+	}
+	c, source, err := p.loadConfig()
+	if err != nil {
+		return err
+	}
+	parsed, err := Parse(&c)
+	if err != nil {
+		return fmt.Errorf("config %s: %w", source, err)
+	}
+	p.conf, p.parsed = c, parsed
+	p.nodeName = p.ServiceLabel.GetAgentLabel()
+	for i := range c.NodeConfig {
+		if c.NodeConfig[i].NodeName == p.nodeName {
+			p.fileNode = cloneNodeConfig(&c.NodeConfig[i])
+		}
+	}
+	p.mu.Lock()
+	p.gw = staticDefaultGW(&p.parsed.IPAM, p.effectiveNode())
+	p.mu.Unlock()
+	ipam := &parsed.IPAM
+	p.Log.Info("contiv.conf loaded", "source", source, "node", p.nodeName,
+		"podSubnetCIDR", ipam.PodSubnetCIDR.String(), "podSubnetOneNodePrefixLen", ipam.PodSubnetOneNodePrefixLen,
+		"vppHostSubnetCIDR", ipam.VPPHostSubnetCIDR.String(), "nodeInterconnectCIDR", ipam.NodeInterconnectCIDR.String(),
+		"vxlanCIDR", ipam.VxlanCIDR.String(), "serviceCIDR", ipam.ServiceCIDR.String(),
+		"nodeConfig", p.fileNode != nil, "crdNodeConfiguration", !c.CRDNodeConfigurationDisabled)
+	return nil
+}
+
+// loadConfig returns the config (defaults, then the file over them) and
+// the name of its source.
+func (p *Plugin) loadConfig() (Config, string, error) {
+	if p.fixedConf != nil {
+		return cloneConfig(p.fixedConf), "UseConf", nil
+	}
+	c := DefaultConfig()
+	if p.Cfg == nil {
+		return c, "defaults", nil
+	}
+	if _, err := p.Cfg.LoadValue(&c); err != nil {
+		return Config{}, "", err
+	}
+	return c, config.SourceName(p.Cfg), nil
+}
+
+// Close does nothing.
+func (p *Plugin) Close() error { return nil }
+
+// GetIPAMConfig returns a copy of the effective IPAM configuration.
+func (p *Plugin) GetIPAMConfig() *IPAMConfig {
+	if p.parsed == nil {
+		return nil
+	}
+	return cloneIPAMConfig(&p.parsed.IPAM)
+}
+
+// GetIPAMConfigForJSON returns a copy of the ipamConfig block as read,
+// defaults filled in.
+func (p *Plugin) GetIPAMConfigForJSON() *IPAMConfigJSON {
+	if p.parsed == nil {
+		return nil
+	}
+	c := p.conf.IPAMConfig
+	return &c
+}
+
+// GetSRv6Config returns a copy of the parsed ipamConfig.srv6 block. It is
+// not part of API (nothing here uses SRv6); IPAM's SID helpers may.
+func (p *Plugin) GetSRv6Config() *SRv6Config {
+	if p.parsed == nil {
+		return nil
+	}
+	s := p.parsed.SRv6
+	for _, n := range []**net.IPNet{
+		&s.ServicePolicyBSIDSubnetCIDR, &s.ServicePodLocalSIDSubnetCIDR, &s.ServiceHostLocalSIDSubnetCIDR,
+		&s.ServiceNodeLocalSIDSubnetCIDR, &s.NodeToNodePodLocalSIDSubnetCIDR, &s.NodeToNodeHostLocalSIDSubnetCIDR,
+		&s.NodeToNodePodPolicySIDSubnetCIDR, &s.NodeToNodeHostPolicySIDSubnetCIDR, &s.SFCPolicyBSIDSubnetCIDR,
+		&s.SFCServiceFunctionSIDSubnetCIDR, &s.SFCEndLocalSIDSubnetCIDR,
+	} {
+		*n = cloneIPNet(*n)
+	}
+	return &s
+}
+
+// GetConfig returns a copy of the whole contiv.conf as loaded (defaults
+// filled in).
+func (p *Plugin) GetConfig() *Config {
+	c := cloneConfig(&p.conf)
+	return &c
+}
+
+// GetStaticDefaultGW returns this node's static default gateway: nil when
+// DHCP is used (nodeInterconnectDHCP or this node's mainVPPInterface.useDHCP,
+// unless its mainVPPInterface.ip is set); else this node's gateway; else
+// ipamConfig.defaultGateway; else nil. IPv4 addresses are 4-byte.
+func (p *Plugin) GetStaticDefaultGW() net.IP {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	return slices.Clone(p.gw)
+}
+
+// GetNodeConfig returns a copy of this node's configuration: its NodeConfig
+// CRD when CRD node configuration is enabled and one exists, else its
+// nodeConfig entry in contiv.conf, else nil.
+func (p *Plugin) GetNodeConfig() *NodeConfig {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	return cloneNodeConfig(p.effectiveNode())
+}
+
+// NodeName returns this node's name (the agent label) as read in Init.
+func (p *Plugin) NodeName() string { return p.nodeName }
+
+// effectiveNode is the CRD entry, else the file entry. Hold p.mu.
+func (p *Plugin) effectiveNode() *NodeConfig {
+	if p.crdNode != nil {
+		return p.crdNode
+	}
+	return p.fileNode
+}
+
+// staticDefaultGW resolves the gateway as GetStaticDefaultGW describes;
+// node has been validated (its gateway parses).
+func staticDefaultGW(ipam *IPAMConfig, node *NodeConfig) net.IP {
+	dhcp := ipam.NodeInterconnectDHCP
+	if node != nil {
+		dhcp = dhcp || node.MainVPPInterface.UseDHCP
+		if node.MainVPPInterface.IP != "" {
+			dhcp = false
+		}
+	}
+	if dhcp {
+		return nil
+	}
+	if node != nil && node.Gateway != "" {
+		if a, err := parseIP(node.Gateway); err == nil {
+			return toIP(a)
+		}
+	}
+	return slices.Clone(ipam.DefaultGateway)
+}
+
+// cloneIPNet copies n (nil stays nil).
+func cloneIPNet(n *net.IPNet) *net.IPNet {
+	if n == nil {
+		return nil
+	}
+	return &net.IPNet{IP: slices.Clone(n.IP), Mask: slices.Clone(n.Mask)}
+}
+
+// cloneIPAMConfig deep-copies c.
+func cloneIPAMConfig(c *IPAMConfig) *IPAMConfig {
+	out := *c
+	out.ContivCIDR = cloneIPNet(c.ContivCIDR)
+	out.ServiceCIDR = cloneIPNet(c.ServiceCIDR)
+	out.DefaultGateway = slices.Clone(c.DefaultGateway)
+	out.PodSubnetCIDR = cloneIPNet(c.PodSubnetCIDR)
+	out.VPPHostSubnetCIDR = cloneIPNet(c.VPPHostSubnetCIDR)
+	out.NodeInterconnectCIDR = cloneIPNet(c.NodeInterconnectCIDR)
+	out.VxlanCIDR = cloneIPNet(c.VxlanCIDR)
+	return &out
+}
+
+// cloneNodeConfig deep-copies n (nil stays nil).
+func cloneNodeConfig(n *NodeConfig) *NodeConfig {
+	if n == nil {
+		return nil
+	}
+	out := *n
+	out.OtherVPPInterfaces = slices.Clone(n.OtherVPPInterfaces)
+	return &out
+}
+
+// cloneConfig deep-copies c.
+func cloneConfig(c *Config) Config {
+	out := *c
+	out.NodeConfig = make([]NodeConfig, len(c.NodeConfig))
+	for i := range c.NodeConfig {
+		out.NodeConfig[i] = *cloneNodeConfig(&c.NodeConfig[i])
+	}
+	if c.NodeConfig == nil {
+		out.NodeConfig = nil
+	}
+	return out
+}

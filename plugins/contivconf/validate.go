@@ -1,0 +1,418 @@
+package contivconf
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"net"
+	"net/netip"
+	"strings"
+)
+
+// Parsed is a validated contiv.conf: what Parse derives from a Config.
+type Parsed struct {
+	// IPAM is the effective IPAM configuration (contivCIDR split applied).
+	IPAM IPAMConfig
+	// SRv6 holds the parsed ipamConfig.srv6 prefixes.
+	SRv6 SRv6Config
+}
+
+// SRv6Config is the parsed ipamConfig.srv6 block (see SRv6ConfigJSON).
+type SRv6Config struct {
+	ServicePolicyBSIDSubnetCIDR            *net.IPNet
+	ServicePodLocalSIDSubnetCIDR           *net.IPNet
+	ServiceHostLocalSIDSubnetCIDR          *net.IPNet
+	ServiceNodeLocalSIDSubnetCIDR          *net.IPNet
+	NodeToNodePodLocalSIDSubnetCIDR        *net.IPNet
+	NodeToNodeHostLocalSIDSubnetCIDR       *net.IPNet
+	NodeToNodePodPolicySIDSubnetCIDR       *net.IPNet
+	NodeToNodeHostPolicySIDSubnetCIDR      *net.IPNet
+	SFCPolicyBSIDSubnetCIDR                *net.IPNet
+	SFCServiceFunctionSIDSubnetCIDR        *net.IPNet
+	SFCEndLocalSIDSubnetCIDR               *net.IPNet
+	SFCIDLengthUsedInSidForServiceFunction uint8
+}
+
+// Parse validates c and derives the effective configuration. Every problem
+// is reported, joined with errors.Join; each message names the key and the
+// value, e.g. `ipamConfig.podSubnetCIDR "1.2.3./19": invalid CIDR: ...`.
+//
+// Rules beyond "parses": one-node prefix lengths are longer than their
+// cluster prefix, fit the address and leave at least 4 addresses per node;
+// contivCIDR leaves at least 18 host bits; the effective pod, vpp-host,
+// node-interconnect, vxlan and service subnets are of one address family and
+// do not overlap; nodeConfig names are non-empty and unique; enumerations and
+// numeric ranges of the compatibility keys hold. A CIDR with host bits set
+// ("1.2.3.4/16") means its network (1.2.0.0/16); IPv4-mapped IPv6 forms are
+// rejected.
+func Parse(c *Config) (*Parsed, error) {
+	if c == nil {
+		return nil, errors.New("no config")
+	}
+	v := &checker{}
+	v.topLevel(c)
+	out := &Parsed{}
+	v.ipam(&c.IPAMConfig, &out.IPAM)
+	v.srv6(&c.IPAMConfig.SRv6, &out.SRv6)
+	v.nodeConfigs(c.NodeConfig)
+	if err := errors.Join(v.errs...); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// checker collects errors.
+type checker struct{ errs []error }
+
+func (v *checker) add(format string, args ...any) {
+	v.errs = append(v.errs, fmt.Errorf(format, args...))
+}
+
+func (v *checker) addErr(err error) {
+	if err != nil {
+		v.errs = append(v.errs, err)
+	}
+}
+
+func (v *checker) topLevel(c *Config) {
+	v.intRange("mtuSize", c.MTUSize, 0, math.MaxUint32)
+	if c.TAPInterfaceVersion != 1 && c.TAPInterfaceVersion != 2 {
+		v.add("tapInterfaceVersion %d: want 1 or 2", c.TAPInterfaceVersion)
+	}
+	v.intRange("tapv2RxRingSize", int64(c.TAPv2RxRingSize), 0, math.MaxUint16)
+	v.intRange("tapv2TxRingSize", int64(c.TAPv2TxRingSize), 0, math.MaxUint16)
+	v.intRange("vmxnet3RxRingSize", int64(c.Vmxnet3RxRingSize), 0, math.MaxUint16)
+	v.intRange("vmxnet3TxRingSize", int64(c.Vmxnet3TxRingSize), 0, math.MaxUint16)
+	v.oneOf("interfaceRxMode", c.InterfaceRxMode, "", "polling", "interrupt", "adaptive")
+	v.intRange("mainVRFID", c.MainVRFID, 0, math.MaxUint32)
+	v.intRange("podVRFID", c.PodVRFID, 0, math.MaxUint32)
+	v.oneOf("nodeToNodeTransport", c.NodeToNodeTransport, "vxlan", "srv6", "nooverlay")
+	v.intRange("ipNeighborScanInterval", int64(c.IPNeighborScanInterval), 0, math.MaxUint8)
+	v.intRange("ipNeighborStaleThreshold", int64(c.IPNeighborStaleThreshold), 0, math.MaxUint8)
+	v.intRange("stnVersion", int64(c.STNVersion), 0, math.MaxUint8)
+}
+
+func (v *checker) intRange(key string, n, lo, hi int64) {
+	if n < lo || n > hi {
+		v.add("%s %d: want %d..%d", key, n, lo, hi)
+	}
+}
+
+// oneOf accepts the allowed values in any letter case.
+func (v *checker) oneOf(key, val string, allowed ...string) {
+	for _, a := range allowed {
+		if strings.EqualFold(val, a) {
+			return
+		}
+	}
+	quoted := make([]string, len(allowed))
+	for i, a := range allowed {
+		quoted[i] = fmt.Sprintf("%q", a)
+	}
+	v.add("%s %q: want one of %s", key, val, strings.Join(quoted, ", "))
+}
+
+// subnet is one configured or derived subnet, named for error messages.
+type subnet struct {
+	key    string       // "ipamConfig.podSubnetCIDR"
+	text   string       // the value as written (or derived)
+	from   string       // for a derived subnet: what it was derived from
+	prefix netip.Prefix // masked; invalid = none
+}
+
+func (s subnet) String() string {
+	if s.from != "" {
+		return fmt.Sprintf("%s %q (derived from %s)", s.key, s.text, s.from)
+	}
+	return fmt.Sprintf("%s %q", s.key, s.text)
+}
+
+func family(p netip.Prefix) string {
+	if p.Addr().Is4() {
+		return "IPv4"
+	}
+	return "IPv6"
+}
+
+// cidr parses value of key. Empty is an error unless optional.
+func (v *checker) cidr(key, value string, optional bool) subnet {
+	s := subnet{key: key, text: value}
+	if value == "" && optional {
+		return s
+	}
+	p, err := parsePrefix(value)
+	if err != nil {
+		v.add("%s %q: %w", key, value, err)
+		return s
+	}
+	s.prefix = p.Masked()
+	return s
+}
+
+// parsePrefix parses a CIDR, keeping host bits (the caller masks when it
+// wants the network).
+func parsePrefix(value string) (netip.Prefix, error) {
+	p, err := netip.ParsePrefix(value)
+	if err != nil {
+		msg := strings.TrimPrefix(err.Error(), fmt.Sprintf("netip.ParsePrefix(%q): ", value))
+		return netip.Prefix{}, fmt.Errorf("invalid CIDR (want address/length, e.g. 10.1.0.0/16): %s", msg)
+	}
+	if p.Addr().Is4In6() {
+		return netip.Prefix{}, errors.New("IPv4-mapped IPv6 CIDRs are not supported: write the IPv4 form")
+	}
+	return p, nil
+}
+
+// parseIP parses an IP address (no zone, no IPv4-mapped IPv6 form).
+func parseIP(value string) (netip.Addr, error) {
+	a, err := netip.ParseAddr(value)
+	if err != nil {
+		msg := strings.TrimPrefix(err.Error(), fmt.Sprintf("ParseAddr(%q): ", value))
+		return netip.Addr{}, fmt.Errorf("invalid IP address: %s", msg)
+	}
+	if a.Zone() != "" {
+		return netip.Addr{}, errors.New("invalid IP address: zones are not allowed")
+	}
+	if a.Is4In6() {
+		return netip.Addr{}, errors.New("IPv4-mapped IPv6 addresses are not supported: write the IPv4 form")
+	}
+	return a, nil
+}
+
+const contivCIDRKey = "ipamConfig.contivCIDR"
+
+// ipam checks the ipamConfig block and fills out with the effective values.
+func (v *checker) ipam(ic *IPAMConfigJSON, out *IPAMConfig) {
+	out.UseExternalIPAM = ic.UseExternalIPAM
+	out.NodeInterconnectDHCP = ic.NodeInterconnectDHCP
+
+	contiv := v.cidr(contivCIDRKey, ic.ContivCIDR, true)
+	derived := ic.ContivCIDR != ""
+	service := v.cidr("ipamConfig.serviceCIDR", ic.ServiceCIDR, false)
+	// With contivCIDR the pod, vpp-host and vxlan keys are not used; they
+	// may be empty but must still parse when given.
+	pod := v.cidr("ipamConfig.podSubnetCIDR", ic.PodSubnetCIDR, derived)
+	host := v.cidr("ipamConfig.vppHostSubnetCIDR", ic.VPPHostSubnetCIDR, derived)
+	node := v.cidr("ipamConfig.nodeInterconnectCIDR", ic.NodeInterconnectCIDR, true)
+	vxlan := v.cidr("ipamConfig.vxlanCIDR", ic.VxlanCIDR, derived)
+	if ic.DefaultGateway != "" {
+		if gw, err := parseIP(ic.DefaultGateway); err != nil {
+			v.add("ipamConfig.defaultGateway %q: %w", ic.DefaultGateway, err)
+		} else {
+			out.DefaultGateway = toIP(gw)
+		}
+	}
+
+	var eff subnets
+	var ok bool
+	if derived {
+		// The configured pod, vpp-host and vxlan subnets are replaced by
+		// the split (or by nothing when the split fails: no checks then).
+		eff, ok = v.split(contiv, node, ic.NodeInterconnectDHCP)
+		from := contiv.String()
+		pod = derivedSubnet(pod.key, eff.pod, from)
+		host = derivedSubnet(host.key, eff.vppHost, from)
+		vxlan = derivedSubnet(vxlan.key, eff.vxlan, from)
+		if !node.prefix.IsValid() {
+			node = derivedSubnet(node.key, eff.nodeInterconnect, from)
+		}
+	} else {
+		eff = subnets{pod: pod.prefix, vppHost: host.prefix, nodeInterconnect: node.prefix, vxlan: vxlan.prefix,
+			podOneNodeLen: ic.PodSubnetOneNodePrefixLen, vppHostOneNodeLen: ic.VPPHostSubnetOneNodePrefixLen}
+		okPod := v.oneNodeLen("ipamConfig.podSubnetOneNodePrefixLen", ic.PodSubnetOneNodePrefixLen, pod)
+		okHost := v.oneNodeLen("ipamConfig.vppHostSubnetOneNodePrefixLen", ic.VPPHostSubnetOneNodePrefixLen, host)
+		ok = okPod && okHost && pod.prefix.IsValid() && host.prefix.IsValid() && vxlan.prefix.IsValid()
+	}
+
+	all := []subnet{pod, host, node, vxlan, service}
+	famOK := v.sameFamily(contiv, all)
+	v.noOverlap(all)
+	if !ok || !famOK || !service.prefix.IsValid() {
+		return
+	}
+	out.UseIPv6 = eff.pod.Addr().Is6()
+	if contiv.prefix.IsValid() {
+		out.ContivCIDR = toIPNet(contiv.prefix)
+	}
+	out.ServiceCIDR = toIPNet(service.prefix)
+	out.PodSubnetCIDR = toIPNet(eff.pod)
+	out.PodSubnetOneNodePrefixLen = uint8(eff.podOneNodeLen)
+	out.VPPHostSubnetCIDR = toIPNet(eff.vppHost)
+	out.VPPHostSubnetOneNodePrefixLen = uint8(eff.vppHostOneNodeLen)
+	out.NodeInterconnectCIDR = toIPNet(eff.nodeInterconnect)
+	out.VxlanCIDR = toIPNet(eff.vxlan)
+}
+
+// derivedSubnet names a subnet the contivCIDR split produced (p may be
+// invalid: none).
+func derivedSubnet(key string, p netip.Prefix, from string) subnet {
+	return subnet{key: key, text: p.String(), from: from, prefix: p}
+}
+
+// split applies the contivCIDR split; false when contivCIDR is unusable.
+func (v *checker) split(contiv, node subnet, dhcp bool) (subnets, bool) {
+	if !contiv.prefix.IsValid() {
+		return subnets{}, false // already reported
+	}
+	eff, err := splitContivCIDR(contiv.prefix, node.prefix, dhcp)
+	if err != nil {
+		v.add("%s %q: %w", contiv.key, contiv.text, err)
+		return subnets{}, false
+	}
+	return eff, true
+}
+
+// oneNodeLen checks a one-node prefix length against its cluster subnet.
+func (v *checker) oneNodeLen(key string, n int, cluster subnet) bool {
+	if !cluster.prefix.IsValid() {
+		return false
+	}
+	bits, l := cluster.prefix.Addr().BitLen(), cluster.prefix.Bits()
+	switch {
+	case n > bits:
+		v.add("%s %d: exceeds the %d-bit address length of %s", key, n, bits, cluster)
+	case n <= l:
+		v.add("%s %d: must be longer than the prefix length %d of %s", key, n, l, cluster)
+	case n > bits-2:
+		v.add("%s %d: leaves %d addresses per node, fewer than the 4 reserved ones (network, gateway, NAT loopback, broadcast); use at most %d",
+			key, n, 1<<(bits-n), bits-2)
+	default:
+		return true
+	}
+	return false
+}
+
+// sameFamily reports every subnet whose family differs from the reference:
+// contivCIDR if valid, else the first valid subnet (the pod subnet).
+func (v *checker) sameFamily(contiv subnet, all []subnet) bool {
+	ref := contiv
+	for _, s := range all {
+		if ref.prefix.IsValid() {
+			break
+		}
+		ref = s
+	}
+	ok := true
+	for _, s := range all {
+		if s.prefix.IsValid() && ref.prefix.IsValid() && s.prefix.Addr().Is4() != ref.prefix.Addr().Is4() {
+			v.add("%s is %s but %s is %s: every subnet must be of the same address family",
+				s, family(s.prefix), ref, family(ref.prefix))
+			ok = false
+		}
+	}
+	return ok
+}
+
+// noOverlap reports every pair of overlapping subnets.
+func (v *checker) noOverlap(all []subnet) {
+	for i, a := range all {
+		for _, b := range all[i+1:] {
+			if a.prefix.IsValid() && b.prefix.IsValid() && a.prefix.Overlaps(b.prefix) {
+				v.add("%s overlaps %s", a, b)
+			}
+		}
+	}
+}
+
+// srv6 parses the SRv6 prefixes (IPv6 only: SIDs are IPv6 addresses).
+func (v *checker) srv6(s *SRv6ConfigJSON, out *SRv6Config) {
+	for _, f := range []struct {
+		key, value string
+		dst        **net.IPNet
+	}{
+		{"servicePolicyBSIDSubnetCIDR", s.ServicePolicyBSIDSubnetCIDR, &out.ServicePolicyBSIDSubnetCIDR},
+		{"servicePodLocalSIDSubnetCIDR", s.ServicePodLocalSIDSubnetCIDR, &out.ServicePodLocalSIDSubnetCIDR},
+		{"serviceHostLocalSIDSubnetCIDR", s.ServiceHostLocalSIDSubnetCIDR, &out.ServiceHostLocalSIDSubnetCIDR},
+		{"serviceNodeLocalSIDSubnetCIDR", s.ServiceNodeLocalSIDSubnetCIDR, &out.ServiceNodeLocalSIDSubnetCIDR},
+		{"nodeToNodePodLocalSIDSubnetCIDR", s.NodeToNodePodLocalSIDSubnetCIDR, &out.NodeToNodePodLocalSIDSubnetCIDR},
+		{"nodeToNodeHostLocalSIDSubnetCIDR", s.NodeToNodeHostLocalSIDSubnetCIDR, &out.NodeToNodeHostLocalSIDSubnetCIDR},
+		{"nodeToNodePodPolicySIDSubnetCIDR", s.NodeToNodePodPolicySIDSubnetCIDR, &out.NodeToNodePodPolicySIDSubnetCIDR},
+		{"nodeToNodeHostPolicySIDSubnetCIDR", s.NodeToNodeHostPolicySIDSubnetCIDR, &out.NodeToNodeHostPolicySIDSubnetCIDR},
+		{"sfcPolicyBSIDSubnetCIDR", s.SFCPolicyBSIDSubnetCIDR, &out.SFCPolicyBSIDSubnetCIDR},
+		{"sfcServiceFunctionSIDSubnetCIDR", s.SFCServiceFunctionSIDSubnetCIDR, &out.SFCServiceFunctionSIDSubnetCIDR},
+		{"sfcEndLocalSIDSubnetCIDR", s.SFCEndLocalSIDSubnetCIDR, &out.SFCEndLocalSIDSubnetCIDR},
+	} {
+		sub := v.cidr("ipamConfig.srv6."+f.key, f.value, false)
+		if !sub.prefix.IsValid() {
+			continue
+		}
+		if !sub.prefix.Addr().Is6() {
+			v.add("%s: must be IPv6 (SRv6 SIDs are IPv6 addresses)", sub)
+			continue
+		}
+		*f.dst = toIPNet(sub.prefix)
+	}
+	const key = "ipamConfig.srv6.sfcIDLengthUsedInSidForServiceFunction"
+	n := s.SFCIDLengthUsedInSidForServiceFunction
+	maxLen := 128
+	if out.SFCServiceFunctionSIDSubnetCIDR != nil {
+		ones, _ := out.SFCServiceFunctionSIDSubnetCIDR.Mask.Size()
+		maxLen = 128 - ones
+	}
+	if n < 0 || n > maxLen {
+		v.add("%s %d: want 0..%d (the bits left after ipamConfig.srv6.sfcServiceFunctionSIDSubnetCIDR %q)",
+			key, n, maxLen, s.SFCServiceFunctionSIDSubnetCIDR)
+		return
+	}
+	out.SFCIDLengthUsedInSidForServiceFunction = uint8(n)
+}
+
+// nodeConfigs checks every nodeConfig entry.
+func (v *checker) nodeConfigs(nodes []NodeConfig) {
+	seen := make(map[string]int, len(nodes))
+	for i := range nodes {
+		n := &nodes[i]
+		prefix := fmt.Sprintf("nodeConfig[%d]", i)
+		switch first, dup := seen[n.NodeName]; {
+		case n.NodeName == "":
+			v.add("%s.nodeName %q: must not be empty", prefix, n.NodeName)
+		case dup:
+			v.add("%s.nodeName %q: duplicate of nodeConfig[%d]", prefix, n.NodeName, first)
+		default:
+			seen[n.NodeName] = i
+		}
+		for _, err := range checkNode(prefix+".", n) {
+			v.addErr(err)
+		}
+	}
+}
+
+// checkNode checks the addresses of one node configuration; keyPrefix
+// prefixes every key in the messages.
+func checkNode(keyPrefix string, n *NodeConfig) []error {
+	var errs []error
+	if n.Gateway != "" {
+		if _, err := parseIP(n.Gateway); err != nil {
+			errs = append(errs, fmt.Errorf("%sgateway %q: %w", keyPrefix, n.Gateway, err))
+		}
+	}
+	check := func(key, ip string) {
+		if ip == "" {
+			return
+		}
+		if _, err := parsePrefix(ip); err != nil {
+			errs = append(errs, fmt.Errorf("%s%s %q: %w", keyPrefix, key, ip, err))
+		}
+	}
+	check("mainVPPInterface.ip", n.MainVPPInterface.IP)
+	for i, o := range n.OtherVPPInterfaces {
+		check(fmt.Sprintf("otherVPPInterfaces[%d].ip", i), o.IP)
+	}
+	return errs
+}
+
+// toIPNet converts a prefix; IPv4 gives a 4-byte IP and mask. Invalid gives nil.
+func toIPNet(p netip.Prefix) *net.IPNet {
+	if !p.IsValid() {
+		return nil
+	}
+	return &net.IPNet{IP: net.IP(p.Addr().AsSlice()), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())}
+}
+
+// toIP converts an address; IPv4 gives 4 bytes.
+func toIP(a netip.Addr) net.IP {
+	if !a.IsValid() {
+		return nil
+	}
+	return net.IP(a.AsSlice())
+}
