@@ -1,6 +1,8 @@
 package contivconf
 
 import (
+	"encoding/json"
+
 	"github.com/contiv-ipam/agent/infra/config"
 )
 
@@ -215,6 +217,19 @@ func DecodeConfig(data []byte, source string) (Config, error) {
 		return Config{}, err
 	}
 	return c, nil
+}
+
+// FillDefaults returns c with every zero-valued key replaced by its
+// default: c is marshalled (zero values are omitted) and decoded over
+// DefaultConfig, which is how the original merged UnitTestDeps.Config. A key
+// whose default is non-zero cannot be set to zero or false this way; start
+// from DefaultConfig() for that.
+func FillDefaults(c Config) (Config, error) {
+	data, err := json.Marshal(c)
+	if err != nil {
+		return Config{}, err
+	}
+	return DecodeConfig(data, "FillDefaults")
 }
 
 // Validate checks every key and returns every problem found, joined; each

@@ -197,6 +197,7 @@ func TestValidationErrorsNameKeyAndValue(t *testing.T) {
 		{"sfc ID length", "ipamConfig: {srv6: {sfcIDLengthUsedInSidForServiceFunction: 120}}",
 			[]string{`ipamConfig.srv6.sfcIDLengthUsedInSidForServiceFunction 120: want 0..112`}},
 		{"bad default gateway", "ipamConfig: {defaultGateway: 1.2.3.256}", []string{`ipamConfig.defaultGateway "1.2.3.256": invalid IP address`}},
+		{"IPv4-mapped gateway", `ipamConfig: {defaultGateway: "::ffff:1.2.3.4"}`, []string{`ipamConfig.defaultGateway "::ffff:1.2.3.4": IPv4-mapped`}},
 		{"gateway with zone", `ipamConfig: {defaultGateway: "fe80::1%eth0"}`, []string{`ipamConfig.defaultGateway "fe80::1%eth0": invalid IP address`}},
 		// TestConfigWithBadPrefixSizes of the original.
 		{"pod one-node not longer", "ipamConfig: {podSubnetCIDR: 1.2.3.4/19, podSubnetOneNodePrefixLen: 18}",
@@ -349,4 +350,20 @@ func TestIPAMConfigJSONKeys(t *testing.T) {
 		"vxlanCIDR", "defaultGateway", "srv6", "servicePolicyBSIDSubnetCIDR", "sfcIDLengthUsedInSidForServiceFunction"} {
 		g.Expect(strings.Contains(string(b), `"`+k+`":`)).To(BeTrue(), k)
 	}
+}
+
+func TestFillDefaults(t *testing.T) {
+	g := NewWithT(t)
+	c, err := FillDefaults(Config{IPAMConfig: IPAMConfigJSON{PodSubnetCIDR: "1.2.128.0/17", PodSubnetOneNodePrefixLen: 29},
+		NodeConfig: []NodeConfig{{NodeName: "node", Gateway: "3.4.5.194"}}})
+	g.Expect(err).NotTo(HaveOccurred())
+	want := DefaultConfig()
+	want.IPAMConfig.PodSubnetCIDR, want.IPAMConfig.PodSubnetOneNodePrefixLen = "1.2.128.0/17", 29
+	want.NodeConfig = []NodeConfig{{NodeName: "node", Gateway: "3.4.5.194"}}
+	g.Expect(c).To(Equal(want))
+	g.Expect(c.Validate()).To(Succeed())
+
+	c, err = FillDefaults(DefaultConfig())
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(c).To(Equal(DefaultConfig()))
 }

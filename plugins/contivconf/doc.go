@@ -34,6 +34,8 @@
 //  4. Read through API from any goroutine after Init; every getter returns
 //     a copy.
 //
-// Parse(&cfg) (and Config.Validate) is the same validation without the
-// plugin, for tests, tools and fuzzing.
+// Without the plugin: DecodeConfig decodes a document over DefaultConfig,
+// Parse (and Config.Validate) validates and derives the effective settings,
+// FillDefaults merges a partly filled Config over the defaults the way the
+// original's unit tests did; for tests, tools and fuzzing (FuzzParse).
 package contivconf

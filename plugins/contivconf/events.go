@@ -125,6 +125,7 @@ func (p *Plugin) Update(ev api.Event, _ api.UpdateOperations) (string, error) {
 	if crd == nil {
 		desc = "NodeConfig CRD removed: node configuration from contiv.conf"
 	}
+	p.Log.Info("node configuration changed", "node", p.nodeName, "change", desc)
 	if p.EventLoop == nil {
 		p.Log.Warn("node configuration changed but no EventLoop to request a resync", "node", p.nodeName)
 		return desc, nil

@@ -173,7 +173,12 @@ func TestCRDShapes(t *testing.T) {
 
 func TestCRDOfOtherMessageTypes(t *testing.T) {
 	g := NewWithT(t)
-	_, err := nodeConfigFromKube("k8s/nodeconfig/node", "node", wrapperspb.String("x"))
+	v, err := structpb.NewValue(map[string]any{"gateway": "1.1.1.4"})
+	g.Expect(err).NotTo(HaveOccurred())
+	n, err := nodeConfigFromKube("k8s/nodeconfig/node", "node", v)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(n.Gateway).To(Equal("1.1.1.4"), "any message protojson renders as an object")
+	_, err = nodeConfigFromKube("k8s/nodeconfig/node", "node", wrapperspb.String("x"))
 	g.Expect(err).To(MatchError(ContainSubstring(`nodeconfig key "k8s/nodeconfig/node"`)))
 }
 

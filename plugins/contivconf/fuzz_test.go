@@ -1,0 +1,136 @@
+package contivconf
+
+import (
+	"net"
+	"net/netip"
+	"os"
+	"testing"
+)
+
+// FuzzParse feeds arbitrary bytes through the YAML decode and the
+// validation. Nothing may panic, and an accepted config's effective subnets
+// must be valid, of one family and disjoint, with usable one-node prefixes.
+func FuzzParse(f *testing.F) {
+	if data, err := os.ReadFile("contiv.conf"); err == nil {
+		f.Add(data)
+	}
+	for _, s := range []string{
+		"",
+		"ipamConfig: {contivCIDR: 10.128.0.0/14}",
+		"ipamConfig: {contivCIDR: 'fe10::/64', serviceCIDR: 'fd00::/108'}",
+		"ipamConfig: {contivCIDR: 10.128.0.0/14, nodeInterconnectCIDR: 192.168.16.0/24}",
+		"ipamConfig: {contivCIDR: 10.128.0.0/14, nodeInterconnectDHCP: true}",
+		"ipamConfig: {podSubnetCIDR: 1.2.3.4/19, podSubnetOneNodePrefixLen: 18}",
+		"ipamConfig: {podSubnetCIDR: 'fe10:f00d::/90', podSubnetOneNodePrefixLen: 120, nodeInterconnectCIDR: 'fe10:f00d::/90'}",
+		"ipamConfig: {podSubnetCIDR: 2001::/48, podSubnetOneNodePrefixLen: 60, vppHostSubnetCIDR: 'fe30::/90', " +
+			"vppHostSubnetOneNodePrefixLen: 126, vxlanCIDR: 'fe20::/120', serviceCIDR: 'fd00::/112', defaultGateway: 'fe10::1'}",
+		"nodeConfig: [{nodeName: node, gateway: 3.4.5.194, mainVPPInterface: {interfaceName: e, ip: 3.4.5.1/26, useDHCP: true}}]",
+		"STNVersion: 2\ninterfaceRxMode: polling\n",
+		"ipamConfig: {srv6: {sfcIDLengthUsedInSidForServiceFunction: 112}}",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c, err := DecodeConfig(data, "fuzz.conf")
+		if err != nil {
+			return
+		}
+		p, err := Parse(&c)
+		if err != nil {
+			if err.Error() == "" {
+				t.Fatal("empty error message")
+			}
+			return
+		}
+		checkEffective(t, &p.IPAM)
+		for i := range c.NodeConfig {
+			_ = staticDefaultGW(&p.IPAM, &c.NodeConfig[i])
+		}
+		_ = staticDefaultGW(&p.IPAM, nil)
+	})
+}
+
+// checkEffective asserts the invariants of an accepted IPAM config.
+func checkEffective(t *testing.T, c *IPAMConfig) {
+	t.Helper()
+	named := map[string]*net.IPNet{
+		"pod": c.PodSubnetCIDR, "vppHost": c.VPPHostSubnetCIDR, "vxlan": c.VxlanCIDR, "service": c.ServiceCIDR,
+	}
+	if c.NodeInterconnectCIDR != nil {
+		named["nodeInterconnect"] = c.NodeInterconnectCIDR
+	}
+	size := 4
+	if c.UseIPv6 {
+		size = 16
+	}
+	prefixes := map[string]netip.Prefix{}
+	for name, n := range named {
+		if n == nil {
+			t.Fatalf("%s subnet is nil", name)
+		}
+		if len(n.IP) != size || len(n.Mask) != size {
+			t.Fatalf("%s subnet %v: %d-byte IP, %d-byte mask, want %d (UseIPv6 %v)", name, n, len(n.IP), len(n.Mask), size, c.UseIPv6)
+		}
+		ones, bits := n.Mask.Size()
+		if bits == 0 {
+			t.Fatalf("%s subnet %v: non-canonical mask", name, n)
+		}
+		if !n.IP.Mask(n.Mask).Equal(n.IP) {
+			t.Fatalf("%s subnet %v has host bits", name, n)
+		}
+		a, _ := netip.AddrFromSlice(n.IP)
+		prefixes[name] = netip.PrefixFrom(a, ones)
+	}
+	for an, a := range prefixes {
+		for bn, b := range prefixes {
+			if an < bn && a.Overlaps(b) {
+				t.Fatalf("%s %v overlaps %s %v", an, a, bn, b)
+			}
+		}
+	}
+	for _, x := range []struct {
+		name string
+		n    *net.IPNet
+		l    uint8
+	}{{"pod", c.PodSubnetCIDR, c.PodSubnetOneNodePrefixLen}, {"vppHost", c.VPPHostSubnetCIDR, c.VPPHostSubnetOneNodePrefixLen}} {
+		ones, bits := x.n.Mask.Size()
+		if int(x.l) <= ones || int(x.l) > bits-2 {
+			t.Fatalf("%s one-node prefix length %d for %v", x.name, x.l, x.n)
+		}
+	}
+	if c.DefaultGateway != nil && len(c.DefaultGateway) != 4 && len(c.DefaultGateway) != 16 {
+		t.Fatalf("default gateway %v has %d bytes", c.DefaultGateway, len(c.DefaultGateway))
+	}
+	if gw := c.DefaultGateway; gw != nil && gw.To4() != nil && len(gw) != 4 {
+		t.Fatalf("IPv4 default gateway %v not in 4-byte form", gw)
+	}
+	if c.ContivCIDR != nil && (c.ContivCIDR.IP.To4() == nil) != c.UseIPv6 {
+		t.Fatalf("contivCIDR %v family differs from UseIPv6 %v", c.ContivCIDR, c.UseIPv6)
+	}
+}
+
+// FuzzParseIPAM drives the ipamConfig keys directly (the byte-level
+// FuzzParse rarely produces a config that is accepted).
+func FuzzParseIPAM(f *testing.F) {
+	f.Add("", "10.96.0.0/12", "10.1.0.0/16", 24, "172.30.0.0/16", 24, "", "192.168.30.0/24", "", false)
+	f.Add("10.128.0.0/14", "10.96.0.0/12", "", 0, "", 0, "", "", "", false)
+	f.Add("fe10::/64", "fd00::/108", "", 0, "", 0, "", "", "", true)
+	f.Add("", "fd00::/112", "2001::/48", 60, "fe30::/90", 126, "fe10::/90", "fe20::/120", "fe10::1", false)
+	f.Add("", "10.96.0.0/12", "1.2.128.0/17", 29, "2.3.192.0/18", 30, "3.4.5.192/26", "4.5.6.192/26", "3.4.5.194", false)
+	f.Fuzz(func(t *testing.T, contiv, service, pod string, podLen int, host string, hostLen int, node, vxlan, gw string, dhcp bool) {
+		c := DefaultConfig()
+		ic := &c.IPAMConfig
+		ic.ContivCIDR, ic.ServiceCIDR, ic.PodSubnetCIDR, ic.PodSubnetOneNodePrefixLen = contiv, service, pod, podLen
+		ic.VPPHostSubnetCIDR, ic.VPPHostSubnetOneNodePrefixLen, ic.NodeInterconnectCIDR = host, hostLen, node
+		ic.VxlanCIDR, ic.DefaultGateway, ic.NodeInterconnectDHCP = vxlan, gw, dhcp
+		p, err := Parse(&c)
+		if err != nil {
+			return
+		}
+		checkEffective(t, &p.IPAM)
+		if contiv == "" && (p.IPAM.PodSubnetOneNodePrefixLen != uint8(podLen) || p.IPAM.VPPHostSubnetOneNodePrefixLen != uint8(hostLen)) {
+			t.Fatalf("one-node prefix lengths %d, %d, want %d, %d", p.IPAM.PodSubnetOneNodePrefixLen,
+				p.IPAM.VPPHostSubnetOneNodePrefixLen, podLen, hostLen)
+		}
+	})
+}
