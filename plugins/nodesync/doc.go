@@ -22,8 +22,8 @@
 //     with a transaction: if the key is absent, put VppNode{id, n}. The first
 //     transaction that succeeds wins. A lost transaction means another agent
 //     took that ID after the listing; the next free candidate of the same
-//     listing is tried at once. After relistAfter lost transactions in a row
-//     the claim waits a short jittered pause and lists again.
+//     listing is tried at once. After five lost transactions in a row the
+//     claim waits a short jittered pause (at most 16ms) and lists again.
 //  4. Every transaction counts as an attempt; after the attempt bound
 //     (DefaultMaxClaimAttempts, see UseMaxClaimAttempts) the claim fails with
 //     an error wrapping ErrClaimGaveUp that names the node, the attempts and

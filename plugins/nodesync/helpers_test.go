@@ -74,7 +74,7 @@ func (l *loop) take() []*nodesync.NodeUpdate {
 func etcdConfig(endpoint string) etcd.Config {
 	c := etcd.DefaultConfig()
 	c.Endpoints = []string{endpoint}
-	c.DialTimeout = 300 * time.Millisecond
+	c.DialTimeout = 3 * time.Second
 	c.OperationTimeout = 2 * time.Second
 	c.ReconnectInterval = 100 * time.Millisecond
 	c.ProbeInterval = 100 * time.Millisecond

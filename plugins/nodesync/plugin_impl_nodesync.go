@@ -189,7 +189,7 @@ func (p *Plugin) setNodes(nodes Nodes, me *Node) {
 // events it implies. It returns a short description of the change.
 func (p *Plugin) Update(ev api.Event, _ api.UpdateOperations) (string, error) {
 	ksc, ok := ev.(*api.KubeStateChange)
-	if !ok {
+	if !ok || !p.HandlesEvent(ev) {
 		return "", nil
 	}
 	var ups []*NodeUpdate
