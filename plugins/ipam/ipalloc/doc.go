@@ -1,0 +1,68 @@
+// Package ipalloc is the allocator engine of the IPAM plugin: a pool of the
+// addresses of one IPv4 or IPv6 prefix, handed out next-fit from a bitmap.
+// It is pure and deterministic: no I/O, clock, goroutines or logging, and
+// it imports nothing of this repository. The IPAM plugin (and the later
+// allocators built on the same engine) persist and serialise around it.
+//
+// # The window
+//
+// Offsets count from the first address of the masked prefix. With N the
+// number of addresses of the prefix, the allocatable window is the offsets
+// [ReserveLow, N-1-ReserveHigh]; the addresses of Config.Reserved inside it
+// are never handed out either. Size is the window minus those.
+//
+// Offsets are uint64: for a prefix of more than 2^64 addresses (IPv6
+// shorter than /64) the window stops at offset 2^64-1, and ReserveHigh,
+// which counts from the real top of the prefix, has no effect. A /60 per
+// node works: it hands out the first 2^64 addresses of the /60.
+//
+// # Strategy
+//
+// Allocate is next-fit: it hands out the first free address after the
+// cursor (the last address handed out), wrapping around at the end of the
+// window. A released address is therefore not reused until the cursor has
+// gone round the window, so a crash-looping pod does not get the address of
+// its previous instance, whose connections may still be in flight.
+//
+// # Representation and cost
+//
+// The bitmap is made of chunks of 4096 addresses (64 words); each chunk
+// has a summary word (one bit per word with a free address) and the pool
+// has one bit per full chunk, so a search reads a few words even when the
+// pool is 99 % full. A window of up to 2^20 addresses is dense (a slice of
+// chunks, 528 bytes per 4096 addresses); a bigger one is sparse: a map
+// holds only the chunks with a taken address and drops a chunk when it
+// empties, so memory follows what is allocated (about 528 bytes per 4096
+// consecutive addresses in use), not the size of the prefix. Allocate,
+// AllocateAddr and Release and their offset forms do not allocate memory,
+// except the sparse form when an allocation opens a chunk and no emptied
+// chunk is kept for reuse.
+//
+// # Caller duties
+//
+//  1. Build the pool with New (or NewKeyed) and handle its error: an
+//     invalid prefix, or a window with no allocatable address (a /32 with
+//     ReserveLow 2 has none).
+//  2. Serialise every call: a Pool is not safe for concurrent use. Its
+//     single owner takes a lock around each call or runs all of them on
+//     one goroutine.
+//  3. On start, restore the persisted allocations with AllocateAddr (or
+//     Keyed.AssignAddr) before the first Allocate, then SetCursor to the
+//     persisted last address so that next-fit goes on where it stopped.
+//  4. After Allocate, persist the allocation (and the cursor); if that
+//     fails, Release the address so that nothing is left half-done.
+//  5. Release when the owner goes away. An error wrapping ErrNotAllocated
+//     means the address was already free: treat the release as done.
+//
+// # Errors
+//
+// Conditions that callers branch on are the sentinels ErrFull,
+// ErrOutOfRange, ErrReserved, ErrTaken and ErrNotAllocated, always wrapped
+// with the address or offset and the prefix; use errors.Is. No input makes
+// the package panic: the zero Pool, a nil *Pool and invalid addresses give
+// errors (or false, or the zero Addr).
+//
+// Addresses are matched as netip.Prefix.Contains does (an address with an
+// IPv6 zone is outside every pool), except that an IPv4-mapped IPv6
+// address (::ffff:a.b.c.d) counts as its IPv4 address in an IPv4 pool.
+package ipalloc
