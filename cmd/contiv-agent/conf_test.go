@@ -11,9 +11,11 @@ import (
 	"github.com/contiv-ipam/agent/infra/health"
 	"github.com/contiv-ipam/agent/infra/kvdb/bolt"
 	"github.com/contiv-ipam/agent/infra/kvdb/etcd"
+	"github.com/contiv-ipam/agent/infra/logging"
 	"github.com/contiv-ipam/agent/infra/logmanager"
 	"github.com/contiv-ipam/agent/infra/metrics"
 	"github.com/contiv-ipam/agent/infra/rest"
+	"github.com/contiv-ipam/agent/plugins/contivconf"
 	"github.com/contiv-ipam/agent/plugins/controller"
 )
 
@@ -30,6 +32,7 @@ var sampleLoaders = map[string]func() validator{
 	"logmanager.conf": func() validator { c := logmanager.DefaultConfig(); return &c },
 	"metrics.conf":    func() validator { c := metrics.DefaultConfig(); return &c },
 	"controller.conf": func() validator { c := controller.DefaultConfig(); return &c },
+	"contiv.conf":     func() validator { c := contivconf.DefaultConfig(); return &c },
 }
 
 // TestShippedConfigFilesDecode checks that every .conf in the repository
@@ -146,22 +149,46 @@ func repoRoot(t *testing.T) string {
 	return root
 }
 
-// TestReadmeDocumentsEveryConfigKey checks that README.md names every
-// top-level key of every plugin config as `key`.
+// TestReadmeDocumentsEveryConfigKey checks that README.md names every key
+// of every plugin config as `key`, nested keys as `parent.key` (list items
+// as `parent[].key`).
 func TestReadmeDocumentsEveryConfigKey(t *testing.T) {
 	readme := readReadme(t)
 	for file, newConf := range sampleLoaders {
-		typ := reflect.TypeOf(newConf()).Elem()
-		for i := range typ.NumField() {
-			key, _, _ := strings.Cut(typ.Field(i).Tag.Get("json"), ",")
-			if key == "" || key == "-" {
-				continue
-			}
+		for _, key := range configKeys(reflect.TypeOf(newConf()).Elem(), "") {
 			if !strings.Contains(readme, "`"+key+"`") {
 				t.Errorf("README.md does not document %s key `%s`", file, key)
 			}
 		}
 	}
+}
+
+// configKeys lists the JSON keys of a config struct, with nested structs
+// and lists of structs walked (time.Duration and other non-structs are
+// leaves).
+func configKeys(typ reflect.Type, prefix string) []string {
+	var keys []string
+	for i := range typ.NumField() {
+		f := typ.Field(i)
+		key, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if key == "-" || !f.IsExported() {
+			continue
+		}
+		if key == "" {
+			if f.Anonymous {
+				keys = append(keys, configKeys(f.Type, prefix)...)
+			}
+			continue
+		}
+		keys = append(keys, prefix+key)
+		switch ft := f.Type; {
+		case ft.Kind() == reflect.Struct:
+			keys = append(keys, configKeys(ft, prefix+key+".")...)
+		case ft.Kind() == reflect.Slice && ft.Elem().Kind() == reflect.Struct:
+			keys = append(keys, configKeys(ft.Elem(), prefix+key+"[].")...)
+		}
+	}
+	return keys
 }
 
 func readReadme(t *testing.T) string {
@@ -171,4 +198,18 @@ func readReadme(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return string(data)
+}
+
+// TestHandlerOrder asserts the handler order declared in
+// addControllerAndHandlers: contivconf, nodesync, ipam.
+func TestHandlerOrder(t *testing.T) {
+	a := newContivAgent(logging.NewRegistry(), health.BuildInfo{})
+	var got []string
+	for _, h := range a.Controller.EventHandlers {
+		got = append(got, h.String())
+	}
+	want := []string{"contivconf", "nodesync", "ipam"}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("handlers %v, want %v", got, want)
+	}
 }

@@ -10,7 +10,10 @@ import (
 	"github.com/contiv-ipam/agent/infra/metrics"
 	"github.com/contiv-ipam/agent/infra/rest"
 	"github.com/contiv-ipam/agent/infra/servicelabel"
+	"github.com/contiv-ipam/agent/plugins/contivconf"
 	"github.com/contiv-ipam/agent/plugins/controller"
+	"github.com/contiv-ipam/agent/plugins/ipam"
+	"github.com/contiv-ipam/agent/plugins/nodesync"
 )
 
 // pluginName names the top-level plugin (and its logger).
@@ -29,6 +32,9 @@ type ContivAgent struct {
 	ETCD         *etcd.Plugin
 	Bolt         *bolt.Plugin
 	Controller   *controller.Plugin
+	ContivConf   *contivconf.Plugin
+	NodeSync     *nodesync.Plugin
+	IPAM         *ipam.Plugin
 }
 
 var (
@@ -65,15 +71,45 @@ func newContivAgent(reg *logging.Registry, build health.BuildInfo) *ContivAgent 
 		})),
 		Bolt: bolt.NewPlugin(bolt.UseDeps(func(d *bolt.Deps) { d.LogRegistry = reg })),
 	}
-	a.Controller = controller.NewPlugin(controller.UseDeps(func(d *controller.Deps) {
-		d.LogRegistry = reg
-		d.RemoteDB, d.LocalDB = a.ETCD, a.Bolt
-		d.HTTP, d.Metrics, d.StatusCheck = httpP, metricsP, healthP
-	}))
+	a.addControllerAndHandlers(reg)
 	a.SetName(pluginName)
 	a.LogRegistry = reg
 	a.SetupLog()
 	return a
+}
+
+// addControllerAndHandlers builds the controller and its event handlers.
+// The handlers push events into the controller that calls them; a
+// controller.LoopRef given to both at construction breaks that cycle. The
+// handlers run in this order (reversed for deletions), declared here once
+// and asserted by TestHandlerOrder:
+//   - contivconf: first, so that everyone sees this node's config;
+//   - nodesync: claims the node ID and knows every node; before ipam,
+//     which reads the node ID and follows NodeUpdate events;
+//   - ipam: derives the addresses from the config and the node ID.
+func (a *ContivAgent) addControllerAndHandlers(reg *logging.Registry) {
+	loop := &controller.LoopRef{}
+	a.ContivConf = contivconf.NewPlugin(contivconf.UseDeps(func(d *contivconf.Deps) {
+		d.LogRegistry = reg
+		d.ServiceLabel, d.EventLoop = a.ServiceLabel, loop
+	}))
+	a.NodeSync = nodesync.NewPlugin(nodesync.UseDeps(func(d *nodesync.Deps) {
+		d.LogRegistry = reg
+		d.ServiceLabel, d.DB, d.EventLoop = a.ServiceLabel, a.ETCD, loop
+	}))
+	a.IPAM = ipam.NewPlugin(ipam.UseDeps(func(d *ipam.Deps) {
+		d.LogRegistry = reg
+		d.ContivConf, d.NodeSync, d.ServiceLabel = a.ContivConf, a.NodeSync, a.ServiceLabel
+		d.EventLoop, d.LocalDB = loop, a.Bolt
+		d.HTTP, d.Metrics = a.HTTP, a.Metrics
+	}))
+	a.Controller = controller.NewPlugin(controller.UseLoopRef(loop),
+		controller.UseHandlers(a.ContivConf, a.NodeSync, a.IPAM),
+		controller.UseDeps(func(d *controller.Deps) {
+			d.LogRegistry = reg
+			d.RemoteDB, d.LocalDB = a.ETCD, a.Bolt
+			d.HTTP, d.Metrics, d.StatusCheck = a.HTTP, a.Metrics, a.Health
+		}))
 }
 
 // Init has nothing to do: the plugins it lists are initialised before it.

@@ -48,7 +48,7 @@ type agentProc struct {
 // and every path inside dir.
 func writeRunConfig(t *testing.T, dir, httpEndpoint string) {
 	t.Helper()
-	for _, name := range []string{"logmanager.conf", "health.conf", "metrics.conf", "controller.conf"} {
+	for _, name := range []string{"logmanager.conf", "health.conf", "metrics.conf", "controller.conf", "contiv.conf"} {
 		data, err := os.ReadFile(filepath.Join("..", "..", "conf", name))
 		if err != nil {
 			t.Fatal(err)
@@ -191,6 +191,7 @@ func TestAgentBinaryServesAndStopsOnSIGINT(t *testing.T) {
 		}
 	}
 	checkReadmeListsEndpoints(t, body)
+	checkNodeAddresses(t, base)
 	for _, path := range []string{"/liveness", "/readiness"} {
 		status, body = httpGet(t, base+path)
 		if status != http.StatusOK || !strings.Contains(body, `"state": "ok"`) {
@@ -274,4 +275,20 @@ func waitReadiness(t *testing.T, base string) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	t.Fatal("/readiness not 200 within 20s")
+}
+
+// checkNodeAddresses checks that the agent claimed node ID 1 in its fresh
+// etcd and serves the addresses derived from conf/contiv.conf.
+func checkNodeAddresses(t *testing.T, base string) {
+	t.Helper()
+	status, body := httpGet(t, base+"/contiv/v1/ipam")
+	if status != http.StatusOK {
+		t.Fatalf("GET /contiv/v1/ipam = %d %s", status, body)
+	}
+	for _, want := range []string{`"nodeId": 1`, `"nodeName": "e2e-node"`, `"nodeIP": "192.168.16.1"`,
+		`"podSubnetThisNode": "10.1.1.0/24"`, `"vppHostNetwork": "172.30.1.0/24"`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("GET /contiv/v1/ipam lacks %s:\n%s", want, body)
+		}
+	}
 }

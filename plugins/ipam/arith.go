@@ -1,0 +1,193 @@
+package ipam
+
+import (
+	"errors"
+	"fmt"
+	"math/big"
+	"net"
+	"net/netip"
+)
+
+// Errors of the address arithmetic that callers branch on.
+var (
+	// ErrNodeIDRange: the node ID does not fit the subnet.
+	ErrNodeIDRange = errors.New("node ID out of range")
+	// ErrUndefined: the subnet the address is cut from is not configured.
+	ErrUndefined = errors.New("subnet undefined")
+)
+
+// toPrefix converts a *net.IPNet (IPv4 in 4- or 16-byte form) to a masked
+// netip.Prefix.
+func toPrefix(n *net.IPNet) (netip.Prefix, bool) {
+	if n == nil {
+		return netip.Prefix{}, false
+	}
+	ones, bits := n.Mask.Size()
+	if bits == 0 {
+		return netip.Prefix{}, false
+	}
+	addr, ok := netip.AddrFromSlice(n.IP)
+	if !ok {
+		return netip.Prefix{}, false
+	}
+	if bits == 32 {
+		if !addr.Unmap().Is4() {
+			return netip.Prefix{}, false
+		}
+		addr = addr.Unmap()
+	}
+	if addr.BitLen() != bits {
+		return netip.Prefix{}, false
+	}
+	return netip.PrefixFrom(addr, ones).Masked(), true
+}
+
+// toAddr converts a net.IP to a netip.Addr (IPv4 unmapped).
+func toAddr(ip net.IP) (netip.Addr, bool) {
+	if v4 := ip.To4(); v4 != nil {
+		return netip.AddrFrom4([4]byte(v4)), true
+	}
+	if len(ip) == net.IPv6len {
+		return netip.AddrFrom16([16]byte(ip)), true
+	}
+	return netip.Addr{}, false
+}
+
+// toIPNet converts a prefix to a new *net.IPNet (IPv4 4-byte).
+func toIPNet(p netip.Prefix) *net.IPNet {
+	if !p.IsValid() {
+		return nil
+	}
+	a := p.Masked().Addr()
+	return &net.IPNet{IP: net.IP(a.AsSlice()), Mask: net.CIDRMask(p.Bits(), a.BitLen())}
+}
+
+// toIP converts an address to a new net.IP (IPv4 4-byte); nil if invalid.
+func toIP(a netip.Addr) net.IP {
+	if !a.IsValid() {
+		return nil
+	}
+	return net.IP(a.AsSlice())
+}
+
+// addrInt returns the address as an integer.
+func addrInt(a netip.Addr) *big.Int { return new(big.Int).SetBytes(a.AsSlice()) }
+
+// intAddr returns the address of integer v in the family of like; ok is
+// false when v does not fit.
+func intAddr(v *big.Int, like netip.Addr) (netip.Addr, bool) {
+	n := like.BitLen() / 8
+	if v.Sign() < 0 || v.BitLen() > like.BitLen() {
+		return netip.Addr{}, false
+	}
+	buf := make([]byte, n)
+	v.FillBytes(buf)
+	a, ok := netip.AddrFromSlice(buf)
+	return a, ok
+}
+
+// hostBits is the number of host bits of p.
+func hostBits(p netip.Prefix) int { return p.Addr().BitLen() - p.Bits() }
+
+// hostAt returns the address num of p (0 = the network address). num must
+// be below 2^hostBits(p).
+func hostAt(p netip.Prefix, num *big.Int) (netip.Addr, error) {
+	if num.Sign() < 0 || num.BitLen() > hostBits(p) {
+		return netip.Addr{}, fmt.Errorf("%s has no host number %s", p, num)
+	}
+	v := new(big.Int).Add(addrInt(p.Masked().Addr()), num)
+	a, _ := intAddr(v, p.Addr())
+	return a, nil
+}
+
+// lastAddr is the last address of p (all host bits set).
+func lastAddr(p netip.Prefix) netip.Addr {
+	max := new(big.Int).Lsh(big.NewInt(1), uint(hostBits(p)))
+	a, _ := hostAt(p, max.Sub(max, big.NewInt(1)))
+	return a
+}
+
+// dissect returns node id's subnet of length oneNodeLen cut from cluster
+// (spec §2.4.1): the ID equal to the number of node subnets takes subnet 0;
+// a bigger ID, or ID 0, is an error wrapping ErrNodeIDRange.
+func dissect(cluster netip.Prefix, oneNodeLen int, id uint32) (netip.Prefix, error) {
+	l, s := cluster.Bits(), cluster.Addr().BitLen()
+	if oneNodeLen <= l {
+		return netip.Prefix{}, fmt.Errorf("prefix length for one node (%d) must be higher than the cluster-wide subnet prefix length (%d) of %s",
+			oneNodeLen, l, cluster)
+	}
+	if oneNodeLen > s {
+		return netip.Prefix{}, fmt.Errorf("prefix length for one node (%d) exceeds the address length (%d) of %s", oneNodeLen, s, cluster)
+	}
+	if id == 0 {
+		return netip.Prefix{}, fmt.Errorf("node ID 0 in %s: %w", cluster, ErrNodeIDRange)
+	}
+	count := new(big.Int).Lsh(big.NewInt(1), uint(oneNodeLen-l))
+	num := new(big.Int).SetUint64(uint64(id))
+	switch num.Cmp(count) {
+	case 0:
+		num.SetInt64(0)
+	case 1:
+		return netip.Prefix{}, fmt.Errorf("node ID %d does not fit %s split into /%d subnets (%s of them): %w",
+			id, cluster, oneNodeLen, count, ErrNodeIDRange)
+	}
+	offset := num.Lsh(num, uint(s-oneNodeLen))
+	a, _ := intAddr(offset.Add(offset, addrInt(cluster.Masked().Addr())), cluster.Addr())
+	return netip.PrefixFrom(a, oneNodeLen), nil
+}
+
+// nodeHost returns the host number of node id in subnet (spec §2.4.2): the
+// ID itself; an ID equal to 2^hostBits has no address (its host part would
+// be the network address) and a bigger one is out of range.
+func nodeHost(subnet netip.Prefix, id uint32) (*big.Int, error) {
+	count := new(big.Int).Lsh(big.NewInt(1), uint(hostBits(subnet)))
+	num := new(big.Int).SetUint64(uint64(id))
+	switch {
+	case id == 0:
+		return nil, fmt.Errorf("node ID 0 in %s: %w", subnet, ErrNodeIDRange)
+	case num.Cmp(count) == 0:
+		return nil, fmt.Errorf("no free address for nodeID %d in %s: %w", id, subnet, ErrNodeIDRange)
+	case num.Cmp(count) > 0:
+		return nil, fmt.Errorf("nodeID is out of the valid range %d > %s of %s: %w", id, count, subnet, ErrNodeIDRange)
+	}
+	return num, nil
+}
+
+// nodeAddress returns node id's address in subnet, stepping over excluded
+// (the static default gateway) when it lies in subnet at or below the
+// address: the gateway is never handed out and the result never leaves the
+// subnet (spec §2.16 bug 3 fixed).
+func nodeAddress(subnet netip.Prefix, id uint32, excluded netip.Addr) (netip.Addr, error) {
+	num, err := nodeHost(subnet, id)
+	if err != nil {
+		return netip.Addr{}, err
+	}
+	ip, err := hostAt(subnet, num)
+	if err != nil {
+		return netip.Addr{}, err
+	}
+	if excluded.IsValid() && subnet.Contains(excluded) && excluded.Compare(ip) <= 0 {
+		next := ip.Next()
+		if !next.IsValid() || !subnet.Contains(next) {
+			return netip.Addr{}, fmt.Errorf("node ID %d: the address after skipping gateway %s is outside %s: %w",
+				id, excluded, subnet, ErrNodeIDRange)
+		}
+		ip = next
+	}
+	return ip, nil
+}
+
+// nodeIDOf returns the node ID whose subnet of length oneNodeLen in
+// cluster holds ip (spec §2.4.7): the highest ID, which takes subnet 0,
+// maps back to 0.
+func nodeIDOf(cluster netip.Prefix, oneNodeLen int, ip netip.Addr) (uint32, error) {
+	if !cluster.Contains(ip) {
+		return 0, fmt.Errorf("pod IP %s not from pod subnet %s", ip, cluster)
+	}
+	v := new(big.Int).Xor(addrInt(ip), addrInt(cluster.Masked().Addr()))
+	v.Rsh(v, uint(ip.BitLen()-oneNodeLen))
+	if !v.IsUint64() || v.Uint64() > uint64(^uint32(0)) {
+		return 0, fmt.Errorf("pod IP %s: node number %s does not fit a node ID: %w", ip, v, ErrNodeIDRange)
+	}
+	return uint32(v.Uint64()), nil
+}

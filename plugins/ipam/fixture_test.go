@@ -1,0 +1,181 @@
+package ipam_test
+
+import (
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/contiv-ipam/agent/infra/config"
+	"github.com/contiv-ipam/agent/infra/kvdb"
+	"github.com/contiv-ipam/agent/infra/servicelabel"
+	"github.com/contiv-ipam/agent/plugins/contivconf"
+	"github.com/contiv-ipam/agent/plugins/controller/api"
+	"github.com/contiv-ipam/agent/plugins/ipam"
+	podmodel "github.com/contiv-ipam/agent/plugins/ksr/model/pod"
+	"github.com/contiv-ipam/agent/plugins/nodesync"
+)
+
+// thisNode is the node the fixture's IPAM runs on.
+const thisNode = "node"
+
+// defaultTestConfig is the fixture config of the original's unit tests
+// (spec §2.15): 4 allocatable pod addresses per node.
+const defaultTestConfig = `
+ipamConfig:
+  podSubnetCIDR: 1.2.128.0/17
+  podSubnetOneNodePrefixLen: 29
+  vppHostSubnetCIDR: 2.3.192.0/18
+  vppHostSubnetOneNodePrefixLen: 30
+  nodeInterconnectCIDR: 3.4.5.192/26
+  vxlanCIDR: 4.5.6.192/26
+`
+
+// ipv6TestConfig has every subnet IPv6 (mixed families are refused).
+const ipv6TestConfig = `
+ipamConfig:
+  podSubnetCIDR: fe10:f00d::/90
+  podSubnetOneNodePrefixLen: 120
+  vppHostSubnetCIDR: fe30:f00d::/90
+  vppHostSubnetOneNodePrefixLen: 126
+  nodeInterconnectCIDR: fe40:f00d::/90
+  vxlanCIDR: fe20:f00d::/120
+  serviceCIDR: fd00:96::/110
+`
+
+// Test pods.
+var (
+	pod1 = podmodel.ID{Name: "pod1", Namespace: "default"}
+	pod2 = podmodel.ID{Name: "pod2", Namespace: "default"}
+	pod3 = podmodel.ID{Name: "pod3", Namespace: "kube-system"}
+	pod4 = podmodel.ID{Name: "pod4", Namespace: "default"}
+)
+
+func quietLog() *slog.Logger {
+	if os.Getenv("IPAM_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+// fakeLabel names this node.
+type fakeLabel struct{ name string }
+
+func (l fakeLabel) GetAgentLabel() string  { return l.name }
+func (l fakeLabel) GetAgentPrefix() string { return servicelabel.AllAgentsPrefix + l.name + "/" }
+func (l fakeLabel) GetDifferentAgentPrefix(label string) string {
+	return servicelabel.AllAgentsPrefix + label + "/"
+}
+func (l fakeLabel) GetAllAgentsPrefix() string { return servicelabel.AllAgentsPrefix }
+
+// fakeNodeSync gives a fixed ID to this node.
+type fakeNodeSync struct{ id atomic.Uint32 }
+
+func (n *fakeNodeSync) GetNodeID() uint32           { return n.id.Load() }
+func (n *fakeNodeSync) GetAllNodes() nodesync.Nodes { return nodesync.Nodes{} }
+func (n *fakeNodeSync) PublishNodeIPs([]*nodesync.IPWithNetwork, nodesync.IPVersion) error {
+	return nil
+}
+
+// fakeLoop records pushed events.
+type fakeLoop struct {
+	mu     sync.Mutex
+	events []api.Event
+}
+
+func (l *fakeLoop) PushEvent(ev api.Event) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.events = append(l.events, ev)
+	return nil
+}
+
+func (l *fakeLoop) pushed() []api.Event {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]api.Event(nil), l.events...)
+}
+
+// fixture is an IPAM plugin with a real ContivConf.
+type fixture struct {
+	ipam *ipam.Plugin
+	conf *contivconf.Plugin
+	sync *fakeNodeSync
+	loop *fakeLoop
+}
+
+// fixtureOpts tune newFixture.
+type fixtureOpts struct {
+	yaml   string
+	nodeID uint32
+	db     kvdb.Broker
+}
+
+// newContivConf decodes yaml strictly and starts ContivConf with it.
+func newContivConf(t testing.TB, yaml string) (*contivconf.Plugin, error) {
+	t.Helper()
+	cfg := contivconf.DefaultConfig()
+	if err := config.Decode([]byte(yaml), &cfg, "test contiv.conf"); err != nil {
+		return nil, err
+	}
+	c := contivconf.NewPlugin(contivconf.UseConf(cfg), contivconf.UseDeps(func(d *contivconf.Deps) {
+		d.Log, d.ServiceLabel = quietLog(), fakeLabel{thisNode}
+	}))
+	return c, c.Init()
+}
+
+// build starts IPAM without resyncing it.
+func build(t testing.TB, o fixtureOpts) (*fixture, error) {
+	t.Helper()
+	if o.yaml == "" {
+		o.yaml = defaultTestConfig
+	}
+	if o.nodeID == 0 {
+		o.nodeID = 1
+	}
+	conf, err := newContivConf(t, o.yaml)
+	if err != nil {
+		return nil, err
+	}
+	f := &fixture{conf: conf, sync: &fakeNodeSync{}, loop: &fakeLoop{}}
+	f.sync.id.Store(o.nodeID)
+	f.ipam = ipam.NewPlugin(ipam.UseDeps(func(d *ipam.Deps) {
+		d.Log, d.ContivConf, d.NodeSync = quietLog(), conf, f.sync
+		d.ServiceLabel, d.EventLoop, d.LocalDB = fakeLabel{thisNode}, f.loop, o.db
+	}))
+	return f, f.ipam.Init()
+}
+
+// newFixture builds IPAM and runs its first resync with ks.
+func newFixture(t testing.TB, o fixtureOpts, ks api.KubeStateData) (*fixture, error) {
+	t.Helper()
+	f, err := build(t, o)
+	if err != nil {
+		return nil, err
+	}
+	if ks == nil {
+		ks = api.KubeStateData{}
+	}
+	return f, f.ipam.Resync(&api.DBResync{KubeState: ks}, ks, 1, nil)
+}
+
+// mustFixture is newFixture that fails the test on error.
+func mustFixture(t testing.TB, o fixtureOpts, ks api.KubeStateData) *fixture {
+	t.Helper()
+	f, err := newFixture(t, o, ks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func cidr(s string) *net.IPNet {
+	_, n, err := net.ParseCIDR(s)
+	if err != nil {
+		panic(err)
+	}
+	return n
+}

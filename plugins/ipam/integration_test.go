@@ -1,0 +1,160 @@
+package ipam_test
+
+import (
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+
+	"github.com/contiv-ipam/agent/infra/agent"
+	"github.com/contiv-ipam/agent/infra/config"
+	"github.com/contiv-ipam/agent/infra/kvdb/bolt"
+	"github.com/contiv-ipam/agent/infra/kvdb/etcd"
+	"github.com/contiv-ipam/agent/infra/kvdb/etcd/etcdtest"
+	"github.com/contiv-ipam/agent/infra/rest/resttest"
+	"github.com/contiv-ipam/agent/infra/servicelabel"
+	"github.com/contiv-ipam/agent/plugins/contivconf"
+	"github.com/contiv-ipam/agent/plugins/controller"
+	"github.com/contiv-ipam/agent/plugins/controller/api"
+	"github.com/contiv-ipam/agent/plugins/ipam"
+	"github.com/contiv-ipam/agent/plugins/ksr/model/codec"
+	"github.com/contiv-ipam/agent/plugins/ksr/model/node"
+	podmodel "github.com/contiv-ipam/agent/plugins/ksr/model/pod"
+	"github.com/contiv-ipam/agent/plugins/nodesync"
+)
+
+func noEnv(string) (string, bool) { return "", false }
+
+// stack is a whole agent minus the binary: etcd client, bolt, contivconf,
+// nodesync, ipam and the controller, on a real etcd.
+type stack struct {
+	ipam *ipam.Plugin
+	ctrl *controller.Plugin
+	http *resttest.Server
+}
+
+func startStack(t *testing.T, endpoint, yaml string) *stack {
+	t.Helper()
+	ec := etcd.DefaultConfig()
+	ec.Endpoints = []string{endpoint}
+	etcdP := etcd.NewPlugin(etcd.UseConf(ec), etcd.UseEnv(noEnv), etcd.UseDeps(func(d *etcd.Deps) {
+		d.Cfg, d.Log = noFile{}, quietLog()
+	}))
+	bc := bolt.DefaultConfig()
+	bc.DBPath = filepath.Join(t.TempDir(), "bolt.db")
+	boltP := bolt.NewPlugin(bolt.UseConf(bc), bolt.UseDeps(func(d *bolt.Deps) { d.Cfg, d.Log = noFile{}, quietLog() }))
+	label := servicelabel.NewPlugin(servicelabel.UseLabel(thisNode), servicelabel.UseDeps(func(d *servicelabel.Deps) { d.Log = quietLog() }))
+	s := &stack{http: resttest.New(t)}
+	s.ctrl = controller.NewPlugin(controller.UseDeps(func(d *controller.Deps) {
+		d.Cfg, d.Log = noFile{}, quietLog()
+		d.RemoteDB, d.LocalDB, d.HTTP = etcdP, boltP, s.http.Plugin
+	}))
+	cc := contivconf.DefaultConfig()
+	if err := config.Decode([]byte(yaml), &cc, "test contiv.conf"); err != nil {
+		t.Fatal(err)
+	}
+	conf := contivconf.NewPlugin(contivconf.UseConf(cc), contivconf.UseDeps(func(d *contivconf.Deps) {
+		d.Log, d.ServiceLabel, d.EventLoop = quietLog(), label, s.ctrl
+	}))
+	ns := nodesync.NewPlugin(nodesync.UseDeps(func(d *nodesync.Deps) {
+		d.Log, d.ServiceLabel, d.DB, d.EventLoop = quietLog(), label, etcdP, s.ctrl
+	}))
+	s.ipam = ipam.NewPlugin(ipam.UseDeps(func(d *ipam.Deps) {
+		d.Log, d.ContivConf, d.NodeSync, d.ServiceLabel = quietLog(), conf, ns, label
+		d.EventLoop, d.LocalDB, d.HTTP = s.ctrl, boltP, s.http.Plugin
+	}))
+	s.ctrl.EventHandlers = []api.EventHandler{conf, ns, s.ipam}
+	a, err := agent.NewAgent(agent.Plugins(etcdP, boltP, label, conf, ns, s.ipam, s.ctrl), agent.Args(nil), agent.Logger(quietLog()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = a.Stop() })
+	return s
+}
+
+func putNodeRecord(t *testing.T, srv *etcdtest.Server, podCIDR string) {
+	t.Helper()
+	data, err := codec.Marshal(&node.Node{Name: thisNode, Pod_CIDR: podCIDR,
+		Addresses: []*node.NodeAddress{{Type: node.NodeAddress_NodeInternalIP, Address: "192.168.56.101"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := srv.Client(t).Put(ctx, codec.KSRPrefix+node.Key(thisNode), string(data)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// podSubnet reads podSubnetThisNode from GET /contiv/v1/ipam.
+func (s *stack) podSubnet() string {
+	_, body := s.http.Get(ipam.IPAMPath)
+	var info ipam.NodeIPAMInfo
+	if json.Unmarshal([]byte(body), &info) != nil {
+		return ""
+	}
+	return info.PodSubnetThisNode
+}
+
+// External IPAM end to end: a new pod_CIDR written into etcd under the
+// kube-state prefix moves this node's pod subnet and re-initialises the
+// allocations, through KubeStateChange -> NodeUpdate -> PodCIDRChange.
+func TestExternalIPAMFollowsThePodCIDRInEtcd(t *testing.T) {
+	g := NewWithT(t)
+	srv := etcdtest.Start(t)
+	putNodeRecord(t, srv, "10.1.7.0/24")
+	s := startStack(t, srv.Endpoint(), `
+ipamConfig:
+  useExternalIPAM: true
+  nodeInterconnectCIDR: 192.168.16.0/24
+`)
+	g.Eventually(s.podSubnet, 10*time.Second).Should(Equal("10.1.7.0/24"))
+	ip, err := s.ipam.AllocatePodIP(pod1, "host-local", `{"version":"4","address":"10.1.7.5/24","gateway":"10.1.7.1"}`)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(ip.String()).To(Equal("10.1.7.5"))
+
+	putNodeRecord(t, srv, "10.1.8.0/24")
+	g.Eventually(s.podSubnet, 10*time.Second).Should(Equal("10.1.8.0/24"))
+	g.Expect(s.ipam.GetPodIP(pod1)).To(BeNil(), "allocations re-initialised on the new CIDR")
+	g.Expect(s.ipam.PodGatewayIP().String()).To(Equal("10.1.8.1"))
+
+	_, body := s.http.Get(controller.EventHistoryPath)
+	g.Expect(body).To(ContainSubstring(`"Name": "Node Update"`))
+	g.Expect(body).To(ContainSubstring(`"Name": "Pod CIDR Change"`))
+	g.Expect(body).To(ContainSubstring("LocalPodCIDR: 10.1.8.0/24"))
+	g.Expect(strings.Count(body, `"Name": "Pod CIDR Change"`)).To(Equal(1))
+}
+
+// Without external IPAM the node ID from etcd decides the pod subnet, and
+// pods deleted from Kubernetes give their address back.
+func TestNodeIDFromEtcdDecidesTheAddresses(t *testing.T) {
+	g := NewWithT(t)
+	srv := etcdtest.Start(t)
+	ctx := context.Background()
+	// Another node holds ID 1: this one gets 2.
+	_, err := srv.Client(t).Put(ctx, codec.KSRPrefix+"allocatedIDs/1", `{"id":1,"name":"other"}`)
+	g.Expect(err).NotTo(HaveOccurred())
+	s := startStack(t, srv.Endpoint(), "ipamConfig:\n  nodeInterconnectCIDR: 192.168.16.0/24\n")
+	g.Eventually(s.podSubnet, 10*time.Second).Should(Equal("10.1.2.0/24"))
+	_, body := s.http.Get(ipam.IPAMPath)
+	g.Expect(body).To(ContainSubstring(`"nodeIP": "192.168.16.2"`))
+
+	ip, err := s.ipam.AllocatePodIP(pod1, "", "")
+	g.Expect(err).NotTo(HaveOccurred())
+	pod := &podmodel.Pod{Name: pod1.Name, Namespace: pod1.Namespace, IpAddress: ip.String()}
+	data, err := codec.Marshal(pod)
+	g.Expect(err).NotTo(HaveOccurred())
+	key := codec.KSRPrefix + podmodel.Key(pod.Name, pod.Namespace)
+	_, err = srv.Client(t).Put(ctx, key, string(data))
+	g.Expect(err).NotTo(HaveOccurred())
+	_, err = srv.Client(t).Delete(ctx, key)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Eventually(func() bool { return s.ipam.GetPodIP(pod1) == nil }, 10*time.Second).Should(BeTrue())
+}

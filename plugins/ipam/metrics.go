@@ -1,0 +1,44 @@
+package ipam
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// ipamMetrics are the plugin's Prometheus metrics; the gauges are read
+// from the state at scrape time.
+type ipamMetrics struct {
+	p         *Plugin
+	failed    prometheus.Counter
+	size      *prometheus.Desc
+	allocated *prometheus.Desc
+}
+
+func newIPAMMetrics(p *Plugin) *ipamMetrics {
+	return &ipamMetrics{
+		p: p,
+		failed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "contiv_ipam_pod_ip_allocation_failures_total",
+			Help: "Pod IP allocations that failed (pool full, bad external IPAM data, store error).",
+		}),
+		size: prometheus.NewDesc("contiv_ipam_pod_ip_pool_size",
+			"Addresses of this node's pod subnet that can be handed out to pods.", []string{"subnet"}, nil),
+		allocated: prometheus.NewDesc("contiv_ipam_pod_ips_allocated",
+			"Pod addresses allocated on this node.", []string{"subnet"}, nil),
+	}
+}
+
+// Describe implements prometheus.Collector.
+func (m *ipamMetrics) Describe(ch chan<- *prometheus.Desc) {
+	m.failed.Describe(ch)
+	ch <- m.size
+	ch <- m.allocated
+}
+
+// Collect implements prometheus.Collector.
+func (m *ipamMetrics) Collect(ch chan<- prometheus.Metric) {
+	m.failed.Collect(ch)
+	m.p.read(func(st *state) {
+		subnet := st.podThis.String()
+		ch <- prometheus.MustNewConstMetric(m.size, prometheus.GaugeValue, float64(st.pool.Pool().Size()), subnet)
+		used := st.pool.Len() + len(st.external)
+		ch <- prometheus.MustNewConstMetric(m.allocated, prometheus.GaugeValue, float64(used), subnet)
+	})
+}

@@ -1,0 +1,141 @@
+package ipam
+
+import (
+	"errors"
+	"net/http"
+	"net/netip"
+	"sort"
+
+	"github.com/contiv-ipam/agent/infra/rest"
+	"github.com/contiv-ipam/agent/plugins/contivconf"
+	podmodel "github.com/contiv-ipam/agent/plugins/ksr/model/pod"
+)
+
+// REST paths of the IPAM plugin.
+const (
+	IPAMPath        = "/contiv/v1/ipam"
+	AllocationsPath = "/contiv/v1/ipam/allocations"
+)
+
+// NodeIPAMInfo is the reply of GET /contiv/v1/ipam (the JSON of Contiv's
+// ipnet REST API, read by netctl and the UI).
+type NodeIPAMInfo struct {
+	NodeID            uint32                     `json:"nodeId"`
+	NodeName          string                     `json:"nodeName"`
+	NodeIP            string                     `json:"nodeIP"`
+	PodSubnetThisNode string                     `json:"podSubnetThisNode"`
+	VppHostNetwork    string                     `json:"vppHostNetwork"`
+	Config            *contivconf.IPAMConfigJSON `json:"config"`
+}
+
+// PodAllocation is one pod's address in GET /contiv/v1/ipam/allocations.
+type PodAllocation struct {
+	PodID  PodName `json:"PodID"`
+	MainIP string  `json:"MainIP"`
+}
+
+// PodName names a pod in REST replies.
+type PodName struct {
+	Name      string `json:"Name"`
+	Namespace string `json:"Namespace"`
+}
+
+// Allocations is the reply of GET /contiv/v1/ipam/allocations (the JSON of
+// Contiv's IPAM REST API; Pods is null when there are none).
+type Allocations struct {
+	Pods []PodAllocation `json:"Pods"`
+}
+
+func (p *Plugin) registerHandlers() {
+	rest.RegisterDescribed(p.HTTP, IPAMPath,
+		"this node's IPAM: node ID and name, node IP, pod subnet, VPP-host subnet, effective ipamConfig",
+		p.ipamHandler, http.MethodGet)
+	rest.RegisterDescribed(p.HTTP, AllocationsPath, "pod addresses allocated on this node",
+		p.allocationsHandler, http.MethodGet)
+}
+
+func (p *Plugin) ipamHandler(f *rest.Formatter) http.HandlerFunc {
+	return func(w http.ResponseWriter, _ *http.Request) {
+		if !p.ready() {
+			f.Error(w, http.StatusServiceUnavailable, errNotReady)
+			return
+		}
+		info := p.nodeInfo()
+		if info.NodeIP == "" {
+			f.Error(w, http.StatusInternalServerError, errors.New("Error getting node IP"))
+			return
+		}
+		f.JSON(w, http.StatusOK, info)
+	}
+}
+
+// nodeInfo gathers GET /contiv/v1/ipam.
+func (p *Plugin) nodeInfo() NodeIPAMInfo {
+	var info NodeIPAMInfo
+	p.read(func(st *state) {
+		info = NodeIPAMInfo{
+			NodeID:            st.nodeID,
+			NodeName:          st.nodeName,
+			PodSubnetThisNode: st.podThis.String(),
+			VppHostNetwork:    st.hostThis.String(),
+		}
+	})
+	if ip, _, err := p.NodeIPAddress(info.NodeID); err == nil {
+		info.NodeIP = ip.String()
+	}
+	info.Config = p.effectiveConfig()
+	return info
+}
+
+// effectiveConfig is the file's ipamConfig with the subnets and one-node
+// prefix lengths in use (after the contivCIDR split, or the external pod
+// CIDR).
+func (p *Plugin) effectiveConfig() *contivconf.IPAMConfigJSON {
+	c := p.ContivConf.GetIPAMConfigForJSON()
+	if c == nil {
+		c = &contivconf.IPAMConfigJSON{}
+	}
+	p.read(func(st *state) {
+		c.PodSubnetCIDR = st.podAll.String()
+		c.PodSubnetOneNodePrefixLen = st.podThis.Bits()
+		c.VPPHostSubnetCIDR = st.hostAll.String()
+		c.VPPHostSubnetOneNodePrefixLen = st.hostThis.Bits()
+		c.VxlanCIDR = st.vxlan.String()
+		c.NodeInterconnectCIDR = ""
+		if st.nodeIC.IsValid() {
+			c.NodeInterconnectCIDR = st.nodeIC.String()
+		}
+	})
+	return c
+}
+
+func (p *Plugin) allocationsHandler(f *rest.Formatter) http.HandlerFunc {
+	return func(w http.ResponseWriter, _ *http.Request) {
+		f.JSON(w, http.StatusOK, p.allocations())
+	}
+}
+
+// allocations lists this node's pod addresses sorted by namespace and name.
+func (p *Plugin) allocations() Allocations {
+	var out Allocations
+	p.read(func(st *state) {
+		add := func(ns, name, ip string) {
+			out.Pods = append(out.Pods, PodAllocation{PodID: PodName{Name: name, Namespace: ns}, MainIP: ip})
+		}
+		st.pool.Range(func(id podmodel.ID, a netip.Addr) bool {
+			add(id.Namespace, id.Name, a.String())
+			return true
+		})
+		for id, a := range st.external {
+			add(id.Namespace, id.Name, a.String())
+		}
+	})
+	sort.Slice(out.Pods, func(i, j int) bool {
+		a, b := out.Pods[i].PodID, out.Pods[j].PodID
+		if a.Namespace != b.Namespace {
+			return a.Namespace < b.Namespace
+		}
+		return a.Name < b.Name
+	})
+	return out
+}

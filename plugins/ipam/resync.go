@@ -1,0 +1,122 @@
+package ipam
+
+import (
+	"errors"
+	"fmt"
+	"math/big"
+	"net"
+	"net/netip"
+
+	"github.com/contiv-ipam/agent/plugins/contivconf"
+	"github.com/contiv-ipam/agent/plugins/controller/api"
+	"github.com/contiv-ipam/agent/plugins/ipam/ipalloc"
+	"github.com/contiv-ipam/agent/plugins/ksr/model/node"
+	podmodel "github.com/contiv-ipam/agent/plugins/ksr/model/pod"
+)
+
+// buildState derives every subnet and address of this node from the
+// config, the node ID and (with external IPAM) the Kubernetes node's pod
+// CIDR. Every error names the value at fault.
+func buildState(cfg *contivconf.IPAMConfig, id uint32, name string, gw netip.Addr, ks api.KubeStateData) (*state, error) {
+	if id == 0 {
+		return nil, errors.New("this node has no node ID (nodesync did not assign one)")
+	}
+	st := &state{nodeID: id, nodeName: name, cfg: cfg, gateway: gw, external: map[podmodel.ID]netip.Addr{}}
+	var err error
+	if st.podAll, err = prefixOf("podSubnetCIDR", cfg.PodSubnetCIDR); err != nil {
+		return nil, err
+	}
+	if st.podThis, err = podSubnetThisNode(cfg, st.podAll, id, name, ks); err != nil {
+		return nil, err
+	}
+	if err = st.initPodAddresses(); err != nil {
+		return nil, err
+	}
+	if err = st.initHostInterconnect(cfg, id); err != nil {
+		return nil, err
+	}
+	if st.service, err = prefixOf("serviceCIDR", cfg.ServiceCIDR); err != nil {
+		return nil, err
+	}
+	if st.vxlan, err = prefixOf("vxlanCIDR", cfg.VxlanCIDR); err != nil {
+		return nil, err
+	}
+	if cfg.NodeInterconnectCIDR != nil {
+		if st.nodeIC, err = prefixOf("nodeInterconnectCIDR", cfg.NodeInterconnectCIDR); err != nil {
+			return nil, err
+		}
+	}
+	return st, nil
+}
+
+// prefixOf converts a configured subnet; key names it in errors.
+func prefixOf(key string, n *net.IPNet) (netip.Prefix, error) {
+	p, ok := toPrefix(n)
+	if !ok {
+		return netip.Prefix{}, fmt.Errorf("ipamConfig.%s %v: not a valid subnet", key, n)
+	}
+	return p, nil
+}
+
+// podSubnetThisNode is the node's slice of the pod subnet, or with external
+// IPAM the Kubernetes node's pod CIDR when it has one (spec §2.4.6).
+func podSubnetThisNode(cfg *contivconf.IPAMConfig, all netip.Prefix, id uint32, name string, ks api.KubeStateData) (netip.Prefix, error) {
+	if cfg.UseExternalIPAM {
+		if n, ok := ks[nodeResource][node.Key(name)].(*node.Node); ok && n.GetPod_CIDR() != "" {
+			p, err := netip.ParsePrefix(n.GetPod_CIDR())
+			if err != nil {
+				return netip.Prefix{}, fmt.Errorf("pod_CIDR %q of Kubernetes node %q: %w", n.GetPod_CIDR(), name, err)
+			}
+			return p.Masked(), nil
+		}
+	}
+	sub, err := dissect(all, int(cfg.PodSubnetOneNodePrefixLen), id)
+	if err != nil {
+		return netip.Prefix{}, fmt.Errorf("pod subnet of node ID %d: %w", id, err)
+	}
+	return sub, nil
+}
+
+// initPodAddresses sets the gateway (host 1), the NAT loopback (the address
+// before the last) and an empty pool between them. Errors are returned,
+// never swallowed (spec §2.16 bug 4).
+func (st *state) initPodAddresses() error {
+	if hostBits(st.podThis) < 2 {
+		return fmt.Errorf("pod subnet %s of this node is too small: it needs at least 4 addresses (network, gateway, NAT loopback, broadcast)", st.podThis)
+	}
+	gw, err := hostAt(st.podThis, big.NewInt(1))
+	if err != nil {
+		return fmt.Errorf("gateway of pod subnet %s: %w", st.podThis, err)
+	}
+	st.podGW, st.natLoop = gw, lastAddr(st.podThis).Prev()
+	pool, err := ipalloc.NewKeyed[podmodel.ID](ipalloc.Config{Prefix: st.podThis, ReserveLow: 2, ReserveHigh: 2})
+	if err != nil {
+		return fmt.Errorf("pod address pool of %s: %w", st.podThis, err)
+	}
+	st.pool = pool
+	return nil
+}
+
+// initHostInterconnect cuts this node's VPP-to-host subnet; VPP takes host
+// 1 and Linux host 2.
+func (st *state) initHostInterconnect(cfg *contivconf.IPAMConfig, id uint32) error {
+	var err error
+	if st.hostAll, err = prefixOf("vppHostSubnetCIDR", cfg.VPPHostSubnetCIDR); err != nil {
+		return err
+	}
+	if st.hostThis, err = dissect(st.hostAll, int(cfg.VPPHostSubnetOneNodePrefixLen), id); err != nil {
+		return fmt.Errorf("VPP-host subnet of node ID %d: %w", id, err)
+	}
+	if hostBits(st.hostThis) < 2 {
+		return fmt.Errorf("VPP-host subnet %s of this node has no room for two host addresses", st.hostThis)
+	}
+	st.hostVPP, _ = hostAt(st.hostThis, big.NewInt(1))
+	st.hostLnx, _ = hostAt(st.hostThis, big.NewInt(2))
+	return nil
+}
+
+// Resource keywords of the Kubernetes state IPAM reads.
+const (
+	nodeResource = "node"
+	podResource  = "pod"
+)
