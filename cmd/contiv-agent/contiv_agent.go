@@ -130,7 +130,7 @@ func (a *ContivAgent) AfterInit() error {
 	}
 	base := scheme + "://" + addr
 	a.Log.Info("agent ready", "label", label,
-		"rest", base+"/", "readiness", base+"/readiness", "metrics", base+"/metrics")
+		"rest", base+"/", "ipam", base+ipam.IPAMPath, "readiness", base+"/readiness", "metrics", base+"/metrics")
 	return nil
 }
 

@@ -130,7 +130,7 @@ func startStack(t *testing.T, etcdCfg etcd.Config, boltPath string) *stack {
 func fastEtcd(endpoint string) etcd.Config {
 	c := etcd.DefaultConfig()
 	c.Endpoints = []string{endpoint}
-	c.DialTimeout = 300 * time.Millisecond
+	c.DialTimeout = 3 * time.Second
 	c.ReconnectInterval = 100 * time.Millisecond
 	c.ProbeInterval = 100 * time.Millisecond
 	return c
