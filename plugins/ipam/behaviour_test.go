@@ -31,7 +31,7 @@ func (noFile) LoadValue(any) (bool, error) { return false, nil }
 func (noFile) GetConfigName() string       { return "" }
 
 // openBolt opens a real bolt file at path.
-func openBolt(t *testing.T, path string) *bolt.Plugin {
+func openBolt(t testing.TB, path string) *bolt.Plugin {
 	t.Helper()
 	c := bolt.DefaultConfig()
 	c.DBPath = path
