@@ -423,3 +423,22 @@ func TestFailedAllocationsAreCounted(t *testing.T) {
 	}
 	g.Expect(testutil.ToFloat64(failures(t, reg))).To(Equal(1.0))
 }
+
+func TestRESTWithoutNodeInterconnectAnswers500(t *testing.T) {
+	g := NewWithT(t)
+	srv := resttest.New(t)
+	conf, err := newContivConf(t, "ipamConfig:\n  vxlanCIDR: 192.168.30.0/24\n")
+	g.Expect(err).NotTo(HaveOccurred())
+	ns := &fakeNodeSync{}
+	ns.id.Store(1)
+	i := ipam.NewPlugin(ipam.UseDeps(func(d *ipam.Deps) {
+		d.Log, d.ContivConf, d.NodeSync, d.ServiceLabel, d.HTTP = quietLog(), conf, ns, fakeLabel{thisNode}, srv.Plugin
+	}))
+	g.Expect(i.Init()).To(Succeed())
+	g.Expect(i.Resync(&api.DBResync{}, api.KubeStateData{}, 1, nil)).To(Succeed())
+	status, body := srv.Get(ipam.IPAMPath)
+	g.Expect(status).To(Equal(http.StatusInternalServerError))
+	g.Expect(body).To(ContainSubstring("Error getting node IP"))
+	_, _, err = i.NodeIPAddress(1)
+	g.Expect(err).To(MatchError(ipam.ErrUndefined))
+}

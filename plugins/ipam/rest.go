@@ -46,6 +46,11 @@ type Allocations struct {
 	Pods []PodAllocation `json:"Pods"`
 }
 
+// errNodeIP is Contiv's reply when the node IP cannot be computed.
+//
+//lint:ignore ST1005 the text of Contiv's REST API, which clients match
+var errNodeIP = errors.New("Error getting node IP")
+
 func (p *Plugin) registerHandlers() {
 	rest.RegisterDescribed(p.HTTP, IPAMPath,
 		"this node's IPAM: node ID and name, node IP, pod subnet, VPP-host subnet, effective ipamConfig",
@@ -62,7 +67,7 @@ func (p *Plugin) ipamHandler(f *rest.Formatter) http.HandlerFunc {
 		}
 		info := p.nodeInfo()
 		if info.NodeIP == "" {
-			f.Error(w, http.StatusInternalServerError, errors.New("Error getting node IP"))
+			f.Error(w, http.StatusInternalServerError, errNodeIP)
 			return
 		}
 		f.JSON(w, http.StatusOK, info)
