@@ -80,7 +80,7 @@ func (c *chunk) each(base uint64, fn func(i uint64) bool) bool {
 	for w, word := range c.words {
 		for word != 0 {
 			b := uint64(bits.TrailingZeros64(word))
-			if !fn(base + uint64(w)<<6 | b) {
+			if !fn(base + uint64(w)<<6 + b) {
 				return false
 			}
 			word &= word - 1

@@ -32,11 +32,12 @@
 // pool is 99 % full. A window of up to 2^20 addresses is dense (a slice of
 // chunks, 528 bytes per 4096 addresses); a bigger one is sparse: a map
 // holds only the chunks with a taken address and drops a chunk when it
-// empties, so memory follows what is allocated (about 528 bytes per 4096
-// consecutive addresses in use), not the size of the prefix. Allocate,
-// AllocateAddr and Release and their offset forms do not allocate memory,
-// except the sparse form when an allocation opens a chunk and no emptied
-// chunk is kept for reuse.
+// empties, so memory follows what is allocated, not the size of the
+// prefix (a /64 with 1000 addresses in use holds about 1.1 KiB; addresses
+// scattered over the prefix cost up to one chunk each). Allocate,
+// AllocateAddr and Release and their offset forms allocate no memory on a
+// dense pool; on a sparse one only when an allocation opens a chunk and
+// none of the few emptied chunks kept for reuse is left, or the map grows.
 //
 // # Caller duties
 //

@@ -29,8 +29,13 @@ var fuzzPrefixes = []netip.Prefix{
 	netip.MustParsePrefix("fe80::/100"),
 }
 
-// maxFuzzOps bounds the operations decoded from one input.
-const maxFuzzOps = 4096
+// maxFuzzOps bounds the operations decoded from one input, and
+// maxFuzzSteps the single operations they expand to (opFill), so that one
+// input runs in milliseconds.
+const (
+	maxFuzzOps   = 4096
+	maxFuzzSteps = 16384
+)
 
 // harnessFrom builds a harness from the first bytes of data: the prefix,
 // ReserveLow and ReserveHigh, and up to three reserved addresses. It
@@ -140,7 +145,7 @@ func FuzzPool(f *testing.F) {
 		if !ok {
 			return
 		}
-		for i := 0; i+1 < len(rest) && i < 2*maxFuzzOps; i += 2 {
+		for i := 0; i+1 < len(rest) && i < 2*maxFuzzOps && h.steps < maxFuzzSteps; i += 2 {
 			if err := h.step(opFrom(rest[i], rest[i+1], h.m)); err != nil {
 				t.Fatal(err)
 			}
@@ -282,4 +287,48 @@ func cloneModel(m *model) *model {
 	c := *m
 	c.taken = maps.Clone(m.taken)
 	return &c
+}
+
+// FuzzConfig builds pools from arbitrary prefixes and reservations and
+// checks New against the model (accepted or not, Size, the window edges)
+// and the address arithmetic (AddrAt and OffsetOf are inverse).
+func FuzzConfig(f *testing.F) {
+	f.Add([]byte{10, 0, 0, 0}, 24, uint64(2), uint64(2), uint64(7))
+	f.Add([]byte{0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1}, 64, uint64(2), uint64(2), uint64(1<<63))
+	f.Add([]byte{0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1}, 3, uint64(0), uint64(1<<63), allOnes)
+	f.Add([]byte{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 0, 0, 1}, 120, uint64(0), uint64(0), uint64(3))
+	f.Fuzz(func(t *testing.T, ip []byte, bits int, lo, hi, off uint64) {
+		a, ok := netip.AddrFromSlice(ip)
+		if !ok {
+			return
+		}
+		cfg := Config{Prefix: netip.PrefixFrom(a, bits), ReserveLow: lo, ReserveHigh: hi,
+			Reserved: []netip.Addr{a, a.Next(), a.Prev(), a.Unmap()}}
+		m, mok := newModel(cfg)
+		p, err := New(cfg)
+		if mok != (err == nil) {
+			t.Fatalf("New(%+v): %v, model accepts: %v", cfg, err, mok)
+		}
+		if err != nil {
+			return
+		}
+		if p.Size() != m.size || p.Used()+p.Free() != p.Size() {
+			t.Fatalf("Size %d Free %d, model %d", p.Size(), p.Free(), m.size)
+		}
+		if !p.Contains(p.AddrAt(m.lo)) || !p.Contains(p.AddrAt(m.hi)) {
+			t.Fatalf("window [%d, %d] not contained", m.lo, m.hi)
+		}
+		if b := p.AddrAt(off); b.IsValid() {
+			if got, ok := p.OffsetOf(b); !ok || got != off || !p.Prefix().Contains(b) {
+				t.Fatalf("OffsetOf(AddrAt(%d) = %s) = %d, %v", off, b, got, ok)
+			}
+		} else if off <= m.top {
+			t.Fatalf("AddrAt(%d) invalid, top %d", off, m.top)
+		}
+		got, err := p.Allocate()
+		want, merr := m.allocate()
+		if errKind(err) != errKind(merr) || (err == nil && got != p.AddrAt(want)) {
+			t.Fatalf("Allocate = %s %v, model %d %v", got, err, want, merr)
+		}
+	})
 }

@@ -28,9 +28,10 @@ func newKeyed[K comparable](p *Pool) *Keyed[K] {
 }
 
 // Pool returns the underlying pool, for queries (Size, Used, Contains,
-// Cursor) and SetCursor. Allocating or releasing through it bypasses the
-// index: an address allocated there has no owner, and one released there
-// keeps its owner until Unassign.
+// Cursor) and SetCursor. Do not allocate or release through it: that
+// bypasses the index. An address allocated there has no owner (Range skips
+// it, AssignAddr finds it taken); an owned address released there keeps its
+// owner, and Unassign later releases it again, from whoever holds it then.
 func (k *Keyed[K]) Pool() *Pool {
 	if k == nil {
 		return nil
@@ -124,6 +125,9 @@ func (k *Keyed[K]) Len() int {
 // Range calls fn with every key and its address in ascending address order
 // until fn returns false. fn must not modify the pool.
 func (k *Keyed[K]) Range(fn func(K, netip.Addr) bool) {
+	if fn == nil {
+		return
+	}
 	k.Pool().rangeOffsets(func(off uint64) bool {
 		key, ok := k.byOff[off]
 		return !ok || fn(key, k.pool.AddrAt(off))

@@ -243,13 +243,16 @@ func (p *Pool) Free() uint64 { return p.Size() - p.Used() }
 // Range calls fn with every allocated address in ascending order until fn
 // returns false. fn must not modify the pool.
 func (p *Pool) Range(fn func(netip.Addr) bool) {
+	if fn == nil {
+		return
+	}
 	p.rangeOffsets(func(off uint64) bool { return fn(p.addr(off)) })
 }
 
 // rangeOffsets calls fn with the offset of every allocated address in
 // ascending order until fn returns false.
 func (p *Pool) rangeOffsets(fn func(off uint64) bool) {
-	if !p.ready() {
+	if !p.ready() || fn == nil {
 		return
 	}
 	p.bits.each(func(i uint64) bool {
