@@ -47,13 +47,14 @@ func (p *Plugin) Resync(ev api.Event, ks api.KubeStateData, resyncCount int, _ a
 	if err != nil {
 		return api.NewFatalError(fmt.Errorf("ipam resync: %w", err))
 	}
+	// Log before publishing: st is shared with API callers from then on.
+	p.Log.Info("ipam initialised", "node-id", st.nodeID, "pod-subnet", st.podThis.String(),
+		"gateway", st.podGW.String(), "vpp-host-subnet", st.hostThis.String(),
+		"allocated", st.pool.Len()+len(st.external), "event", ev.GetName())
 	p.mu.Lock()
 	p.st = st
 	p.mu.Unlock()
 	p.tidyRecords(stale, learned)
-	p.Log.Info("ipam initialised", "node-id", st.nodeID, "pod-subnet", st.podThis.String(),
-		"gateway", st.podGW.String(), "vpp-host-subnet", st.hostThis.String(),
-		"allocated", st.pool.Len()+len(st.external), "event", ev.GetName())
 	return nil
 }
 
