@@ -362,6 +362,7 @@ func TestPoolMatchesModel(t *testing.T) {
 			if err := h.check(); err != nil {
 				t.Fatal(err)
 			}
+			t.Logf("%d steps, %d of %d allocated at the end", h.steps, len(m.taken), m.size)
 		})
 	}
 }
