@@ -32,32 +32,51 @@ func noEnv(string) (string, bool) { return "", false }
 // stack is a whole agent minus the binary: etcd client, bolt, contivconf,
 // nodesync, ipam and the controller, on a real etcd.
 type stack struct {
-	ipam *ipam.Plugin
+	agent *agent.Agent
+	ipam  *ipam.Plugin
 	ctrl *controller.Plugin
 	http *resttest.Server
 }
 
 func startStack(t *testing.T, endpoint, yaml string) *stack {
 	t.Helper()
+	return startStackWith(t, stackOpts{endpoint: endpoint, yaml: yaml})
+}
+
+// stackOpts tune startStackWith.
+type stackOpts struct {
+	endpoint, yaml string
+	boltPath       string // "" = a fresh file
+	etcdDown       bool   // etcd is down: start anyway, resync from the bolt mirror
+}
+
+func startStackWith(t *testing.T, o stackOpts) *stack {
+	t.Helper()
+	endpoint, yaml := o.endpoint, o.yaml
 	ec := etcd.DefaultConfig()
 	ec.Endpoints = []string{endpoint}
+	if o.etcdDown {
+		ec.AllowDelayedStart = true
+		ec.DialTimeout = 300 * time.Millisecond
+	}
 	etcdP := etcd.NewPlugin(etcd.UseConf(ec), etcd.UseEnv(noEnv), etcd.UseDeps(func(d *etcd.Deps) {
 		d.Cfg, d.Log = noFile{}, quietLog()
 	}))
 	bc := bolt.DefaultConfig()
-	bc.DBPath = filepath.Join(t.TempDir(), "bolt.db")
+	bc.DBPath = o.boltPath
+	if bc.DBPath == "" {
+		bc.DBPath = filepath.Join(t.TempDir(), "bolt.db")
+	}
 	boltP := bolt.NewPlugin(bolt.UseConf(bc), bolt.UseDeps(func(d *bolt.Deps) { d.Cfg, d.Log = noFile{}, quietLog() }))
 	label := servicelabel.NewPlugin(servicelabel.UseLabel(thisNode), servicelabel.UseDeps(func(d *servicelabel.Deps) { d.Log = quietLog() }))
 	s := &stack{http: resttest.New(t)}
-	s.ctrl = controller.NewPlugin(controller.UseDeps(func(d *controller.Deps) {
+	cc := controller.DefaultConfig()
+	cc.DelayLocalResync = 300 * time.Millisecond
+	s.ctrl = controller.NewPlugin(controller.UseConf(cc), controller.UseDeps(func(d *controller.Deps) {
 		d.Cfg, d.Log = noFile{}, quietLog()
 		d.RemoteDB, d.LocalDB, d.HTTP = etcdP, boltP, s.http.Plugin
 	}))
-	cc := contivconf.DefaultConfig()
-	if err := config.Decode([]byte(yaml), &cc, "test contiv.conf"); err != nil {
-		t.Fatal(err)
-	}
-	conf := contivconf.NewPlugin(contivconf.UseConf(cc), contivconf.UseDeps(func(d *contivconf.Deps) {
+	conf := contivconf.NewPlugin(contivconf.UseConf(decodeContivConf(t, yaml)), contivconf.UseDeps(func(d *contivconf.Deps) {
 		d.Log, d.ServiceLabel, d.EventLoop = quietLog(), label, s.ctrl
 	}))
 	ns := nodesync.NewPlugin(nodesync.UseDeps(func(d *nodesync.Deps) {
@@ -75,8 +94,18 @@ func startStack(t *testing.T, endpoint, yaml string) *stack {
 	if err := a.Start(); err != nil {
 		t.Fatal(err)
 	}
+	s.agent = a
 	t.Cleanup(func() { _ = a.Stop() })
 	return s
+}
+
+func decodeContivConf(t *testing.T, yaml string) contivconf.Config {
+	t.Helper()
+	cc := contivconf.DefaultConfig()
+	if err := config.Decode([]byte(yaml), &cc, "test contiv.conf"); err != nil {
+		t.Fatal(err)
+	}
+	return cc
 }
 
 func putNodeRecord(t *testing.T, srv *etcdtest.Server, podCIDR string) {
@@ -157,4 +186,34 @@ func TestNodeIDFromEtcdDecidesTheAddresses(t *testing.T) {
 	_, err = srv.Client(t).Delete(ctx, key)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Eventually(func() bool { return s.ipam.GetPodIP(pod1) == nil }, 10*time.Second).Should(BeTrue())
+}
+
+// An agent restarted while etcd is down resyncs from the bolt mirror: it
+// keeps its node ID (from the mirrored vppnode record), its addresses and
+// its pod allocations, and serves them.
+func TestRestartWithEtcdDownKeepsTheNodeAndItsPods(t *testing.T) {
+	g := NewWithT(t)
+	srv := etcdtest.Start(t)
+	ctx := context.Background()
+	_, err := srv.Client(t).Put(ctx, codec.KSRPrefix+"allocatedIDs/1", `{"id":1,"name":"other"}`)
+	g.Expect(err).NotTo(HaveOccurred())
+	boltPath := filepath.Join(t.TempDir(), "bolt.db")
+	yaml := "ipamConfig:\n  nodeInterconnectCIDR: 192.168.16.0/24\n"
+	first := startStackWith(t, stackOpts{endpoint: srv.Endpoint(), yaml: yaml, boltPath: boltPath})
+	g.Eventually(first.podSubnet, 10*time.Second).Should(Equal("10.1.2.0/24"))
+	ip, err := first.ipam.AllocatePodIP(pod1, "", "")
+	g.Expect(err).NotTo(HaveOccurred())
+	// The mirror holds this node's vppnode record once the watcher saw it.
+	g.Eventually(func() string {
+		_, b := first.http.Get(controller.EventHistoryPath)
+		return b
+	}, 10*time.Second).Should(ContainSubstring("allocatedIDs/2"))
+	g.Expect(first.agent.Stop()).To(Succeed())
+	srv.Stop()
+
+	second := startStackWith(t, stackOpts{endpoint: srv.Endpoint(), yaml: yaml, boltPath: boltPath, etcdDown: true})
+	g.Eventually(second.podSubnet, 10*time.Second).Should(Equal("10.1.2.0/24"))
+	g.Expect(second.ipam.GetPodIP(pod1).IP).To(Equal(ip))
+	_, body := second.http.Get(controller.EventHistoryPath)
+	g.Expect(body).To(ContainSubstring("DB Resync (local DB"))
 }

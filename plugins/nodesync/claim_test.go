@@ -177,3 +177,27 @@ func TestClaimWithEtcdDownFailsThenTheNextResyncClaims(t *testing.T) {
 	g.Eventually(func() error { return resync(p, nil) }, 10*time.Second, 100*time.Millisecond).Should(Succeed())
 	g.Expect(p.GetNodeID()).To(Equal(uint32(2)))
 }
+
+// A restarted agent whose etcd is down starts from the bolt mirror: its
+// record there gives its ID back; without a record it cannot claim one.
+func TestLocalResyncTakesTheIDFromTheMirror(t *testing.T) {
+	g := NewWithT(t)
+	down := &fakeStore{listErr: errBoom, txnErr: errBoom}
+	ks := api.KubeStateData{"vppnode": {
+		vppnode.Key(7): &vppnode.VppNode{Id: 7, Name: "node-x"},
+		vppnode.Key(2): &vppnode.VppNode{Id: 2, Name: "other"},
+	}}
+	p := newPlugin(t, "node-x", down, &loop{})
+	g.Expect(p.Resync(&api.DBResync{Local: true, KubeState: ks}, ks, 1, nil)).To(Succeed())
+	g.Expect(p.GetNodeID()).To(Equal(uint32(7)))
+	g.Expect(p.GetAllNodes()).To(HaveKey("other"))
+
+	remote := newPlugin(t, "node-x", down, &loop{})
+	err := remote.Resync(&api.DBResync{KubeState: ks}, ks, 1, nil)
+	g.Expect(api.IsFatal(err)).To(BeTrue(), "a remote resync claims in etcd, which is down")
+
+	fresh := newPlugin(t, "node-new", down, &loop{})
+	err = fresh.Resync(&api.DBResync{Local: true, KubeState: ks}, ks, 1, nil)
+	g.Expect(api.IsFatal(err)).To(BeTrue(), "no record in the mirror: an ID needs etcd")
+	g.Expect(fresh.GetNodeID()).To(BeZero())
+}

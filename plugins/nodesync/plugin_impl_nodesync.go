@@ -144,7 +144,7 @@ func (p *Plugin) isOwnRecord(ksc *api.KubeStateChange) bool {
 
 // Resync rebuilds the registry from the kube state and, while this node
 // has no ID, claims one. Claim errors are api.FatalError.
-func (p *Plugin) Resync(_ api.Event, ks api.KubeStateData, resyncCount int, _ api.ResyncOperations) error {
+func (p *Plugin) Resync(ev api.Event, ks api.KubeStateData, resyncCount int, _ api.ResyncOperations) error {
 	nodes := p.buildNodes(ks)
 	me := nodes[p.name]
 	if me == nil {
@@ -152,6 +152,14 @@ func (p *Plugin) Resync(_ api.Event, ks api.KubeStateData, resyncCount int, _ ap
 		nodes[p.name] = me
 	}
 	id := p.nodeID.Load()
+	if id == 0 && me.ID != 0 && isLocalResync(ev) {
+		// etcd is unreachable and the bolt mirror of the kube state holds
+		// this node's record: that ID was claimed in etcd before.
+		p.Log.Warn("etcd unreachable: node ID taken from the local mirror of the kube state",
+			"node", p.name, "node-id", me.ID)
+		id = me.ID
+		p.nodeID.Store(id)
+	}
 	if id == 0 {
 		claimed, rec, err := p.claimNodeID()
 		if err != nil {
@@ -215,3 +223,9 @@ func (p *Plugin) Update(ev api.Event, _ api.UpdateOperations) (string, error) {
 
 // Revert does nothing: NodeUpdate and KubeStateChange are BestEffort.
 func (p *Plugin) Revert(api.Event) error { return nil }
+
+// isLocalResync tells whether ev is a DB resync from the local mirror.
+func isLocalResync(ev api.Event) bool {
+	db, ok := ev.(*api.DBResync)
+	return ok && db.Local
+}
