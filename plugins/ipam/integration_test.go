@@ -34,8 +34,8 @@ func noEnv(string) (string, bool) { return "", false }
 type stack struct {
 	agent *agent.Agent
 	ipam  *ipam.Plugin
-	ctrl *controller.Plugin
-	http *resttest.Server
+	ctrl  *controller.Plugin
+	http  *resttest.Server
 }
 
 func startStack(t *testing.T, endpoint, yaml string) *stack {
