@@ -57,7 +57,7 @@
 //
 // # Errors
 //
-// Conditions that callers branch on are the sentinels ErrFull,
+// Conditions that callers branch on are the sentinels ErrPoolExhausted,
 // ErrOutOfRange, ErrReserved, ErrTaken and ErrNotAllocated, always wrapped
 // with the address or offset and the prefix; use errors.Is. No input makes
 // the package panic: the zero Pool, a nil *Pool and invalid addresses give

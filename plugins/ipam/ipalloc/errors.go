@@ -9,8 +9,8 @@ import (
 // conditions wraps the sentinel with %w and names the address or offset and
 // the prefix, so callers branch with errors.Is and log the message as is.
 var (
-	// ErrFull means that every allocatable address of the pool is taken.
-	ErrFull = errors.New("pool is full")
+	// ErrPoolExhausted means that every allocatable address of the pool is taken.
+	ErrPoolExhausted = errors.New("pool is full")
 	// ErrOutOfRange means that the address or offset is not inside the
 	// allocatable window of the pool (outside the prefix, in the ReserveLow
 	// or ReserveHigh part, beyond the 2^64 cap, or the pool is the zero

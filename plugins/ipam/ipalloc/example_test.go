@@ -27,7 +27,7 @@ func Example() {
 	_ = p.AllocateAddr(netip.MustParseAddr("1.2.128.13"))
 	d, _ := p.Allocate() // wrapped around
 	_, err = p.Allocate()
-	fmt.Println(d, errors.Is(err, ipalloc.ErrFull))
+	fmt.Println(d, errors.Is(err, ipalloc.ErrPoolExhausted))
 	// Output:
 	// 1.2.128.10 1.2.128.11 1.2.128.12 2 4
 	// 1.2.128.11 true

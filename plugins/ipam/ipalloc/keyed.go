@@ -40,7 +40,7 @@ func (k *Keyed[K]) Pool() *Pool {
 }
 
 // Assign gives key an address: the one it already holds (existed is true),
-// or the next one from the pool (the error wraps ErrFull when none is
+// or the next one from the pool (the error wraps ErrPoolExhausted when none is
 // free).
 func (k *Keyed[K]) Assign(key K) (addr netip.Addr, existed bool, err error) {
 	if off, ok := k.lookup(key); ok {

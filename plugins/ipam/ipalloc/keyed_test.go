@@ -55,7 +55,7 @@ func TestKeyedAssign(t *testing.T) {
 			g.Expect(assign("pod4", false)).To(Equal(addr(tc.want[3])))
 			g.Expect(assign("pod2", false)).To(Equal(addr(tc.want[4])))
 			_, _, err := k.Assign(podKey{"default", "pod5"})
-			g.Expect(err).To(MatchError(ErrFull))
+			g.Expect(err).To(MatchError(ErrPoolExhausted))
 			g.Expect(k.Len()).To(Equal(4))
 			g.Expect(k.Pool().Used()).To(Equal(uint64(4)))
 
@@ -180,7 +180,7 @@ func TestKeyedZero(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			g := NewWithT(t)
 			_, _, err := k.Assign("a")
-			g.Expect(err).To(MatchError(ErrFull))
+			g.Expect(err).To(MatchError(ErrPoolExhausted))
 			g.Expect(k.AssignAddr("a", addr("10.0.0.1"))).To(MatchError(ErrOutOfRange))
 			_, ok := k.Unassign("a")
 			g.Expect(ok).To(BeFalse())

@@ -61,7 +61,7 @@ func TestLargeDenseAndSparse(t *testing.T) {
 				}
 			}
 			_, err = p.AllocateOffset()
-			g.Expect(err).To(MatchError(ErrFull))
+			g.Expect(err).To(MatchError(ErrPoolExhausted))
 			for _, off := range []uint64{1<<20 - 3, 2, 1 << 19, 1<<18 + 77} {
 				g.Expect(p.ReleaseOffset(off)).To(Succeed())
 				g.Expect(p.SetCursor(p.AddrAt(off + 1))).To(Succeed())

@@ -76,7 +76,7 @@ func (m *model) next(off uint64) uint64 {
 
 func (m *model) allocate() (uint64, error) {
 	if uint64(len(m.taken)) >= m.size {
-		return 0, ErrFull
+		return 0, ErrPoolExhausted
 	}
 	off := m.next(m.cursor)
 	for m.taken[off] || m.reserved[off] {
@@ -135,7 +135,7 @@ func errKind(err error) string {
 	for _, s := range []struct {
 		err  error
 		name string
-	}{{ErrFull, "full"}, {ErrOutOfRange, "range"}, {ErrReserved, "reserved"}, {ErrTaken, "taken"}, {ErrNotAllocated, "notalloc"}} {
+	}{{ErrPoolExhausted, "full"}, {ErrOutOfRange, "range"}, {ErrReserved, "reserved"}, {ErrTaken, "taken"}, {ErrNotAllocated, "notalloc"}} {
 		if errors.Is(err, s.err) {
 			kinds = append(kinds, s.name)
 		}

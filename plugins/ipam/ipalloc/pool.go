@@ -8,7 +8,7 @@ import (
 
 // Pool hands out the addresses of one prefix, next-fit. It is not safe for
 // concurrent use: its owner serialises every call. The zero Pool (and a nil
-// *Pool) is an empty pool: Size is 0, Allocate returns ErrFull and every
+// *Pool) is an empty pool: Size is 0, Allocate returns ErrPoolExhausted and every
 // address is out of range.
 type Pool struct {
 	base
@@ -65,7 +65,7 @@ func (p *Pool) Prefix() netip.Prefix {
 
 // Allocate hands out the first free address after the cursor, wrapping
 // around at the end of the window, and moves the cursor to it. It returns
-// an error wrapping ErrFull when no address is free.
+// an error wrapping ErrPoolExhausted when no address is free.
 func (p *Pool) Allocate() (netip.Addr, error) {
 	off, err := p.AllocateOffset()
 	if err != nil {
@@ -104,7 +104,7 @@ func (p *Pool) start() uint64 {
 }
 
 func (p *Pool) errFull() error {
-	return fmt.Errorf("allocate in %s (%d addresses): %w", p.Prefix(), p.Size(), ErrFull)
+	return fmt.Errorf("allocate in %s (%d addresses): %w", p.Prefix(), p.Size(), ErrPoolExhausted)
 }
 
 // AllocateAddr claims the address a, which must be inside the window, not

@@ -29,7 +29,7 @@ func allocateAll(t *testing.T, p *Pool) []netip.Addr {
 	var out []netip.Addr
 	for {
 		a, err := p.Allocate()
-		if errors.Is(err, ErrFull) {
+		if errors.Is(err, ErrPoolExhausted) {
 			return out
 		}
 		if err != nil {
@@ -141,7 +141,7 @@ func TestNextFit(t *testing.T) {
 				g.Expect(next()).To(Equal(addr(tc.want[3])))
 				g.Expect(next()).To(Equal(addr(tc.want[4])), "wrapped around")
 				_, err = p.Allocate()
-				g.Expect(err).To(MatchError(ErrFull))
+				g.Expect(err).To(MatchError(ErrPoolExhausted))
 				g.Expect(err.Error()).To(ContainSubstring(p.Prefix().String()))
 				g.Expect(p.Used()).To(Equal(uint64(4)))
 				g.Expect(p.Free()).To(BeZero())
@@ -197,13 +197,13 @@ func TestFull(t *testing.T) {
 				g.Expect(got).To(HaveLen(tc.size))
 				g.Expect(p.Used()).To(Equal(p.Size()))
 				_, err = p.AllocateOffset()
-				g.Expect(err).To(MatchError(ErrFull))
+				g.Expect(err).To(MatchError(ErrPoolExhausted))
 				// Release one in the middle: it is the only one left.
 				mid := got[len(got)/2]
 				g.Expect(p.Release(mid)).To(Succeed())
 				g.Expect(p.Allocate()).To(Equal(mid))
 				_, err = p.Allocate()
-				g.Expect(err).To(MatchError(ErrFull))
+				g.Expect(err).To(MatchError(ErrPoolExhausted))
 			})
 		}
 	}
