@@ -172,3 +172,8 @@ func TestMetricsCountEventsByOutcome(t *testing.T) {
 func testutilCount(m *loopMetrics, event, outcome string) float64 {
 	return testutil.ToFloat64(m.events.WithLabelValues(event, outcome))
 }
+
+func TestEventHistoryBeforeInitIsEmpty(t *testing.T) {
+	g := NewWithT(t)
+	g.Expect(NewPlugin().EventHistory()).To(BeNil())
+}

@@ -162,8 +162,13 @@ func (p *Plugin) RequestResync() error {
 	return nil
 }
 
-// EventHistory returns the recorded events matching q.
-func (p *Plugin) EventHistory() []EventRecord { return p.loop.history.query(historyQuery{}) }
+// EventHistory returns every recorded event, oldest first; nil before Init.
+func (p *Plugin) EventHistory() []EventRecord {
+	if p.loop == nil {
+		return nil
+	}
+	return p.loop.history.query(historyQuery{})
+}
 
 // DesiredConfig returns what the southbound holds.
 func (p *Plugin) DesiredConfig() map[string]proto.Message { return p.Southbound.Dump() }
