@@ -154,7 +154,11 @@ ipamConfig:
 	g.Expect(s.ipam.GetPodIP(pod1)).To(BeNil(), "allocations re-initialised on the new CIDR")
 	g.Expect(s.ipam.PodGatewayIP().String()).To(Equal("10.1.8.1"))
 
-	_, body := s.http.Get(controller.EventHistoryPath)
+	// The event is recorded once its processing ended, just after IPAM
+	// switched to the new subnet.
+	history := func() string { _, b := s.http.Get(controller.EventHistoryPath); return b }
+	g.Eventually(history, 5*time.Second).Should(ContainSubstring(`"Name": "Pod CIDR Change"`))
+	body := history()
 	g.Expect(body).To(ContainSubstring(`"Name": "Node Update"`))
 	g.Expect(body).To(ContainSubstring(`"Name": "Pod CIDR Change"`))
 	g.Expect(body).To(ContainSubstring("LocalPodCIDR: 10.1.8.0/24"))
@@ -214,6 +218,6 @@ func TestRestartWithEtcdDownKeepsTheNodeAndItsPods(t *testing.T) {
 	second := startStackWith(t, stackOpts{endpoint: srv.Endpoint(), yaml: yaml, boltPath: boltPath, etcdDown: true})
 	g.Eventually(second.podSubnet, 10*time.Second).Should(Equal("10.1.2.0/24"))
 	g.Expect(second.ipam.GetPodIP(pod1).IP).To(Equal(ip))
-	_, body := second.http.Get(controller.EventHistoryPath)
-	g.Expect(body).To(ContainSubstring("DB Resync (local DB"))
+	g.Eventually(func() string { _, b := second.http.Get(controller.EventHistoryPath); return b }, 5*time.Second).
+		Should(ContainSubstring("DB Resync (local DB"))
 }
