@@ -236,3 +236,11 @@ func TestLoadValidatesAndNamesTheSource(t *testing.T) {
 	err = config.Load(config.ForPlugin("absent"), &c)
 	g.Expect(err).To(MatchError(ContainSubstring("config defaults: count 0")), "no file: the defaults are validated")
 }
+
+func TestNoFileKeepsTheDefaults(t *testing.T) {
+	v := struct{ A int }{A: 7}
+	found, err := config.NoFile.LoadValue(&v)
+	if found || err != nil || v.A != 7 || config.NoFile.GetConfigName() != "" {
+		t.Fatalf("NoFile: found=%v err=%v value=%d name=%q", found, err, v.A, config.NoFile.GetConfigName())
+	}
+}

@@ -200,3 +200,12 @@ func SourceName(pc PluginConfig) string {
 	}
 	return "defaults"
 }
+
+// NoFile is a PluginConfig without a file: LoadValue finds nothing and the
+// plugin keeps its defaults (or the config given with its UseConf option).
+var NoFile PluginConfig = noFile{}
+
+type noFile struct{}
+
+func (noFile) LoadValue(any) (bool, error) { return false, nil }
+func (noFile) GetConfigName() string       { return "" }

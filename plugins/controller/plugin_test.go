@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/contiv-ipam/agent/infra/agent"
+	"github.com/contiv-ipam/agent/infra/config"
 	"github.com/contiv-ipam/agent/infra/kvdb/bolt"
 	"github.com/contiv-ipam/agent/infra/kvdb/etcd"
 	"github.com/contiv-ipam/agent/infra/kvdb/etcd/etcdtest"
@@ -22,12 +23,6 @@ import (
 	"github.com/contiv-ipam/agent/plugins/ksr/model/codec"
 	"github.com/contiv-ipam/agent/plugins/ksr/model/node"
 )
-
-// noFile is a PluginConfig without a file.
-type noFile struct{}
-
-func (noFile) LoadValue(any) (bool, error) { return false, nil }
-func (noFile) GetConfigName() string       { return "" }
 
 func noEnv(string) (string, bool) { return "", false }
 
@@ -102,17 +97,17 @@ func startStack(t *testing.T, etcdCfg etcd.Config, boltPath string) *stack {
 	t.Helper()
 	s := &stack{rec: &recorder{}, http: resttest.New(t)}
 	s.etcd = etcd.NewPlugin(etcd.UseConf(etcdCfg), etcd.UseEnv(noEnv), etcd.UseDeps(func(d *etcd.Deps) {
-		d.Cfg, d.Log = noFile{}, quietLog()
+		d.Cfg, d.Log = config.NoFile, quietLog()
 	}))
 	bc := bolt.DefaultConfig()
 	bc.DBPath = boltPath
-	s.bolt = bolt.NewPlugin(bolt.UseConf(bc), bolt.UseDeps(func(d *bolt.Deps) { d.Cfg, d.Log = noFile{}, quietLog() }))
+	s.bolt = bolt.NewPlugin(bolt.UseConf(bc), bolt.UseDeps(func(d *bolt.Deps) { d.Cfg, d.Log = config.NoFile, quietLog() }))
 	cc := controller.DefaultConfig()
 	cc.DelayLocalResync = 300 * time.Millisecond
 	cc.StartupResyncDeadline = 20 * time.Second
 	s.ctrl = controller.NewPlugin(controller.UseConf(cc), controller.UseHandlers(s.rec),
 		controller.UseDeps(func(d *controller.Deps) {
-			d.Cfg, d.Log = noFile{}, quietLog()
+			d.Cfg, d.Log = config.NoFile, quietLog()
 			d.RemoteDB, d.LocalDB, d.HTTP = s.etcd, s.bolt, s.http.Plugin
 		}))
 	a, err := agent.NewAgent(agent.Plugins(s.etcd, s.bolt, s.ctrl), agent.Args(nil), agent.Logger(quietLog()))

@@ -54,7 +54,7 @@ func (p *Plugin) AllocatePodIP(podID podmodel.ID, ipamType, ipamData string) (ne
 		p.metrics.failed.Inc()
 		return nil, fmt.Errorf("pod %s: address %s not stored, allocation undone: %w", podID, a, err)
 	}
-	p.Log.Debug("pod IP allocated", "pod", podID.String(), "ip", a.String(), "ipam-type", ipamType)
+	p.Log.Debug("pod IP allocated", "pod", podID, "ip", a, "ipam-type", ipamType)
 	return toIP(a), nil
 }
 
@@ -165,13 +165,13 @@ func (p *Plugin) ReleasePodIP(podID podmodel.ID) error {
 	}
 	p.mu.Unlock()
 	if !ok {
-		p.Log.Debug("release of a pod without an IP", "pod", podID.String())
+		p.Log.Debug("release of a pod without an IP", "pod", podID)
 		return nil
 	}
 	if err := p.unpersist(podID); err != nil {
 		return fmt.Errorf("pod %s: address %s released but its record stays: %w", podID, a, err)
 	}
-	p.Log.Debug("pod IP released", "pod", podID.String(), "ip", a.String())
+	p.Log.Debug("pod IP released", "pod", podID, "ip", a)
 	return nil
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/contiv-ipam/agent/infra/config"
 	"github.com/contiv-ipam/agent/infra/kvdb"
 	"github.com/contiv-ipam/agent/infra/kvdb/bolt"
 	"github.com/contiv-ipam/agent/infra/rest/resttest"
@@ -24,18 +25,12 @@ import (
 	"github.com/contiv-ipam/agent/plugins/nodesync"
 )
 
-// noFile is a PluginConfig without a file.
-type noFile struct{}
-
-func (noFile) LoadValue(any) (bool, error) { return false, nil }
-func (noFile) GetConfigName() string       { return "" }
-
 // openBolt opens a real bolt file at path.
 func openBolt(t testing.TB, path string) *bolt.Plugin {
 	t.Helper()
 	c := bolt.DefaultConfig()
 	c.DBPath = path
-	b := bolt.NewPlugin(bolt.UseConf(c), bolt.UseDeps(func(d *bolt.Deps) { d.Cfg, d.Log = noFile{}, quietLog() }))
+	b := bolt.NewPlugin(bolt.UseConf(c), bolt.UseDeps(func(d *bolt.Deps) { d.Cfg, d.Log = config.NoFile, quietLog() }))
 	if err := b.Init(); err != nil {
 		t.Fatal(err)
 	}

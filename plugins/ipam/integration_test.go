@@ -19,7 +19,6 @@ import (
 	"github.com/contiv-ipam/agent/infra/servicelabel"
 	"github.com/contiv-ipam/agent/plugins/contivconf"
 	"github.com/contiv-ipam/agent/plugins/controller"
-	"github.com/contiv-ipam/agent/plugins/controller/api"
 	"github.com/contiv-ipam/agent/plugins/ipam"
 	"github.com/contiv-ipam/agent/plugins/ksr/model/codec"
 	"github.com/contiv-ipam/agent/plugins/ksr/model/node"
@@ -60,33 +59,34 @@ func startStackWith(t *testing.T, o stackOpts) *stack {
 		ec.DialTimeout = 300 * time.Millisecond
 	}
 	etcdP := etcd.NewPlugin(etcd.UseConf(ec), etcd.UseEnv(noEnv), etcd.UseDeps(func(d *etcd.Deps) {
-		d.Cfg, d.Log = noFile{}, quietLog()
+		d.Cfg, d.Log = config.NoFile, quietLog()
 	}))
 	bc := bolt.DefaultConfig()
 	bc.DBPath = o.boltPath
 	if bc.DBPath == "" {
 		bc.DBPath = filepath.Join(t.TempDir(), "bolt.db")
 	}
-	boltP := bolt.NewPlugin(bolt.UseConf(bc), bolt.UseDeps(func(d *bolt.Deps) { d.Cfg, d.Log = noFile{}, quietLog() }))
+	boltP := bolt.NewPlugin(bolt.UseConf(bc), bolt.UseDeps(func(d *bolt.Deps) { d.Cfg, d.Log = config.NoFile, quietLog() }))
 	label := servicelabel.NewPlugin(servicelabel.UseLabel(thisNode), servicelabel.UseDeps(func(d *servicelabel.Deps) { d.Log = quietLog() }))
 	s := &stack{http: resttest.New(t)}
-	cc := controller.DefaultConfig()
-	cc.DelayLocalResync = 300 * time.Millisecond
-	s.ctrl = controller.NewPlugin(controller.UseConf(cc), controller.UseDeps(func(d *controller.Deps) {
-		d.Cfg, d.Log = noFile{}, quietLog()
-		d.RemoteDB, d.LocalDB, d.HTTP = etcdP, boltP, s.http.Plugin
-	}))
+	loop := &controller.LoopRef{}
 	conf := contivconf.NewPlugin(contivconf.UseConf(decodeContivConf(t, yaml)), contivconf.UseDeps(func(d *contivconf.Deps) {
-		d.Log, d.ServiceLabel, d.EventLoop = quietLog(), label, s.ctrl
+		d.Log, d.ServiceLabel, d.EventLoop = quietLog(), label, loop
 	}))
 	ns := nodesync.NewPlugin(nodesync.UseDeps(func(d *nodesync.Deps) {
-		d.Log, d.ServiceLabel, d.DB, d.EventLoop = quietLog(), label, etcdP, s.ctrl
+		d.Log, d.ServiceLabel, d.DB, d.EventLoop = quietLog(), label, etcdP, loop
 	}))
 	s.ipam = ipam.NewPlugin(ipam.UseDeps(func(d *ipam.Deps) {
 		d.Log, d.ContivConf, d.NodeSync, d.ServiceLabel = quietLog(), conf, ns, label
-		d.EventLoop, d.LocalDB, d.HTTP = s.ctrl, boltP, s.http.Plugin
+		d.EventLoop, d.LocalDB, d.HTTP = loop, boltP, s.http.Plugin
 	}))
-	s.ctrl.EventHandlers = []api.EventHandler{conf, ns, s.ipam}
+	cc := controller.DefaultConfig()
+	cc.DelayLocalResync = 300 * time.Millisecond
+	s.ctrl = controller.NewPlugin(controller.UseConf(cc), controller.UseLoopRef(loop),
+		controller.UseHandlers(conf, ns, s.ipam), controller.UseDeps(func(d *controller.Deps) {
+			d.Cfg, d.Log = config.NoFile, quietLog()
+			d.RemoteDB, d.LocalDB, d.HTTP = etcdP, boltP, s.http.Plugin
+		}))
 	a, err := agent.NewAgent(agent.Plugins(etcdP, boltP, label, conf, ns, s.ipam, s.ctrl), agent.Args(nil), agent.Logger(quietLog()))
 	if err != nil {
 		t.Fatal(err)

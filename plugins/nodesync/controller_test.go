@@ -13,13 +13,13 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/contiv-ipam/agent/infra/agent"
+	"github.com/contiv-ipam/agent/infra/config"
 	"github.com/contiv-ipam/agent/infra/kvdb/bolt"
 	"github.com/contiv-ipam/agent/infra/kvdb/etcd"
 	"github.com/contiv-ipam/agent/infra/kvdb/etcd/etcdtest"
 	"github.com/contiv-ipam/agent/infra/rest/resttest"
 	"github.com/contiv-ipam/agent/infra/servicelabel"
 	"github.com/contiv-ipam/agent/plugins/controller"
-	"github.com/contiv-ipam/agent/plugins/controller/api"
 	"github.com/contiv-ipam/agent/plugins/ksr/model/codec"
 	"github.com/contiv-ipam/agent/plugins/ksr/model/node"
 	"github.com/contiv-ipam/agent/plugins/nodesync"
@@ -38,24 +38,25 @@ func startStack(t *testing.T, srv *etcdtest.Server, name string) *stack {
 	quiet := slog.New(slog.DiscardHandler)
 	s := &stack{http: resttest.New(t)}
 	etcdP := etcd.NewPlugin(etcd.UseConf(etcdConfig(srv.Endpoint())), etcd.UseEnv(noEnv),
-		etcd.UseDeps(func(d *etcd.Deps) { d.Cfg, d.Log = noFile{}, quiet }))
+		etcd.UseDeps(func(d *etcd.Deps) { d.Cfg, d.Log = config.NoFile, quiet }))
 	bc := bolt.DefaultConfig()
 	bc.DBPath = filepath.Join(t.TempDir(), "bolt.db")
-	boltP := bolt.NewPlugin(bolt.UseConf(bc), bolt.UseDeps(func(d *bolt.Deps) { d.Cfg, d.Log = noFile{}, quiet }))
+	boltP := bolt.NewPlugin(bolt.UseConf(bc), bolt.UseDeps(func(d *bolt.Deps) { d.Cfg, d.Log = config.NoFile, quiet }))
 	labelP := servicelabel.NewPlugin(servicelabel.UseLabel(name), servicelabel.UseDeps(func(d *servicelabel.Deps) {
-		d.Cfg, d.Log = noFile{}, quiet
+		d.Cfg, d.Log = config.NoFile, quiet
 	}))
 	cc := controller.DefaultConfig()
 	cc.StartupResyncDeadline = 20 * time.Second
-	s.ctrl = controller.NewPlugin(controller.UseConf(cc), controller.UseDeps(func(d *controller.Deps) {
-		d.Cfg, d.Log = noFile{}, testLog(t)
-		d.RemoteDB, d.LocalDB, d.HTTP = etcdP, boltP, s.http.Plugin
-	}))
+	loop := &controller.LoopRef{} // the cycle, broken as cmd/contiv-agent breaks it
 	s.ns = nodesync.NewPlugin(nodesync.UseDeps(func(d *nodesync.Deps) {
-		d.Cfg, d.Log = noFile{}, testLog(t)
-		d.ServiceLabel, d.DB, d.EventLoop = labelP, etcdP, s.ctrl
+		d.Cfg, d.Log = config.NoFile, testLog(t)
+		d.ServiceLabel, d.DB, d.EventLoop = labelP, etcdP, loop
 	}))
-	s.ctrl.EventHandlers = []api.EventHandler{s.ns} // the cycle, as cmd/contiv-agent wires it
+	s.ctrl = controller.NewPlugin(controller.UseConf(cc), controller.UseLoopRef(loop), controller.UseHandlers(s.ns),
+		controller.UseDeps(func(d *controller.Deps) {
+			d.Cfg, d.Log = config.NoFile, testLog(t)
+			d.RemoteDB, d.LocalDB, d.HTTP = etcdP, boltP, s.http.Plugin
+		}))
 	a, err := agent.NewAgent(agent.Plugins(etcdP, boltP, labelP, s.ns, s.ctrl), agent.Args(nil), agent.Logger(quiet))
 	if err != nil {
 		t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/contiv-ipam/agent/infra/config"
 	"github.com/contiv-ipam/agent/infra/kvdb"
 	"github.com/contiv-ipam/agent/infra/kvdb/etcd"
 	"github.com/contiv-ipam/agent/infra/kvdb/etcd/etcdtest"
@@ -19,12 +20,6 @@ import (
 	"github.com/contiv-ipam/agent/plugins/nodesync"
 	"github.com/contiv-ipam/agent/plugins/nodesync/vppnode"
 )
-
-// noFile is a PluginConfig without a file.
-type noFile struct{}
-
-func (noFile) LoadValue(any) (bool, error) { return false, nil }
-func (noFile) GetConfigName() string       { return "" }
 
 func noEnv(string) (string, bool) { return "", false }
 
@@ -90,7 +85,7 @@ func newDB(t testing.TB, srv *etcdtest.Server, mod ...func(*etcd.Config)) *etcd.
 		m(&cfg)
 	}
 	db := etcd.NewPlugin(etcd.UseConf(cfg), etcd.UseEnv(noEnv), etcd.UseDeps(func(d *etcd.Deps) {
-		d.Cfg, d.Log = noFile{}, slog.New(slog.DiscardHandler)
+		d.Cfg, d.Log = config.NoFile, slog.New(slog.DiscardHandler)
 	}))
 	if err := db.Init(); err != nil {
 		t.Fatalf("etcd plugin Init: %v", err)
@@ -103,7 +98,7 @@ func newDB(t testing.TB, srv *etcdtest.Server, mod ...func(*etcd.Config)) *etcd.
 func newPlugin(t testing.TB, name string, db kvdb.Store, ev api.EventLoop, opts ...nodesync.Option) *nodesync.Plugin {
 	t.Helper()
 	opts = append([]nodesync.Option{nodesync.UseDeps(func(d *nodesync.Deps) {
-		d.Cfg, d.Log = noFile{}, testLog(t)
+		d.Cfg, d.Log = config.NoFile, testLog(t)
 		d.ServiceLabel = label(name)
 		if db != nil { // a nil *etcd.Plugin must stay a nil interface
 			d.DB = db

@@ -7,6 +7,7 @@ import (
 	. "github.com/onsi/gomega"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/contiv-ipam/agent/infra/config"
 	"github.com/contiv-ipam/agent/infra/kvdb/etcd/etcdtest"
 	"github.com/contiv-ipam/agent/plugins/controller/api"
 	"github.com/contiv-ipam/agent/plugins/controller/dbresources"
@@ -204,9 +205,9 @@ func TestResourceKeywordsAreTheControllers(t *testing.T) {
 
 func TestInitNeedsALabel(t *testing.T) {
 	g := NewWithT(t)
-	g.Expect(nodesync.NewPlugin(nodesync.UseDeps(func(d *nodesync.Deps) { d.Cfg = noFile{} })).Init()).
+	g.Expect(nodesync.NewPlugin(nodesync.UseDeps(func(d *nodesync.Deps) { d.Cfg = config.NoFile })).Init()).
 		To(MatchError(ContainSubstring("needs ServiceLabel")))
-	g.Expect(nodesync.NewPlugin(nodesync.UseDeps(func(d *nodesync.Deps) { d.Cfg, d.ServiceLabel = noFile{}, label("") })).Init()).
+	g.Expect(nodesync.NewPlugin(nodesync.UseDeps(func(d *nodesync.Deps) { d.Cfg, d.ServiceLabel = config.NoFile, label("") })).Init()).
 		To(MatchError(ContainSubstring("empty")))
 	g.Expect(nodesync.DefaultPlugin().String()).To(Equal("nodesync"))
 }

@@ -1,18 +1,13 @@
 package bolt
 
 import (
+	"github.com/contiv-ipam/agent/infra/config"
 	"log/slog"
 	"path/filepath"
 	"testing"
 
 	. "github.com/onsi/gomega"
 )
-
-// noFile is a PluginConfig without a file: the plugin keeps its base config.
-type noFile struct{}
-
-func (noFile) LoadValue(any) (bool, error) { return false, nil }
-func (noFile) GetConfigName() string       { return "" }
 
 // testLogger sends the plugin's logs to the test output.
 func testLogger(t testing.TB) *slog.Logger {
@@ -30,7 +25,7 @@ func testConfig(t testing.TB) Config {
 // newPlugin builds a plugin on cfg without a config file.
 func newPlugin(t testing.TB, cfg Config) *Plugin {
 	return NewPlugin(UseConf(cfg), UseDeps(func(d *Deps) {
-		d.Cfg = noFile{}
+		d.Cfg = config.NoFile
 		d.Log = testLogger(t)
 	}))
 }

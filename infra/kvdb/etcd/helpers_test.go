@@ -9,14 +9,9 @@ import (
 
 	. "github.com/onsi/gomega"
 
+	"github.com/contiv-ipam/agent/infra/config"
 	"github.com/contiv-ipam/agent/infra/health"
 )
-
-// noFile is a PluginConfig without a file: the plugin keeps its base config.
-type noFile struct{}
-
-func (noFile) LoadValue(any) (bool, error) { return false, nil }
-func (noFile) GetConfigName() string       { return "" }
 
 func noEnv(string) (string, bool) { return "", false }
 
@@ -39,7 +34,7 @@ func fastConfig(endpoints ...string) Config {
 // newPlugin builds a plugin on cfg with no config file and no env.
 func newPlugin(t testing.TB, cfg Config, rep health.Reporter) *Plugin {
 	return NewPlugin(UseConf(cfg), UseEnv(noEnv), UseDeps(func(d *Deps) {
-		d.Cfg = noFile{}
+		d.Cfg = config.NoFile
 		d.Log = testLogger(t)
 		if rep != nil {
 			d.StatusCheck = rep

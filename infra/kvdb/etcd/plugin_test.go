@@ -11,6 +11,7 @@ import (
 
 	. "github.com/onsi/gomega"
 
+	"github.com/contiv-ipam/agent/infra/config"
 	"github.com/contiv-ipam/agent/infra/health"
 	"github.com/contiv-ipam/agent/infra/kvdb"
 	"github.com/contiv-ipam/agent/infra/kvdb/etcd/etcdtest"
@@ -62,7 +63,7 @@ func TestEnvEndpointsAreUsedWhenFileHasNone(t *testing.T) {
 		return "", false
 	}
 	p := NewPlugin(UseConf(fastConfig()), UseEnv(env), UseDeps(func(d *Deps) {
-		d.Cfg, d.Log = noFile{}, testLogger(t)
+		d.Cfg, d.Log = config.NoFile, testLogger(t)
 	}))
 	g.Expect(p.Init()).To(Succeed())
 	t.Cleanup(func() { _ = p.Close() })

@@ -15,6 +15,7 @@ import (
 	. "github.com/onsi/gomega"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/contiv-ipam/agent/infra/config"
 	"github.com/contiv-ipam/agent/infra/health"
 	"github.com/contiv-ipam/agent/infra/kvdb"
 	"github.com/contiv-ipam/agent/infra/kvdb/bolt"
@@ -33,12 +34,6 @@ const (
 
 // mirrorPrefix is where the tests keep the mirror.
 const mirrorPrefix = "/test/mirror/"
-
-// noFile is a PluginConfig without a file: plugins keep their base config.
-type noFile struct{}
-
-func (noFile) LoadValue(any) (bool, error) { return false, nil }
-func (noFile) GetConfigName() string       { return "" }
 
 // testLogger sends logs to the test output.
 func testLogger(t testing.TB) *slog.Logger {
@@ -70,7 +65,7 @@ func startEtcdPlugin(t testing.TB, cfg etcd.Config, rep health.Reporter) *etcd.P
 	t.Helper()
 	p := etcd.NewPlugin(etcd.UseConf(cfg), etcd.UseEnv(func(string) (string, bool) { return "", false }),
 		etcd.UseDeps(func(d *etcd.Deps) {
-			d.Cfg, d.Log = noFile{}, quietLogger(t)
+			d.Cfg, d.Log = config.NoFile, quietLogger(t)
 			if rep != nil {
 				d.StatusCheck = rep
 			}
@@ -98,7 +93,7 @@ func openBolt(t testing.TB, path string) (*bolt.Plugin, func()) {
 	cfg := bolt.DefaultConfig()
 	cfg.DBPath = path
 	cfg.LockTimeout = time.Second
-	p := bolt.NewPlugin(bolt.UseConf(cfg), bolt.UseDeps(func(d *bolt.Deps) { d.Cfg, d.Log = noFile{}, quietLogger(t) }))
+	p := bolt.NewPlugin(bolt.UseConf(cfg), bolt.UseDeps(func(d *bolt.Deps) { d.Cfg, d.Log = config.NoFile, quietLogger(t) }))
 	if err := p.Init(); err != nil {
 		t.Fatalf("bolt Init: %v", err)
 	}
