@@ -77,16 +77,19 @@ func TestResyncRestoresIPv6Pods(t *testing.T) {
 	g.Expect(ip.String()).To(Equal("fe10:f00d::1a1"))
 }
 
-func TestLaterDBResyncKeepsTheState(t *testing.T) {
+// Every resync rebuilds from the store and Kubernetes; an allocation of a
+// pod that Kubernetes does not have (yet) survives it while its grace
+// period runs.
+func TestLaterResyncsKeepAllocationsInTheirGracePeriod(t *testing.T) {
 	g := NewWithT(t)
 	f := mustFixture(t, fixtureOpts{}, nil)
 	ip, err := f.ipam.AllocatePodIP(pod1, "", "")
 	g.Expect(err).NotTo(HaveOccurred())
 	ks := api.KubeStateData{}
 	g.Expect(f.ipam.Resync(&api.DBResync{KubeState: ks}, ks, 2, nil)).To(Succeed())
-	g.Expect(f.ipam.GetPodIP(pod1).IP).To(Equal(ip), "a reconnect resync does not touch allocations")
+	g.Expect(f.ipam.GetPodIP(pod1).IP).To(Equal(ip), "a reconnect resync keeps the allocation")
 	g.Expect(f.ipam.Resync(&api.HealingResync{Type: api.AfterError}, ks, 3, nil)).To(Succeed())
-	g.Expect(f.ipam.GetPodIP(pod1)).To(BeNil(), "a healing resync rebuilds from the (empty) state")
+	g.Expect(f.ipam.GetPodIP(pod1).IP).To(Equal(ip), "so does a healing resync")
 }
 
 func TestAllocationsSurviveARestartThroughBolt(t *testing.T) {
@@ -147,18 +150,14 @@ func TestStoredRecordsAreReconciledWithKubernetes(t *testing.T) {
 	}))
 }
 
-// failingDB fails every write.
-type failingDB struct{ kvdb.Broker }
-
-func (failingDB) Put(context.Context, string, []byte) error { return fmt.Errorf("disk full") }
-
 func TestAnAllocationThatCannotBeStoredIsUndone(t *testing.T) {
 	g := NewWithT(t)
-	db := openBolt(t, filepath.Join(t.TempDir(), "bolt.db"))
-	defer db.Close()
-	i := mustFixture(t, fixtureOpts{db: failingDB{db}}, nil).ipam
+	fdb, _ := boltFaults(t)
+	fdb.setDecide(func([]kvdb.Op) fault { return failBefore })
+	i := mustFixture(t, fixtureOpts{db: fdb}, nil).ipam
 	_, err := i.AllocatePodIP(pod1, "", "")
-	g.Expect(err).To(MatchError(ContainSubstring("disk full")))
+	g.Expect(err).To(MatchError(errInjected))
+	g.Expect(err).To(MatchError(ContainSubstring("not stored, allocation undone")))
 	g.Expect(i.GetPodIP(pod1)).To(BeNil())
 	_, found := i.GetPodFromIP(cidr("1.2.128.10/32").IP)
 	g.Expect(found).To(BeFalse())
@@ -325,6 +324,8 @@ func TestRESTShowsTheNodeAndItsAllocations(t *testing.T) {
 		d.HTTP, d.Metrics = srv.Plugin, fakeMetrics{reg}
 	}))
 	g.Expect(i.Init()).To(Succeed())
+	g.Expect(i.AfterInit()).To(Succeed())
+	t.Cleanup(func() { _ = i.Close() })
 	status, body := srv.Get(ipam.IPAMPath)
 	g.Expect(status).To(Equal(http.StatusServiceUnavailable))
 	g.Expect(body).To(ContainSubstring("not initialised"))
@@ -412,6 +413,8 @@ func TestFailedAllocationsAreCounted(t *testing.T) {
 		d.Metrics = fakeMetrics{reg}
 	}))
 	g.Expect(i.Init()).To(Succeed())
+	g.Expect(i.AfterInit()).To(Succeed())
+	t.Cleanup(func() { _ = i.Close() })
 	g.Expect(i.Resync(&api.DBResync{}, api.KubeStateData{}, 1, nil)).To(Succeed())
 	for n := range 5 {
 		_, _ = i.AllocatePodIP(podmodel.ID{Name: fmt.Sprint(n), Namespace: "ns"}, "", "")
@@ -430,6 +433,8 @@ func TestRESTWithoutNodeInterconnectAnswers500(t *testing.T) {
 		d.Log, d.ContivConf, d.NodeSync, d.ServiceLabel, d.HTTP = quietLog(), conf, ns, fakeLabel{thisNode}, srv.Plugin
 	}))
 	g.Expect(i.Init()).To(Succeed())
+	g.Expect(i.AfterInit()).To(Succeed())
+	t.Cleanup(func() { _ = i.Close() })
 	g.Expect(i.Resync(&api.DBResync{}, api.KubeStateData{}, 1, nil)).To(Succeed())
 	status, body := srv.Get(ipam.IPAMPath)
 	g.Expect(status).To(Equal(http.StatusInternalServerError))

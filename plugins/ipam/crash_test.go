@@ -60,6 +60,9 @@ func crashChild(path string) error {
 	if err := i.Init(); err != nil {
 		return err
 	}
+	if err := i.AfterInit(); err != nil {
+		return err
+	}
 	if err := i.Resync(&api.DBResync{}, api.KubeStateData{}, 1, nil); err != nil {
 		return err
 	}

@@ -31,46 +31,35 @@ func (p *Plugin) externalIPAM() bool {
 	return cfg != nil && cfg.UseExternalIPAM
 }
 
-// Resync (re)initialises IPAM at the first resync, at healing resyncs and
-// at PodCIDRChange; later DB resyncs (etcd reconnects) keep the state.
-// Allocations are rebuilt from bolt and from the pods in the Kubernetes
-// state. Every error is fatal: the agent cannot run without addresses.
-func (p *Plugin) Resync(ev api.Event, ks api.KubeStateData, resyncCount int, _ api.ResyncOperations) error {
-	if resyncCount > 1 && !reinitialises(ev) && p.ready() {
-		return nil
-	}
+// Resync (re)initialises IPAM at every resync: the addressing is derived
+// again, and the keeper rebuilds the pod addresses from the store and the
+// Kubernetes state once the writes in flight are durable (see doc.go).
+// Every error is fatal: the agent cannot run without addresses.
+func (p *Plugin) Resync(ev api.Event, ks api.KubeStateData, _ int, _ api.ResyncOperations) error {
 	st, err := p.newState(ks)
 	if err != nil {
 		return api.NewFatalError(fmt.Errorf("ipam resync: %w", err))
 	}
-	stale, learned, err := p.restore(st, ks)
-	if err != nil {
+	in := &resyncInput{st: st, ks: ks, live: liveness(ev)}
+	if err := p.keeper.do(&request{kind: reqResync, rs: in}).err; err != nil {
 		return api.NewFatalError(fmt.Errorf("ipam resync: %w", err))
 	}
-	// Log before publishing: st is shared with API callers from then on.
+	p.st.Store(st)
 	p.Log.Info("ipam initialised", "node-id", st.nodeID, "pod-subnet", st.podThis.String(),
 		"gateway", st.podGW.String(), "vpp-host-subnet", st.hostThis.String(),
-		"allocated", st.pool.Len()+len(st.external), "event", ev.GetName())
-	p.mu.Lock()
-	p.st = st
-	p.mu.Unlock()
-	p.tidyRecords(stale, learned)
+		"allocated", p.keeper.held.Load(), "event", ev.GetName())
 	return nil
 }
 
-// reinitialises tells whether ev rebuilds IPAM even after the first resync.
-func reinitialises(ev api.Event) bool {
-	switch ev.(type) {
-	case *api.HealingResync, *PodCIDRChange:
-		return true
+// liveness tells whether the Kubernetes state of ev comes from etcd: a DB
+// resync says so; other resyncs keep what the last DB resync said.
+func liveness(ev api.Event) *bool {
+	db, ok := ev.(*api.DBResync)
+	if !ok {
+		return nil
 	}
-	return false
-}
-
-func (p *Plugin) ready() bool {
-	p.mu.RLock()
-	defer p.mu.RUnlock()
-	return p.st != nil
+	live := !db.Local
+	return &live
 }
 
 // newState derives the addresses of this node.
@@ -84,96 +73,6 @@ func (p *Plugin) newState(ks api.KubeStateData) (*state, error) {
 		gw, _ = toAddr(ip)
 	}
 	return buildState(cfg, p.NodeSync.GetNodeID(), p.ServiceLabel.GetAgentLabel(), gw, ks)
-}
-
-// restore claims in st the addresses of the pods in the Kubernetes state
-// (they are in use) and then those stored in bolt. It returns the stored
-// records that no longer hold (outside the pod subnet, or the address is
-// used by another pod) and the pods learned from Kubernetes only.
-func (p *Plugin) restore(st *state, ks api.KubeStateData) (stale []podmodel.ID, learned map[podmodel.ID]netip.Addr, err error) {
-	stored, err := p.storedAllocations()
-	if err != nil {
-		return nil, nil, err
-	}
-	learned = map[podmodel.ID]netip.Addr{}
-	for _, v := range ks[podResource] {
-		pod, ok := v.(*podmodel.Pod)
-		if !ok {
-			continue
-		}
-		id := podmodel.GetID(pod)
-		a, err := netip.ParseAddr(pod.GetIpAddress())
-		if err != nil || !st.podThis.Contains(a) || checkPodID(id) != nil {
-			continue
-		}
-		if err := st.claim(id, a); err != nil {
-			p.Log.Warn("pod address from Kubernetes not restored", "pod", id.String(), "error", err)
-			continue
-		}
-		if stored[id] != a {
-			learned[id] = a
-		}
-	}
-	for id, a := range stored {
-		if held, ok := st.lookup(id); ok {
-			if held != a {
-				stale = append(stale, id) // Kubernetes knows better; the record is rewritten
-			}
-			continue
-		}
-		if !st.podThis.Contains(a) {
-			stale = append(stale, id)
-			continue
-		}
-		if err := st.claim(id, a); err != nil {
-			p.Log.Warn("stored pod address not restored", "pod", id.String(), "error", err)
-			stale = append(stale, id)
-		}
-	}
-	st.raiseCursor()
-	return stale, learned, nil
-}
-
-// claim records a known allocation.
-func (st *state) claim(id podmodel.ID, a netip.Addr) error {
-	if st.cfg.UseExternalIPAM {
-		st.external[id] = a
-		return nil
-	}
-	return st.pool.AssignAddr(id, a)
-}
-
-// raiseCursor continues next-fit after the highest restored address, as
-// the original did after a restart (with IPv4 offsets computed right:
-// spec §2.16 bug 1 fixed).
-func (st *state) raiseCursor() {
-	var top netip.Addr
-	st.pool.Range(func(_ podmodel.ID, a netip.Addr) bool {
-		top = a
-		return true
-	})
-	if top.IsValid() {
-		_ = st.pool.Pool().SetCursor(top)
-	}
-}
-
-// tidyRecords deletes stale allocation records and stores the ones learned
-// from Kubernetes. Failures are logged: the in-memory state is right and
-// the next resync retries.
-func (p *Plugin) tidyRecords(stale []podmodel.ID, learned map[podmodel.ID]netip.Addr) {
-	for _, id := range stale {
-		if _, ok := learned[id]; ok {
-			continue
-		}
-		if err := p.unpersist(id); err != nil {
-			p.Log.Warn("deleting a stale pod allocation record", "pod", id.String(), "error", err)
-		}
-	}
-	for id, a := range learned {
-		if err := p.persist(id, a); err != nil {
-			p.Log.Warn("storing a pod allocation learned from Kubernetes", "pod", id.String(), "error", err)
-		}
-	}
 }
 
 // Update pushes PodCIDRChange when the Kubernetes pod CIDR of this node
@@ -212,9 +111,14 @@ func (p *Plugin) nodeUpdate(e *nodesync.NodeUpdate) (string, error) {
 	return fmt.Sprintf("pod CIDR %s -> %s: PodCIDRChange sent", current, next), nil
 }
 
-// podChange releases the address of a pod deleted from Kubernetes.
+// podChange tells the keeper about a pod of the Kubernetes state: a
+// deleted pod gives its address back (once the delete of its record is
+// durable); a pod that is there stops its grace period.
 func (p *Plugin) podChange(e *api.KubeStateChange) (string, error) {
 	if e.NewValue != nil {
+		if pod, ok := e.NewValue.(*podmodel.Pod); ok {
+			return "", p.keeper.do(&request{kind: reqPodSeen, pod: podmodel.GetID(pod)}).err
+		}
 		return "", nil
 	}
 	pod, ok := e.PrevValue.(*podmodel.Pod)
@@ -222,13 +126,11 @@ func (p *Plugin) podChange(e *api.KubeStateChange) (string, error) {
 		return "", nil
 	}
 	id := podmodel.GetID(pod)
-	if p.GetPodIP(id) == nil {
-		return "", nil
+	rep := p.keeper.do(&request{kind: reqPodGone, pod: id})
+	if rep.err != nil || !rep.held {
+		return "", rep.err
 	}
-	if err := p.ReleasePodIP(id); err != nil {
-		return "", err
-	}
-	return fmt.Sprintf("released the address of deleted pod %s", id), nil
+	return fmt.Sprintf("released the address %s of deleted pod %s", rep.addr, id), nil
 }
 
 // Revert does nothing: Update changes nothing that a later handler's

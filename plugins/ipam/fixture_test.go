@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/contiv-ipam/agent/infra/config"
 	"github.com/contiv-ipam/agent/infra/kvdb"
@@ -112,6 +113,8 @@ type fixtureOpts struct {
 	yaml   string
 	nodeID uint32
 	db     kvdb.Broker
+	clock  *fakeClock    // nil: the real clock
+	grace  time.Duration // absentPodGracePeriod; 0: the default
 }
 
 // newContivConf decodes yaml strictly and starts ContivConf with it.
@@ -142,11 +145,32 @@ func build(t testing.TB, o fixtureOpts) (*fixture, error) {
 	}
 	f := &fixture{conf: conf, sync: &fakeNodeSync{}, loop: &fakeLoop{}}
 	f.sync.id.Store(o.nodeID)
-	f.ipam = ipam.NewPlugin(ipam.UseDeps(func(d *ipam.Deps) {
+	opts := []ipam.Option{ipam.UseDeps(func(d *ipam.Deps) {
 		d.Log, d.ContivConf, d.NodeSync = quietLog(), conf, f.sync
 		d.ServiceLabel, d.EventLoop, d.LocalDB = fakeLabel{thisNode}, f.loop, o.db
-	}))
-	return f, f.ipam.Init()
+	})}
+	if o.clock != nil {
+		opts = append(opts, ipam.UseClock(o.clock))
+	}
+	if o.grace != 0 {
+		c := ipam.DefaultConfig()
+		c.AbsentPodGracePeriod = o.grace
+		opts = append(opts, ipam.UseConf(c))
+	}
+	f.ipam = ipam.NewPlugin(opts...)
+	if err := f.ipam.Init(); err != nil {
+		return nil, err
+	}
+	t.Cleanup(func() { f.close(t) })
+	return f, f.ipam.AfterInit()
+}
+
+// close stops the plugin (again: Close is idempotent).
+func (f *fixture) close(t testing.TB) {
+	t.Helper()
+	if err := f.ipam.Close(); err != nil {
+		t.Errorf("ipam Close: %v", err)
+	}
 }
 
 // newFixture builds IPAM and runs its first resync with ks.

@@ -2,11 +2,12 @@ package ipam
 
 import "github.com/prometheus/client_golang/prometheus"
 
-// ipamMetrics are the plugin's Prometheus metrics; the gauges are read
-// from the state at scrape time.
+// ipamMetrics are the plugin's Prometheus metrics; the gauges are read at
+// scrape time from what the keeper publishes.
 type ipamMetrics struct {
 	p         *Plugin
 	failed    prometheus.Counter
+	reclaimed *prometheus.CounterVec
 	size      *prometheus.Desc
 	allocated *prometheus.Desc
 }
@@ -18,6 +19,10 @@ func newIPAMMetrics(p *Plugin) *ipamMetrics {
 			Name: "contiv_ipam_pod_ip_allocation_failures_total",
 			Help: "Pod IP allocations that failed (pool full, bad external IPAM data, store error).",
 		}),
+		reclaimed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "contiv_ipam_pod_ips_reclaimed_total",
+			Help: "Addresses released without a CNI DEL: reason=absent, the pod was missing from Kubernetes for the grace period; reason=deleted, it was deleted while the watch was cut off.",
+		}, []string{"reason"}),
 		size: prometheus.NewDesc("contiv_ipam_pod_ip_pool_size",
 			"Addresses of this node's pod subnet that can be handed out to pods.", []string{"subnet"}, nil),
 		allocated: prometheus.NewDesc("contiv_ipam_pod_ips_allocated",
@@ -28,6 +33,7 @@ func newIPAMMetrics(p *Plugin) *ipamMetrics {
 // Describe implements prometheus.Collector.
 func (m *ipamMetrics) Describe(ch chan<- *prometheus.Desc) {
 	m.failed.Describe(ch)
+	m.reclaimed.Describe(ch)
 	ch <- m.size
 	ch <- m.allocated
 }
@@ -35,10 +41,11 @@ func (m *ipamMetrics) Describe(ch chan<- *prometheus.Desc) {
 // Collect implements prometheus.Collector.
 func (m *ipamMetrics) Collect(ch chan<- prometheus.Metric) {
 	m.failed.Collect(ch)
+	m.reclaimed.Collect(ch)
 	m.p.read(func(st *state) {
 		subnet := st.podThis.String()
-		ch <- prometheus.MustNewConstMetric(m.size, prometheus.GaugeValue, float64(st.pool.Pool().Size()), subnet)
-		used := st.pool.Len() + len(st.external)
-		ch <- prometheus.MustNewConstMetric(m.allocated, prometheus.GaugeValue, float64(used), subnet)
+		k := m.p.keeper
+		ch <- prometheus.MustNewConstMetric(m.size, prometheus.GaugeValue, float64(k.size.Load()), subnet)
+		ch <- prometheus.MustNewConstMetric(m.allocated, prometheus.GaugeValue, float64(k.held.Load()), subnet)
 	})
 }

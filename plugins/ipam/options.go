@@ -20,3 +20,6 @@ func DefaultPlugin() *Plugin { return NewPlugin() }
 
 // UseDeps lets the caller set the dependencies.
 func UseDeps(f func(*Deps)) Option { return func(p *Plugin) { f(&p.Deps) } }
+
+// UseConf replaces ipam.conf.
+func UseConf(c Config) Option { return func(p *Plugin) { p.fixedConf = &c } }

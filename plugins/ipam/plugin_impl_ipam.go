@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"sync"
+	"sync/atomic"
 
 	"github.com/contiv-ipam/agent/infra"
 	"github.com/contiv-ipam/agent/infra/kvdb"
@@ -14,8 +14,6 @@ import (
 	"github.com/contiv-ipam/agent/infra/servicelabel"
 	"github.com/contiv-ipam/agent/plugins/contivconf"
 	"github.com/contiv-ipam/agent/plugins/controller/api"
-	"github.com/contiv-ipam/agent/plugins/ipam/ipalloc"
-	podmodel "github.com/contiv-ipam/agent/plugins/ksr/model/pod"
 	"github.com/contiv-ipam/agent/plugins/nodesync"
 )
 
@@ -41,12 +39,19 @@ type Deps struct {
 type Plugin struct {
 	Deps
 
-	mu      sync.RWMutex
-	st      *state // nil before the first resync
+	fixedConf *Config // UseConf
+	clock     clock   // UseClock (tests); the system clock by default
+	cfg       Config
+
+	// st is the derived addressing, replaced whole at each resync (by the
+	// event loop's goroutine) and read by any API caller.
+	st      atomic.Pointer[state]
+	keeper  *keeper
 	metrics *ipamMetrics
 }
 
-// state is everything derived at a resync.
+// state is the addressing derived at a resync; it is never modified
+// after it is published.
 type state struct {
 	nodeID   uint32
 	nodeName string
@@ -59,20 +64,17 @@ type state struct {
 	hostVPP, hostLnx  netip.Addr
 	nodeIC, vxlan     netip.Prefix // nodeIC invalid when undefined
 	service           netip.Prefix
-
-	pool *ipalloc.Keyed[podmodel.ID]
-	// external holds the addresses recorded in external IPAM mode.
-	external map[podmodel.ID]netip.Addr
 }
 
 var (
 	_ infra.Plugin     = (*Plugin)(nil)
+	_ infra.PostInit   = (*Plugin)(nil)
 	_ api.EventHandler = (*Plugin)(nil)
 	_ API              = (*Plugin)(nil)
 )
 
-// Init checks the dependencies and registers REST handlers and metrics.
-// Addresses are computed at the first resync.
+// Init checks the dependencies, loads ipam.conf and registers REST
+// handlers and metrics. Addresses are computed at the first resync.
 func (p *Plugin) Init() error {
 	switch {
 	case p.ContivConf == nil:
@@ -82,10 +84,19 @@ func (p *Plugin) Init() error {
 	case p.ServiceLabel == nil:
 		return errors.New("ipam needs ServiceLabel")
 	}
+	cfg, err := p.loadConfig()
+	if err != nil {
+		return err
+	}
+	p.cfg = cfg
 	if p.LocalDB == nil {
 		p.Log.Warn("no LocalDB: pod allocations are kept in memory only")
 	}
+	if p.clock == nil {
+		p.clock = realClock{}
+	}
 	p.metrics = newIPAMMetrics(p)
+	p.keeper = newKeeper(p.LocalDB, cfg, p.Log, p.clock, p.metrics)
 	if p.Metrics != nil {
 		if err := p.Metrics.Register(p.metrics); err != nil {
 			return fmt.Errorf("registering ipam metrics: %w", err)
@@ -97,18 +108,34 @@ func (p *Plugin) Init() error {
 	return nil
 }
 
-// Close does nothing: allocations are durable as they are made.
-func (p *Plugin) Close() error { return nil }
+// AfterInit starts the keeper, the single writer of the pod addresses;
+// the first resync comes after it (the controller starts its watcher in
+// its own AfterInit, which runs later).
+func (p *Plugin) AfterInit() error {
+	p.keeper.start()
+	return nil
+}
 
-// read runs fn with the state under the read lock; fn is not called
-// before the first resync.
+// Close stops the keeper after the batch it is storing; calls made after
+// fail with an error. Allocations are durable as they are acknowledged,
+// so nothing is lost.
+func (p *Plugin) Close() error {
+	if p.keeper != nil {
+		p.keeper.close()
+	}
+	return nil
+}
+
+// read runs fn with the addressing; fn is not called before the first
+// resync.
 func (p *Plugin) read(fn func(st *state)) {
-	p.mu.RLock()
-	defer p.mu.RUnlock()
-	if p.st != nil {
-		fn(p.st)
+	if st := p.st.Load(); st != nil {
+		fn(st)
 	}
 }
+
+// ready tells whether a resync has computed the addressing.
+func (p *Plugin) ready() bool { return p.st.Load() != nil }
 
 // NodeIPAddress implements API.
 func (p *Plugin) NodeIPAddress(nodeID uint32) (ip net.IP, network *net.IPNet, err error) {

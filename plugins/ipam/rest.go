@@ -3,12 +3,10 @@ package ipam
 import (
 	"errors"
 	"net/http"
-	"net/netip"
 	"sort"
 
 	"github.com/contiv-ipam/agent/infra/rest"
 	"github.com/contiv-ipam/agent/plugins/contivconf"
-	podmodel "github.com/contiv-ipam/agent/plugins/ksr/model/pod"
 )
 
 // REST paths of the IPAM plugin.
@@ -123,18 +121,9 @@ func (p *Plugin) allocationsHandler(f *rest.Formatter) http.HandlerFunc {
 // allocations lists this node's pod addresses sorted by namespace and name.
 func (p *Plugin) allocations() Allocations {
 	var out Allocations
-	p.read(func(st *state) {
-		add := func(ns, name, ip string) {
-			out.Pods = append(out.Pods, PodAllocation{PodID: PodName{Name: name, Namespace: ns}, MainIP: ip})
-		}
-		st.pool.Range(func(id podmodel.ID, a netip.Addr) bool {
-			add(id.Namespace, id.Name, a.String())
-			return true
-		})
-		for id, a := range st.external {
-			add(id.Namespace, id.Name, a.String())
-		}
-	})
+	for id, a := range p.podAddrs() {
+		out.Pods = append(out.Pods, PodAllocation{PodID: PodName{Name: id.Name, Namespace: id.Namespace}, MainIP: a.String()})
+	}
 	sort.Slice(out.Pods, func(i, j int) bool {
 		a, b := out.Pods[i].PodID, out.Pods[j].PodID
 		if a.Namespace != b.Namespace {

@@ -9,9 +9,7 @@ import (
 
 	"github.com/contiv-ipam/agent/plugins/contivconf"
 	"github.com/contiv-ipam/agent/plugins/controller/api"
-	"github.com/contiv-ipam/agent/plugins/ipam/ipalloc"
 	"github.com/contiv-ipam/agent/plugins/ksr/model/node"
-	podmodel "github.com/contiv-ipam/agent/plugins/ksr/model/pod"
 )
 
 // buildState derives every subnet and address of this node from the
@@ -21,7 +19,7 @@ func buildState(cfg *contivconf.IPAMConfig, id uint32, name string, gw netip.Add
 	if id == 0 {
 		return nil, errors.New("this node has no node ID (nodesync did not assign one)")
 	}
-	st := &state{nodeID: id, nodeName: name, cfg: cfg, gateway: gw, external: map[podmodel.ID]netip.Addr{}}
+	st := &state{nodeID: id, nodeName: name, cfg: cfg, gateway: gw}
 	var err error
 	if st.podAll, err = prefixOf("podSubnetCIDR", cfg.PodSubnetCIDR); err != nil {
 		return nil, err
@@ -77,8 +75,8 @@ func podSubnetThisNode(cfg *contivconf.IPAMConfig, all netip.Prefix, id uint32, 
 	return sub, nil
 }
 
-// initPodAddresses sets the gateway (host 1), the NAT loopback (the address
-// before the last) and an empty pool between them. Errors are returned,
+// initPodAddresses sets the gateway (host 1) and the NAT loopback (the
+// address before the last); the pods get the addresses between them. Errors are returned,
 // never swallowed (spec §2.16 bug 4).
 func (st *state) initPodAddresses() error {
 	if hostBits(st.podThis) < 2 {
@@ -89,11 +87,6 @@ func (st *state) initPodAddresses() error {
 		return fmt.Errorf("gateway of pod subnet %s: %w", st.podThis, err)
 	}
 	st.podGW, st.natLoop = gw, lastAddr(st.podThis).Prev()
-	pool, err := ipalloc.NewKeyed[podmodel.ID](ipalloc.Config{Prefix: st.podThis, ReserveLow: 2, ReserveHigh: 2})
-	if err != nil {
-		return fmt.Errorf("pod address pool of %s: %w", st.podThis, err)
-	}
-	st.pool = pool
 	return nil
 }
 

@@ -1,0 +1,157 @@
+package ipam
+
+import (
+	"slices"
+	"time"
+
+	"github.com/contiv-ipam/agent/infra/kvdb"
+	podmodel "github.com/contiv-ipam/agent/plugins/ksr/model/pod"
+)
+
+// clock is the keeper's time source (a fake one in tests).
+type clock interface {
+	Now() time.Time
+	// NewTimer returns a channel that receives once d has passed, and a
+	// function that stops the timer.
+	NewTimer(d time.Duration) (<-chan time.Time, func() bool)
+}
+
+// realClock is the system clock.
+type realClock struct{}
+
+func (realClock) Now() time.Time { return time.Now() }
+
+func (realClock) NewTimer(d time.Duration) (<-chan time.Time, func() bool) {
+	t := time.NewTimer(d)
+	return t.C, t.Stop
+}
+
+// sweepTimer wakes the keeper when the grace period of an absent pod
+// ends; c is nil while nothing is due (a nil channel never fires).
+type sweepTimer struct {
+	clock clock
+	c     <-chan time.Time
+	stop  func() bool
+	at    time.Time // when c fires
+	// notBefore delays the next sweep after one whose writes failed.
+	notBefore time.Time
+}
+
+func (s *sweepTimer) stopTimer() {
+	if s.stop != nil {
+		s.stop()
+	}
+	s.c, s.stop, s.at = nil, nil, time.Time{}
+}
+
+// fired forgets the timer that just fired.
+func (s *sweepTimer) fired() { s.c, s.stop, s.at = nil, nil, time.Time{} }
+
+// set arms the timer for at, unless it is armed for that time already.
+func (s *sweepTimer) set(at time.Time) {
+	if at.Before(s.notBefore) {
+		at = s.notBefore
+	}
+	if s.c != nil && s.at.Equal(at) {
+		return
+	}
+	s.stopTimer()
+	s.c, s.stop = s.clock.NewTimer(at.Sub(s.clock.Now()))
+	s.at = at
+}
+
+// sweepRetryDelay is the pause after a sweep whose deletes failed.
+const sweepRetryDelay = 5 * time.Second
+
+// armSweep sets the sweep timer for the end of the earliest grace period;
+// nothing is due while the Kubernetes state is not live.
+func (k *keeper) armSweep() {
+	if !k.view.live || len(k.absent) == 0 {
+		k.sweep.stopTimer()
+		return
+	}
+	var first time.Time
+	for _, since := range k.absent {
+		if first.IsZero() || since.Before(first) {
+			first = since
+		}
+	}
+	k.sweep.set(first.Add(k.cfg.AbsentPodGracePeriod))
+}
+
+// due lists the absent pods whose grace period is over, in a stable order.
+func (k *keeper) due() []podmodel.ID {
+	now := k.clock.Now()
+	var ids []podmodel.ID
+	for id, since := range k.absent {
+		if now.Sub(since) >= k.cfg.AbsentPodGracePeriod {
+			ids = append(ids, id)
+		}
+	}
+	slices.SortFunc(ids, comparePods)
+	return ids
+}
+
+func comparePods(a, b podmodel.ID) int {
+	if a.Namespace != b.Namespace {
+		if a.Namespace < b.Namespace {
+			return -1
+		}
+		return 1
+	}
+	switch {
+	case a.Name < b.Name:
+		return -1
+	case a.Name > b.Name:
+		return 1
+	}
+	return 0
+}
+
+// releaseAbsent releases the addresses of the pods whose grace period is
+// over; each release is logged and counted.
+func (k *keeper) releaseAbsent() {
+	if !k.view.live || k.tab == nil {
+		return
+	}
+	b := newBatch()
+	for _, id := range k.due() {
+		if b.full() {
+			break // the rest at the next sweep, which is due at once
+		}
+		a, ok := k.tab.lookup(id)
+		if !ok {
+			delete(k.absent, id)
+			continue
+		}
+		b.add(write{op: kvdb.DeleteOp(podKey(id)), done: k.reclaimDone(k.tab, id, a.String(), reasonAbsent)})
+	}
+	k.flush(b)
+}
+
+// Reasons an address is reclaimed without a release call.
+const (
+	reasonAbsent  = "absent"  // not in Kubernetes for the grace period
+	reasonDeleted = "deleted" // deleted from Kubernetes while the watch was cut off
+)
+
+// reclaimDone completes the delete of a reclaimed pod's record: the
+// address is free once the delete is durable; otherwise the pod keeps it
+// and the sweep tries again later.
+func (k *keeper) reclaimDone(t *table, id podmodel.ID, addr, reason string) func(outcome, error) {
+	return func(o outcome, err error) {
+		if o != durable {
+			k.sweep.notBefore = k.clock.Now().Add(sweepRetryDelay)
+			if o == unknown {
+				t.unsure[id] = struct{}{}
+			}
+			k.log.Warn("releasing the address of a pod missing from Kubernetes failed; retrying later",
+				"pod", id.String(), "ip", addr, "reason", reason, "error", err)
+			return
+		}
+		t.drop(id)
+		delete(k.absent, id)
+		k.metrics.reclaimed.WithLabelValues(reason).Inc()
+		k.log.Info("released the address of a pod missing from Kubernetes", "pod", id.String(), "ip", addr, "reason", reason)
+	}
+}

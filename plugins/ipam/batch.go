@@ -1,0 +1,137 @@
+package ipam
+
+import (
+	"bytes"
+
+	"github.com/contiv-ipam/agent/infra/kvdb"
+)
+
+// outcome is what became of one write.
+type outcome int
+
+const (
+	// durable: the store holds what the write asked for.
+	durable outcome = iota
+	// failed: the store does not hold it.
+	failed
+	// unknown: the write failed and the store could not be read back.
+	unknown
+)
+
+// write is one record to store or delete; done is called on the keeper's
+// goroutine once the outcome is known, with the store's error (nil when
+// durable at the first try).
+type write struct {
+	op   kvdb.Op
+	done func(o outcome, err error)
+}
+
+// maxBatch bounds the writes of one batch: they go to the store as one
+// transaction, with room for the cursor.
+const maxBatch = kvdb.MaxTxnOps - 1
+
+// batch collects the writes decided together; each key at most once.
+type batch struct {
+	writes []write
+	keys   map[string]struct{}
+	cursor bool // an allocation moved the cursor
+}
+
+func newBatch() *batch { return &batch{keys: map[string]struct{}{}} }
+
+func (b *batch) has(key string) bool {
+	_, ok := b.keys[key]
+	return ok
+}
+
+func (b *batch) full() bool { return len(b.writes) >= maxBatch }
+
+func (b *batch) add(w write) {
+	b.writes = append(b.writes, w)
+	b.keys[w.op.Key] = struct{}{}
+}
+
+// flush stores b (with the cursor, and the stale records still to delete)
+// and reports every outcome.
+func (k *keeper) flush(b *batch) {
+	if len(b.writes) == 0 {
+		return
+	}
+	if b.cursor && k.tab != nil && !k.tab.externalMode() {
+		b.add(write{op: kvdb.PutOp(CursorKey, []byte(k.tab.pool.Pool().Cursor().String())), done: func(outcome, error) {}})
+	}
+	k.addRetries(b)
+	k.commit(b.writes)
+}
+
+// addRetries adds the deletes of stale records that an earlier resync
+// could not delete, for keys the batch does not write anyway.
+func (k *keeper) addRetries(b *batch) {
+	for key := range k.retry {
+		if b.full() {
+			return
+		}
+		if b.has(key) {
+			continue
+		}
+		b.add(write{op: kvdb.DeleteOp(key), done: func(outcome, error) {}})
+	}
+}
+
+// commit stores ws, at most MaxTxnOps per transaction, and calls every
+// write's done. A write that reached the store is no longer stale.
+func (k *keeper) commit(ws []write) {
+	for len(ws) > 0 {
+		n := min(len(ws), kvdb.MaxTxnOps)
+		outs, err := k.store(ws[:n])
+		for i, w := range ws[:n] {
+			if outs[i] == durable {
+				delete(k.retry, w.op.Key)
+			}
+			w.done(outs[i], err)
+		}
+		ws = ws[n:]
+	}
+}
+
+// store writes ws in one transaction. When it fails, the outcome of each
+// write is read back: the store may have committed it all the same (a
+// timeout), and nothing may be freed that the store still holds.
+func (k *keeper) store(ws []write) ([]outcome, error) {
+	outs := make([]outcome, len(ws))
+	if k.db == nil {
+		return outs, nil
+	}
+	ops := make([]kvdb.Op, len(ws))
+	for i, w := range ws {
+		ops[i] = w.op
+	}
+	ctx, cancel := k.ctx()
+	_, err := k.db.Txn(ctx, nil, ops)
+	cancel()
+	if err == nil {
+		return outs, nil
+	}
+	k.log.Warn("storing pod allocations failed; reading them back", "writes", len(ws), "error", err)
+	for i, w := range ws {
+		outs[i] = k.readBack(w.op)
+	}
+	return outs, err
+}
+
+// readBack tells whether the store holds what op asked for.
+func (k *keeper) readBack(op kvdb.Op) outcome {
+	ctx, cancel := k.ctx()
+	defer cancel()
+	kv, found, err := k.db.Get(ctx, op.Key)
+	switch {
+	case err != nil:
+		k.log.Error("reading back a pod allocation failed: its state is unknown", "key", op.Key, "error", err)
+		return unknown
+	case op.Kind == kvdb.OpPut && found && bytes.Equal(kv.Value, op.Value):
+		return durable
+	case op.Kind == kvdb.OpDelete && !found:
+		return durable
+	}
+	return failed
+}

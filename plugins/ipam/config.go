@@ -1,0 +1,53 @@
+package ipam
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/contiv-ipam/agent/infra/config"
+)
+
+// Config is ipam.conf: how the plugin keeps the pod addresses. The
+// addressing itself (subnets, prefix lengths) is contiv.conf's ipamConfig.
+type Config struct {
+	// AbsentPodGracePeriod is how long an address stays held for a pod
+	// that the Kubernetes state does not have (a pod deleted while the
+	// agent was down, or not reflected yet) before it is released. 0
+	// releases at once. It only runs while the Kubernetes state is read
+	// from etcd: a resync from the local mirror pauses it.
+	AbsentPodGracePeriod time.Duration `json:"absentPodGracePeriod"`
+	// StoreTimeout bounds one write (or read) of the pod allocations in
+	// the local store. A write that times out is read back before anything
+	// is freed.
+	StoreTimeout time.Duration `json:"storeTimeout"`
+}
+
+// DefaultConfig returns the defaults: a 10-minute grace period, 10 s per
+// store operation.
+func DefaultConfig() Config {
+	return Config{AbsentPodGracePeriod: 10 * time.Minute, StoreTimeout: 10 * time.Second}
+}
+
+// Validate names every bad key and value.
+func (c *Config) Validate() error {
+	var errs []error
+	if c.AbsentPodGracePeriod < 0 {
+		errs = append(errs, fmt.Errorf("absentPodGracePeriod %s: want a duration >= 0", c.AbsentPodGracePeriod))
+	}
+	if c.StoreTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("storeTimeout %s: want a positive duration", c.StoreTimeout))
+	}
+	return errors.Join(errs...)
+}
+
+// loadConfig returns the config given with UseConf, else ipam.conf on top
+// of the defaults.
+func (p *Plugin) loadConfig() (Config, error) {
+	if p.fixedConf != nil {
+		c := *p.fixedConf
+		return c, c.Validate()
+	}
+	c := DefaultConfig()
+	return c, config.Load(p.Cfg, &c)
+}

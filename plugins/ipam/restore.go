@@ -1,0 +1,320 @@
+package ipam
+
+import (
+	"cmp"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/contiv-ipam/agent/infra/kvdb"
+	"github.com/contiv-ipam/agent/plugins/controller/api"
+	podmodel "github.com/contiv-ipam/agent/plugins/ksr/model/pod"
+)
+
+// CursorKey is the store key of the next-fit cursor: the last address
+// handed out, written with every batch of allocations.
+const CursorKey = "/contiv-agent/ipam/cursor"
+
+// resyncInput is a resync handed to the keeper.
+type resyncInput struct {
+	st *state
+	ks api.KubeStateData
+	// live tells whether the state comes from etcd; nil keeps what the
+	// previous resync said (healing resyncs and PodCIDRChange use the
+	// loop's state, which the watch keeps current).
+	live *bool
+}
+
+// record is one stored allocation.
+type record struct {
+	id   podmodel.ID
+	addr netip.Addr
+	rev  int64
+}
+
+// kubePod is a pod of the Kubernetes state.
+type kubePod struct {
+	id   podmodel.ID
+	addr netip.Addr // invalid when the pod has no (readable) address
+}
+
+// plan is what a resync decided: the new table, and the records to write.
+type plan struct {
+	t       *table
+	stale   []string                   // record keys to delete
+	learned map[podmodel.ID]netip.Addr // records to (re)write from Kubernetes
+	reclaim map[podmodel.ID]string     // held pods to release now, with the reason
+	absent  map[podmodel.ID]time.Time  // held pods in their grace period
+	inKube  map[podmodel.ID]struct{}   // the pods of the new state
+	dropped int                        // records outside the pod subnet
+}
+
+// resync rebuilds the table from the store and the Kubernetes state. It
+// runs on the keeper's goroutine between batches, so no write is in
+// flight: the store holds every acknowledged allocation.
+func (k *keeper) resync(in *resyncInput) error {
+	t, err := newTable(in.st)
+	if err != nil {
+		return err
+	}
+	recs, cursor, err := k.load()
+	if err != nil {
+		return err
+	}
+	live := k.view.live
+	if in.live != nil {
+		live = *in.live
+	}
+	p := &plan{t: t, learned: map[podmodel.ID]netip.Addr{}, reclaim: map[podmodel.ID]string{},
+		absent: map[podmodel.ID]time.Time{}, inKube: map[podmodel.ID]struct{}{}}
+	kube := kubePodsOf(in.ks)
+	claimed := k.claimKube(p, kube)
+	k.claimRecords(p, recs, claimed)
+	if live {
+		k.planAbsent(p)
+	}
+	k.tab, k.view, k.absent, k.retry = t, kubeView{live: live, pods: p.inKube}, p.absent, map[string]struct{}{}
+	k.setCursor(cursor)
+	k.commit(k.tidyWrites(p))
+	k.publish()
+	if p.dropped > 0 {
+		k.log.Warn("dropped pod allocations outside this node's pod subnet", "records", p.dropped, "pod-subnet", in.st.podThis.String())
+	}
+	return nil
+}
+
+// kubePodsOf lists the pods of the Kubernetes state by key.
+func kubePodsOf(ks api.KubeStateData) []kubePod {
+	keys := make([]string, 0, len(ks[podResource]))
+	for key := range ks[podResource] {
+		keys = append(keys, key)
+	}
+	slices.Sort(keys)
+	out := make([]kubePod, 0, len(keys))
+	for _, key := range keys {
+		pod, ok := ks[podResource][key].(*podmodel.Pod)
+		if !ok {
+			continue
+		}
+		kp := kubePod{id: podmodel.GetID(pod)}
+		if checkPodID(kp.id) != nil {
+			continue
+		}
+		kp.addr, _ = netip.ParseAddr(pod.GetIpAddress())
+		out = append(out, kp)
+	}
+	return out
+}
+
+// claimKube claims the addresses of the Kubernetes pods in the pod subnet
+// (they are in use); the first pod by key wins a clash.
+func (k *keeper) claimKube(p *plan, kube []kubePod) map[podmodel.ID]netip.Addr {
+	claimed := map[podmodel.ID]netip.Addr{}
+	for _, kp := range kube {
+		p.inKube[kp.id] = struct{}{}
+		if !kp.addr.IsValid() || !p.t.st.podThis.Contains(kp.addr) {
+			continue
+		}
+		if err := p.t.claim(kp.id, kp.addr); err != nil {
+			k.log.Warn("pod address from Kubernetes not restored", "pod", kp.id.String(), "error", err)
+			continue
+		}
+		claimed[kp.id] = kp.addr
+	}
+	return claimed
+}
+
+// claimRecords restores the stored allocations, newest first (an older
+// record for the same address can only be one whose delete failed).
+// Kubernetes wins over a record; a record outside the pod subnet or
+// clashing with a newer one is stale.
+func (k *keeper) claimRecords(p *plan, recs []record, claimed map[podmodel.ID]netip.Addr) {
+	slices.SortFunc(recs, func(a, b record) int {
+		return cmp.Or(cmp.Compare(b.rev, a.rev), comparePods(a.id, b.id))
+	})
+	stored := make(map[podmodel.ID]netip.Addr, len(recs))
+	for _, r := range recs {
+		stored[r.id] = r.addr
+		if _, ok := claimed[r.id]; ok {
+			continue // the record is rewritten below if it differs
+		}
+		if !p.t.st.podThis.Contains(r.addr) {
+			p.dropped++
+			p.stale = append(p.stale, podKey(r.id))
+			continue
+		}
+		if err := p.t.claim(r.id, r.addr); err != nil {
+			k.log.Warn("stored pod address not restored", "pod", r.id.String(), "error", err)
+			p.stale = append(p.stale, podKey(r.id))
+		}
+	}
+	for id, a := range claimed {
+		if s, ok := stored[id]; !ok || s != a {
+			p.learned[id] = a
+		}
+	}
+}
+
+// planAbsent decides, with a live Kubernetes state, about every held pod
+// that state lacks: a pod the previous state had was deleted while the
+// watch was cut off and is released now; any other starts (or goes on
+// with) its grace period and is released when the period is over.
+func (k *keeper) planAbsent(p *plan) {
+	now := k.clock.Now()
+	p.t.each(func(id podmodel.ID, _ netip.Addr) bool {
+		if _, ok := p.inKube[id]; ok {
+			return true
+		}
+		if _, had := k.view.pods[id]; had {
+			p.reclaim[id] = reasonDeleted
+			p.absent[id] = now.Add(-k.cfg.AbsentPodGracePeriod)
+			return true
+		}
+		since, ok := k.absent[id]
+		if !ok || !k.view.live {
+			since = now
+		}
+		p.absent[id] = since
+		if now.Sub(since) >= k.cfg.AbsentPodGracePeriod {
+			p.reclaim[id] = reasonAbsent
+		}
+		return true
+	})
+}
+
+// tidyWrites are the writes that make the store match the new table:
+// stale records deleted (retried with later batches if that fails),
+// records learned from Kubernetes stored, reclaimed pods released.
+func (k *keeper) tidyWrites(p *plan) []write {
+	var ws []write
+	for _, key := range p.stale {
+		ws = append(ws, write{op: kvdb.DeleteOp(key), done: func(o outcome, _ error) {
+			if o != durable {
+				k.retry[key] = struct{}{}
+			}
+		}})
+	}
+	for id, a := range p.learned {
+		ws = append(ws, write{op: kvdb.PutOp(podKey(id), []byte(a.String())), done: func(o outcome, err error) {
+			if o != durable {
+				p.t.unsure[id] = struct{}{}
+				k.log.Warn("storing a pod allocation learned from Kubernetes failed", "pod", id.String(), "error", err)
+			}
+		}})
+	}
+	for id, reason := range p.reclaim {
+		a, _ := p.t.lookup(id)
+		ws = append(ws, write{op: kvdb.DeleteOp(podKey(id)), done: k.reclaimDone(p.t, id, a.String(), reason)})
+	}
+	return dedupe(ws)
+}
+
+// dedupe keeps the last write of each key (a stale record rewritten from
+// Kubernetes is not deleted as well).
+func dedupe(ws []write) []write {
+	last := map[string]int{}
+	for i, w := range ws {
+		last[w.op.Key] = i
+	}
+	out := ws[:0]
+	for i, w := range ws {
+		if last[w.op.Key] == i {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+// setCursor continues next-fit after the stored cursor; without a usable
+// one, after the highest held address (as the original did after a
+// restart, with IPv4 offsets computed right: spec §2.16 bug 1 fixed).
+func (k *keeper) setCursor(cursor netip.Addr) {
+	t := k.tab
+	if t.externalMode() {
+		return
+	}
+	pool := t.pool.Pool()
+	if cursor.IsValid() && pool.Contains(cursor) {
+		if err := pool.SetCursor(cursor); err == nil {
+			return
+		} else {
+			k.log.Warn("stored next-fit cursor not usable; continuing after the highest address", "cursor", cursor.String(), "error", err)
+		}
+	}
+	var top netip.Addr
+	t.pool.Range(func(_ podmodel.ID, a netip.Addr) bool {
+		top = a
+		return true
+	})
+	if !top.IsValid() {
+		return
+	}
+	if err := pool.SetCursor(top); err != nil {
+		k.log.Warn("setting the next-fit cursor failed", "cursor", top.String(), "error", err)
+	}
+}
+
+// load reads the stored allocations and cursor. A record that does not
+// parse is reported and left in place (no data is dropped silently).
+// Without a store, memory is the store.
+func (k *keeper) load() ([]record, netip.Addr, error) {
+	if k.db == nil {
+		return k.memRecords()
+	}
+	ctx, cancel := k.ctx()
+	defer cancel()
+	kvs, _, err := k.db.List(ctx, AllocationPrefix)
+	if err != nil {
+		return nil, netip.Addr{}, fmt.Errorf("reading pod allocations under %s: %w", AllocationPrefix, err)
+	}
+	recs := make([]record, 0, len(kvs))
+	for _, kv := range kvs {
+		id, a, err := parseAllocation(kv.Key, kv.Value)
+		if err != nil {
+			k.log.Warn("skipping a pod allocation record", "error", err)
+			continue
+		}
+		recs = append(recs, record{id: id, addr: a, rev: kv.Revision})
+	}
+	var cursor netip.Addr
+	if kv, found, err := k.db.Get(ctx, CursorKey); err != nil {
+		k.log.Warn("reading the next-fit cursor failed", "key", CursorKey, "error", err)
+	} else if found {
+		cursor, _ = netip.ParseAddr(string(kv.Value))
+	}
+	return recs, cursor, nil
+}
+
+// memRecords lists the current table as records.
+func (k *keeper) memRecords() ([]record, netip.Addr, error) {
+	if k.tab == nil {
+		return nil, netip.Addr{}, nil
+	}
+	var recs []record
+	k.tab.each(func(id podmodel.ID, a netip.Addr) bool {
+		recs = append(recs, record{id: id, addr: a})
+		return true
+	})
+	var cursor netip.Addr
+	if !k.tab.externalMode() {
+		cursor = k.tab.pool.Pool().Cursor()
+	}
+	return recs, cursor, nil
+}
+
+// parseAllocation decodes one allocation record.
+func parseAllocation(key string, value []byte) (podmodel.ID, netip.Addr, error) {
+	rest, _ := strings.CutPrefix(key, AllocationPrefix)
+	ns, name, ok := strings.Cut(rest, "/")
+	id := podmodel.ID{Name: name, Namespace: ns}
+	if !ok || checkPodID(id) != nil {
+		return id, netip.Addr{}, fmt.Errorf("key %q: want %s<namespace>/<name>", key, AllocationPrefix)
+	}
+	a, err := netip.ParseAddr(string(value))
+	if err != nil {
+		return id, netip.Addr{}, fmt.Errorf("key %q: value %q: not an IP address", key, value)
+	}
+	return id, a, nil
+}
