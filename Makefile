@@ -28,8 +28,14 @@ run: build
 	@echo "contiv-agent: REST on http://127.0.0.1:9999/ (index), /liveness, /readiness, /metrics; data in ./_data; Ctrl-C stops"
 	CONFIG_DIR=$(CURDIR)/conf $(BIN)/contiv-agent
 
-## test: format and vet checks, the whole suite, then the suite again under the race detector
-test: check test-unit test-race
+# timed runs one make target and prints how long it took.
+timed = @start=$$(date +%s); echo "== $(1)"; $(MAKE) --no-print-directory $(1) && echo "== $(1) took $$(( $$(date +%s) - start )) s"
+
+## test: format and vet checks, the whole suite, then the suite again under the race detector (each phase timed)
+test:
+	$(call timed,check)
+	$(call timed,test-unit)
+	$(call timed,test-race)
 
 test-unit:
 	$(GO) test -count=1 -timeout 15m $(PKGS)

@@ -17,6 +17,7 @@ import (
 	"github.com/contiv-ipam/agent/infra/rest"
 	"github.com/contiv-ipam/agent/plugins/contivconf"
 	"github.com/contiv-ipam/agent/plugins/controller"
+	"github.com/contiv-ipam/agent/plugins/ipam"
 )
 
 // validator is a plugin config that checks itself.
@@ -33,6 +34,7 @@ var sampleLoaders = map[string]func() validator{
 	"metrics.conf":    func() validator { c := metrics.DefaultConfig(); return &c },
 	"controller.conf": func() validator { c := controller.DefaultConfig(); return &c },
 	"contiv.conf":     func() validator { c := contivconf.DefaultConfig(); return &c },
+	"ipam.conf":       func() validator { c := ipam.DefaultConfig(); return &c },
 }
 
 // TestShippedConfigFilesDecode checks that every .conf in the repository

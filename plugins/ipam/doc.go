@@ -26,10 +26,71 @@
 // Pod addresses are handed out next-fit (the first free address after the
 // last one handed out, wrapping around) by an ipalloc pool, idempotently
 // per pod, and stored in bolt under AllocationPrefix before AllocatePodIP
-// returns. The plugin is a controller event handler: the first resync, a
-// healing resync and a PodCIDRChange rebuild everything, with the
-// allocations taken from the pods in the Kubernetes state and from bolt.
-// With an external IPAM, a NodeUpdate that moves this node's Kubernetes
-// pod CIDR makes the plugin push PodCIDRChange, an upstream resync of every
-// handler. A pod deleted from Kubernetes gives its address back.
+// returns. With an external IPAM, a NodeUpdate that moves this node's
+// Kubernetes pod CIDR makes the plugin push PodCIDRChange, an upstream
+// resync of every handler.
+//
+// # One writer
+//
+// Every change of the pod addresses (allocate, release, the release of a
+// pod deleted from or absent in Kubernetes, resync and re-initialisation)
+// is decided by one owner, the keeper (keeper.go): one goroutine that takes
+// requests from a channel in arrival order and alone touches the table of
+// pod addresses (table.go), the view of the Kubernetes pods, the absence
+// clocks and the records still to delete. The derived addressing (subnets,
+// gateway, node addresses) is an immutable state value, replaced whole at
+// each resync through an atomic pointer and read by any caller.
+//
+// The owner is a goroutine inside ipam rather than the controller's event
+// loop (Contiv's way, where an allocation is an event) because durability
+// must not cost throughput: the keeper decides the requests that arrived
+// together in memory and stores their records in one bolt transaction (one
+// fsync, group commit), answering each caller only once its own record is
+// durable. The event loop processes one event at a time and runs every
+// handler for it; making each allocation an event would give each its own
+// fsync, or answer callers from outside the loop. The loop still orders
+// resyncs and pod events: its handler calls wait for the keeper.
+//
+// The keeper's rules, each pinned by a test in interleave_test.go:
+//
+//  1. A caller is answered once its record's outcome is known: durable
+//     (success), not stored (the decision is undone), or unknown.
+//  2. A write that fails is read back before anything is freed: a record
+//     the store holds after all is a success; a record that cannot be read
+//     back leaves the address reserved for its pod (unsure), and that
+//     pod's next allocation stores the record again before it answers.
+//  3. A request for a pod that already has a write in the current batch
+//     waits for the batch: a release never overtakes a store.
+//  4. A released address stays held until its delete is durable; then
+//     next-fit reaches it only after the rest of the window.
+//  5. A resync and a read wait for the writes in flight, so a resync
+//     rebuilds from a store that holds every acknowledged allocation.
+//  6. The next-fit cursor is stored with every batch of allocations.
+//
+// # Resync
+//
+// Every resync (each DB resync, healing resyncs, PodCIDRChange) rebuilds
+// the table: first the pods of the Kubernetes state with an address in the
+// pod subnet (the first by key wins a clash), then the stored records,
+// newest first; Kubernetes wins over a record, and records outside the
+// subnet are dropped with a warning. With a Kubernetes state from etcd (a
+// remote DB resync, and the watch after it), a held pod that the state
+// lacks is released at once if the previous state had it (its delete event
+// was lost in a watch gap), else after Config.AbsentPodGracePeriod (it may
+// not be reflected yet, or was deleted while the agent was down). A resync
+// from the local mirror releases nothing and pauses the grace periods.
+//
+// # Caller duties
+//
+//  1. Build with NewPlugin; wire ContivConf, NodeSync, ServiceLabel,
+//     EventLoop and LocalDB (bolt; nil keeps the addresses in memory).
+//  2. Call Init, then AfterInit (it starts the keeper) before the first
+//     resync, and Close after the last event: Close waits for the batch
+//     being stored and fails the calls still queued.
+//  3. Register the plugin as an event handler after nodesync (it reads the
+//     node ID in Resync). Its handler calls block until the keeper has
+//     served them.
+//  4. Call AllocatePodIP and ReleasePodIP from any goroutine once a resync
+//     has run; errors name the pod and the address. An error wrapping
+//     ipalloc.ErrPoolExhausted means the pod subnet is full.
 package ipam

@@ -24,3 +24,6 @@ func UseClock(c Clock) Option { return func(p *Plugin) { p.clock = c } }
 func AbsentReleases(p *Plugin) prometheus.Collector {
 	return p.metrics.reclaimed.WithLabelValues(reasonAbsent)
 }
+
+// AllocationsOf is the reply of GET /contiv/v1/ipam/allocations.
+func AllocationsOf(p *Plugin) Allocations { return p.allocations() }

@@ -32,6 +32,7 @@ type faultDB struct {
 	mu        sync.Mutex
 	decide    func(ops []kvdb.Op) fault
 	failReads bool
+	failGet   func() bool // fails one Get when it returns true
 }
 
 var _ kvdb.Broker = (*faultDB)(nil)
@@ -99,8 +100,18 @@ func (f *faultDB) Txn(ctx context.Context, cmps []kvdb.Cmp, ops []kvdb.Op) (ok b
 	return ok, err
 }
 
+// setFailGet makes a Get fail whenever fn returns true (nil: never).
+func (f *faultDB) setFailGet(fn func() bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.failGet = fn
+}
+
 func (f *faultDB) Get(ctx context.Context, key string) (kvdb.KeyValue, bool, error) {
-	if _, fail := f.policy(); fail {
+	f.mu.Lock()
+	failGet := f.failGet
+	f.mu.Unlock()
+	if _, fail := f.policy(); fail || (failGet != nil && failGet()) {
 		return kvdb.KeyValue{}, false, errInjected
 	}
 	return f.Broker.Get(ctx, key)

@@ -8,6 +8,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/contiv-ipam/agent/plugins/ipam"
+	"github.com/contiv-ipam/agent/plugins/ipam/ipalloc"
 	podmodel "github.com/contiv-ipam/agent/plugins/ksr/model/pod"
 )
 
@@ -218,7 +219,8 @@ func TestReleaseOfSomeIPAddresses(t *testing.T) {
 		g.Expect(ip.String()).To(BeElementOf(released))
 	}
 	_, err := i.AllocatePodIP(podmodel.ID{Name: "pod7", Namespace: "default"}, "", "")
-	g.Expect(err).To(HaveOccurred())
+	g.Expect(err).To(MatchError(ipalloc.ErrPoolExhausted))
+	g.Expect(err).To(MatchError(ContainSubstring("no IP address is free for allocation in the subnet 1.2.128.8/29")))
 }
 
 // fill allocates until the pool is exhausted and checks every address.
@@ -235,7 +237,7 @@ func fill(t *testing.T, i *ipam.Plugin, want int, subnet string) {
 		seen[ip.String()] = true
 	}
 	_, err := i.AllocatePodIP(podmodel.ID{Name: "one-too-many", Namespace: "ns"}, "", "")
-	g.Expect(err).To(HaveOccurred())
+	g.Expect(err).To(MatchError(ipalloc.ErrPoolExhausted))
 }
 
 func Test8bitPodIPPoolSize(t *testing.T) {
@@ -340,9 +342,11 @@ ipamConfig:
   vxlanCIDR: 2.2.2.128/25
 `}, nil).ipam
 	_, _, err := i.NodeIPAddress(16)
-	g.Expect(err).To(HaveOccurred())
+	g.Expect(err).To(MatchError(ipam.ErrNodeIDRange))
+	g.Expect(err).To(MatchError(ContainSubstring("no free address for nodeID 16 in 3.3.3.0/28")))
 	_, _, err = i.NodeIPAddress(17)
-	g.Expect(err).To(HaveOccurred())
+	g.Expect(err).To(MatchError(ipam.ErrNodeIDRange))
+	g.Expect(err).To(MatchError(ContainSubstring("17 > 16 of 3.3.3.0/28")))
 	ip, _, err := i.NodeIPAddress(15)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(ip.String()).To(Equal("3.3.3.15"))

@@ -1,0 +1,245 @@
+package ipam_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	. "github.com/onsi/gomega"
+
+	"github.com/contiv-ipam/agent/infra/kvdb"
+	"github.com/contiv-ipam/agent/plugins/controller/api"
+	"github.com/contiv-ipam/agent/plugins/ipam"
+	podmodel "github.com/contiv-ipam/agent/plugins/ksr/model/pod"
+)
+
+// The model test: workers allocate and release pod addresses while
+// resyncs run and the store fails a fraction of the writes (before or
+// after applying them) and of the read-backs. After every round, and
+// after a restart on the same bolt file, the invariants must hold:
+//   - no address is held by two pods (in memory, in bolt);
+//   - every acknowledged allocation is in bolt and in memory;
+//   - bolt holds nothing that memory does not.
+
+const modelConfig = `
+ipamConfig:
+  podSubnetCIDR: 10.1.0.0/16
+  podSubnetOneNodePrefixLen: 26
+  nodeInterconnectCIDR: 192.168.16.0/24
+`
+
+const (
+	modelWorkers    = 6
+	modelPodsEach   = 8 // 48 pods for 60 addresses: exhaustion happens
+	modelOpsEach    = 40
+	modelRounds     = 8
+	modelFaultShare = 0.15
+)
+
+// model is what the test knows for sure. Each pod belongs to one worker,
+// so the calls for a pod are sequential.
+type model struct {
+	mu    sync.Mutex
+	acked map[podmodel.ID]string   // acknowledged, not released since
+	maybe map[podmodel.ID]struct{} // a failed call left the pod unknown
+	exist map[podmodel.ID]struct{} // the pods "Kubernetes" has
+}
+
+func newModel() *model {
+	return &model{acked: map[podmodel.ID]string{}, maybe: map[podmodel.ID]struct{}{}, exist: map[podmodel.ID]struct{}{}}
+}
+
+// kube is the Kubernetes state: every pod that exists, with its
+// acknowledged address when it has one.
+func (m *model) kube() api.KubeStateData {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	ks := kubePods()
+	for id := range m.exist {
+		ks["pod"][podmodel.Key(id.Name, id.Namespace)] = &podmodel.Pod{Name: id.Name, Namespace: id.Namespace, IpAddress: m.acked[id]}
+	}
+	return ks
+}
+
+func (m *model) allocated(id podmodel.ID, ip string, err error) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err != nil {
+		m.maybe[id] = struct{}{}
+		return nil
+	}
+	if old, ok := m.acked[id]; ok && old != ip {
+		return fmt.Errorf("pod %s: acknowledged %s, then %s without a release", id, old, ip)
+	}
+	m.acked[id] = ip
+	delete(m.maybe, id)
+	return nil
+}
+
+func (m *model) released(id podmodel.ID, err error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err != nil {
+		m.maybe[id] = struct{}{}
+		return
+	}
+	delete(m.acked, id)
+	delete(m.maybe, id)
+	delete(m.exist, id)
+}
+
+func (m *model) create(id podmodel.ID) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.exist[id] = struct{}{}
+}
+
+func TestModelRandomFaults(t *testing.T) {
+	seed := rand.Uint64()
+	t.Logf("seed %d", seed)
+	g := NewWithT(t)
+	path := filepath.Join(t.TempDir(), "bolt.db")
+	m := newModel()
+	db := openBolt(t, path)
+	fdb := newFaultDB(db)
+	f := mustFixture(t, fixtureOpts{db: fdb, yaml: modelConfig}, nil)
+	rng := rand.New(rand.NewPCG(seed, 1))
+	var rngMu sync.Mutex
+	chance := func(p float64) bool {
+		rngMu.Lock()
+		defer rngMu.Unlock()
+		return rng.Float64() < p
+	}
+	for round := range modelRounds {
+		fdb.setDecide(func([]kvdb.Op) fault {
+			switch {
+			case chance(modelFaultShare / 2):
+				return failBefore
+			case chance(modelFaultShare / 2):
+				return failAfter
+			}
+			return pass
+		})
+		fdb.setFailGet(func() bool { return chance(modelFaultShare) })
+		runModelRound(t, f.ipam, m, seed+uint64(round))
+		fdb.setDecide(nil)
+		fdb.setFailGet(nil)
+		checkModel(g, f.ipam, db, m, fmt.Sprintf("round %d", round))
+	}
+	f.close(t)
+	g.Expect(db.Close()).To(Succeed())
+
+	db = openBolt(t, path)
+	defer db.Close()
+	ks := m.kube()
+	f = mustFixture(t, fixtureOpts{db: db, yaml: modelConfig}, ks)
+	checkModel(g, f.ipam, db, m, "after the restart")
+}
+
+// runModelRound runs the workers and a resync loop until the workers end.
+func runModelRound(t *testing.T, i *ipam.Plugin, m *model, seed uint64) {
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	resyncs := make(chan error, 1)
+	go func() { resyncs <- resyncLoop(i, m, stop) }()
+	for w := range modelWorkers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := runWorker(i, m, w, seed); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	close(stop)
+	if err := <-resyncs; err != nil {
+		t.Errorf("resync: %v", err)
+	}
+}
+
+func runWorker(i *ipam.Plugin, m *model, w int, seed uint64) error {
+	rng := rand.New(rand.NewPCG(seed, uint64(w)+100))
+	for range modelOpsEach {
+		id := podmodel.ID{Name: fmt.Sprintf("w%d-p%d", w, rng.IntN(modelPodsEach)), Namespace: "model"}
+		if rng.IntN(3) == 0 {
+			m.released(id, i.ReleasePodIP(id))
+			continue
+		}
+		m.create(id)
+		ip, err := i.AllocatePodIP(id, "", "")
+		s := ""
+		if err == nil {
+			s = ip.String()
+		}
+		if err := m.allocated(id, s, err); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// resyncLoop runs remote DB resyncs and healing resyncs until stop.
+func resyncLoop(i *ipam.Plugin, m *model, stop <-chan struct{}) error {
+	for n := 2; ; n++ {
+		select {
+		case <-stop:
+			return nil
+		default:
+		}
+		ks := m.kube()
+		var ev api.Event = &api.DBResync{KubeState: ks}
+		if n%2 == 1 {
+			ev = &api.HealingResync{Type: api.AfterError}
+		}
+		if err := i.Resync(ev, ks, n, nil); err != nil {
+			return err
+		}
+	}
+}
+
+// checkModel checks the invariants.
+func checkModel(g Gomega, i *ipam.Plugin, db kvdb.Broker, m *model, when string) {
+	mem := map[podmodel.ID]string{}
+	owners := map[string]podmodel.ID{}
+	for _, a := range allocationsOf(g, i) {
+		id := podmodel.ID{Name: a.PodID.Name, Namespace: a.PodID.Namespace}
+		mem[id] = a.MainIP
+		prev, dup := owners[a.MainIP]
+		g.Expect(dup).To(BeFalse(), "%s: %s held by %s and %s in memory", when, a.MainIP, prev, id)
+		owners[a.MainIP] = id
+	}
+	kvs, _, err := db.List(context.Background(), ipam.AllocationPrefix)
+	g.Expect(err).NotTo(HaveOccurred())
+	rec := map[podmodel.ID]string{}
+	byIP := map[string]string{}
+	for _, kv := range kvs {
+		prev, dup := byIP[string(kv.Value)]
+		g.Expect(dup).To(BeFalse(), "%s: %s stored for %s and %s", when, kv.Value, prev, kv.Key)
+		byIP[string(kv.Value)] = kv.Key
+		var id podmodel.ID
+		_, err := fmt.Sscanf(kv.Key[len(ipam.AllocationPrefix):], "model/%s", &id.Name)
+		g.Expect(err).NotTo(HaveOccurred())
+		id.Namespace = "model"
+		rec[id] = string(kv.Value)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for id, ip := range m.acked {
+		if _, unsure := m.maybe[id]; unsure {
+			continue
+		}
+		g.Expect(rec).To(HaveKeyWithValue(id, ip), "%s: acknowledged allocation of %s not in bolt", when, id)
+		g.Expect(mem).To(HaveKeyWithValue(id, ip), "%s: acknowledged allocation of %s not in memory", when, id)
+	}
+	for id, ip := range rec {
+		g.Expect(mem).To(HaveKeyWithValue(id, ip), "%s: bolt holds %s for %s, memory does not", when, ip, id)
+	}
+}
+
+func allocationsOf(g Gomega, i *ipam.Plugin) []ipam.PodAllocation {
+	return ipam.AllocationsOf(i).Pods
+}
