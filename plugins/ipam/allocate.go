@@ -1,7 +1,9 @@
 package ipam
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/netip"
 	"strings"
@@ -23,7 +25,9 @@ func (p *Plugin) AllocatePodIP(podID podmodel.ID, ipamType, ipamData string) (ne
 	if rep.err != nil {
 		return nil, rep.err
 	}
-	p.Log.Debug("pod IP allocated", "pod", podID, "ip", rep.addr, "ipam-type", ipamType)
+	if p.Log.Enabled(context.Background(), slog.LevelDebug) {
+		p.Log.Debug("pod IP allocated", "pod", podID.String(), "ip", rep.addr.String(), "ipam-type", ipamType)
+	}
 	return toIP(rep.addr), nil
 }
 

@@ -1,8 +1,10 @@
 package ipam
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 
 	"github.com/contiv-ipam/agent/infra/kvdb"
 	podmodel "github.com/contiv-ipam/agent/plugins/ksr/model/pod"
@@ -30,7 +32,6 @@ func (k *keeper) allocate(r *request, b *batch) {
 		case durable:
 			delete(t.unsure, r.pod)
 			k.noteHeld(r.pod)
-			k.log.Debug("pod IP allocated", "pod", r.pod, "ip", d.addr)
 			r.answer(reply{addr: d.addr})
 		case failed:
 			d.undo()
@@ -55,7 +56,6 @@ func (k *keeper) release(r *request, b *batch) {
 	t := k.tab
 	a, ok := t.lookup(r.pod)
 	if !ok {
-		k.log.Debug("release of a pod without an IP", "pod", r.pod)
 		r.answer(reply{})
 		return
 	}
@@ -64,7 +64,9 @@ func (k *keeper) release(r *request, b *batch) {
 		case durable:
 			t.drop(r.pod)
 			delete(k.absent, r.pod)
-			k.log.Debug("pod IP released", "pod", r.pod, "ip", a)
+			if k.log.Enabled(context.Background(), slog.LevelDebug) {
+				k.log.Debug("pod IP released", "pod", r.pod.String(), "ip", a.String())
+			}
 			r.answer(reply{addr: a, held: true})
 		case failed:
 			r.answer(reply{addr: a, held: true, err: fmt.Errorf("pod %s: address %s not released: its record could not be deleted: %w", r.pod, a, err)})

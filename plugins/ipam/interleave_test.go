@@ -331,3 +331,30 @@ func ipOf(n *net.IPNet) net.IP {
 	}
 	return n.IP
 }
+
+// Close waits for the batch being stored (its callers get their answer)
+// and fails the calls still queued; calls after Close fail at once.
+func TestCloseFinishesTheBatchInFlightAndFailsTheQueue(t *testing.T) {
+	g := NewWithT(t)
+	fdb, db := boltFaults(t)
+	gt := newGate(podKey(pod1))
+	fdb.setDecide(gt.decide)
+	f := mustFixture(t, fixtureOpts{db: fdb}, nil)
+	i := f.ipam
+
+	first := async(func() (net.IP, error) { return i.AllocatePodIP(pod1, "", "") })
+	g.Eventually(gt.entered).Should(Receive())
+	queued := async(func() (net.IP, error) { return i.AllocatePodIP(pod2, "", "") })
+	waitQueuedOrReturned(g, i, queued)
+	closed := async(func() (net.IP, error) { return nil, i.Close() })
+	g.Consistently(closed.done).WithTimeout(50 * time.Millisecond).ShouldNot(BeClosed(), "Close waits for the write in flight")
+	gt.open <- pass
+
+	g.Expect(closed.wait(g).err).NotTo(HaveOccurred())
+	g.Expect(first.wait(g).err).NotTo(HaveOccurred())
+	g.Expect(stored(g, db, pod1)).To(Equal(first.ip.String()))
+	g.Expect(queued.wait(g).err).To(MatchError(ContainSubstring("IPAM is closed")))
+	g.Expect(stored(g, db, pod2)).To(BeEmpty())
+	_, err := i.AllocatePodIP(pod3, "", "")
+	g.Expect(err).To(MatchError(ContainSubstring("IPAM is closed")))
+}

@@ -162,6 +162,10 @@ func (k *keeper) run() {
 	defer close(k.stopped)
 	defer k.sweep.stopTimer()
 	for {
+		if k.stopping() {
+			k.failQueued()
+			return
+		}
 		select {
 		case r := <-k.reqs:
 			k.serve(r)
@@ -212,11 +216,21 @@ func (k *keeper) serve(r *request) {
 			k.decide(r, b)
 		}
 		r = nil
-		if n < maxServe {
+		if n < maxServe && !k.stopping() {
 			r = k.next()
 		}
 	}
 	k.flush(b)
+}
+
+// stopping tells whether close has begun.
+func (k *keeper) stopping() bool {
+	select {
+	case <-k.stop:
+		return true
+	default:
+		return false
+	}
 }
 
 // next takes a queued request without waiting.
