@@ -151,6 +151,7 @@ func (k *keeper) reclaimDone(t *table, id podmodel.ID, addr, reason string) func
 		}
 		t.drop(id)
 		delete(k.absent, id)
+		delete(k.young, id)
 		k.metrics.reclaimed.WithLabelValues(reason).Inc()
 		k.log.Info("released the address of a pod missing from Kubernetes", "pod", id.String(), "ip", addr, "reason", reason)
 	}

@@ -23,6 +23,7 @@ func (k *keeper) allocate(r *request, b *batch) {
 		return
 	}
 	if !d.store {
+		k.young[r.pod] = k.clock.Now() // acknowledged (again) now
 		r.answer(reply{addr: d.addr})
 		return
 	}
@@ -31,6 +32,7 @@ func (k *keeper) allocate(r *request, b *batch) {
 		switch o {
 		case durable:
 			delete(t.unsure, r.pod)
+			k.young[r.pod] = k.clock.Now() // acknowledged now
 			k.noteHeld(r.pod)
 			r.answer(reply{addr: d.addr})
 		case failed:
@@ -64,6 +66,7 @@ func (k *keeper) release(r *request, b *batch) {
 		case durable:
 			t.drop(r.pod)
 			delete(k.absent, r.pod)
+			delete(k.young, r.pod)
 			if k.log.Enabled(context.Background(), slog.LevelDebug) {
 				k.log.Debug("pod IP released", "pod", r.pod.String(), "ip", a.String())
 			}

@@ -251,7 +251,8 @@ func TestAPodThatAppearsDuringTheGracePeriodKeepsItsAddress(t *testing.T) {
 func TestPodsDeletedDuringAWatchGapAreReleasedAtTheNextDBResync(t *testing.T) {
 	g := NewWithT(t)
 	_, db := boltFaults(t)
-	f := mustFixture(t, fixtureOpts{db: db, yaml: benchConfig}, kubePods())
+	clk := newFakeClock()
+	f := mustFixture(t, fixtureOpts{db: db, yaml: benchConfig, clock: clk, grace: time.Minute}, kubePods())
 	const n, deleted = 400, 250
 	var pods []*podmodel.Pod
 	for k := range n {
@@ -262,6 +263,7 @@ func TestPodsDeletedDuringAWatchGapAreReleasedAtTheNextDBResync(t *testing.T) {
 	}
 	ks := kubePods(pods...)
 	g.Expect(f.ipam.Resync(&api.DBResync{KubeState: ks}, ks, 2, nil)).To(Succeed())
+	clk.Advance(time.Minute) // the allocations are older than a grace period
 	ks = kubePods(pods[deleted:]...)
 	g.Expect(f.ipam.Resync(&api.DBResync{KubeState: ks}, ks, 3, nil)).To(Succeed())
 
@@ -276,6 +278,31 @@ func TestPodsDeletedDuringAWatchGapAreReleasedAtTheNextDBResync(t *testing.T) {
 	kvs, _, err := db.List(context.Background(), ipam.AllocationPrefix)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(kvs).To(HaveLen(n - deleted))
+}
+
+// A pod re-created under the name of a deleted one (a StatefulSet pod)
+// gets a new address before the Kubernetes state shows the new instance;
+// a DB resync that read the state in between must not take the address
+// from the running pod: a young allocation only starts a grace period.
+func TestARecreatedPodKeepsItsNewAddressAcrossAStaleResync(t *testing.T) {
+	g := NewWithT(t)
+	clk := newFakeClock()
+	f := mustFixture(t, fixtureOpts{clock: clk, grace: time.Minute}, kubePods())
+	old, err := f.ipam.AllocatePodIP(pod1, "", "")
+	g.Expect(err).NotTo(HaveOccurred())
+	ks := kubePods(&podmodel.Pod{Name: pod1.Name, Namespace: pod1.Namespace, IpAddress: old.String()})
+	g.Expect(f.ipam.Resync(&api.DBResync{KubeState: ks}, ks, 2, nil)).To(Succeed())
+	clk.Advance(time.Hour)
+	g.Expect(f.ipam.ReleasePodIP(pod1)).To(Succeed()) // CNI DEL of the old instance
+	ip, err := f.ipam.AllocatePodIP(pod1, "", "")     // CNI ADD of the new one
+	g.Expect(err).NotTo(HaveOccurred())
+
+	ks = kubePods() // read between the delete and the re-creation
+	g.Expect(f.ipam.Resync(&api.DBResync{KubeState: ks}, ks, 3, nil)).To(Succeed())
+	g.Expect(ipOf(f.ipam.GetPodIP(pod1))).To(Equal(ip), "the new instance keeps its address")
+	clk.Advance(time.Minute)
+	g.Eventually(func() net.IP { return ipOf(f.ipam.GetPodIP(pod1)) }).WithTimeout(10*time.Second).Should(BeNil(),
+		"a pod that stays missing is released after the grace period")
 }
 
 // A resync from the local mirror (etcd unreachable) releases nothing: the
@@ -347,7 +374,7 @@ func TestCloseFinishesTheBatchInFlightAndFailsTheQueue(t *testing.T) {
 	queued := async(func() (net.IP, error) { return i.AllocatePodIP(pod2, "", "") })
 	waitQueuedOrReturned(g, i, queued)
 	closed := async(func() (net.IP, error) { return nil, i.Close() })
-	g.Consistently(closed.done).WithTimeout(50 * time.Millisecond).ShouldNot(BeClosed(), "Close waits for the write in flight")
+	g.Consistently(closed.done).WithTimeout(50*time.Millisecond).ShouldNot(BeClosed(), "Close waits for the write in flight")
 	gt.open <- pass
 
 	g.Expect(closed.wait(g).err).NotTo(HaveOccurred())

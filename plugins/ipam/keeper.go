@@ -36,8 +36,11 @@ type keeper struct {
 	tab    *table                    // nil before the first resync
 	view   kubeView                  // the pods of the Kubernetes state
 	absent map[podmodel.ID]time.Time // held pods the live view lacks, since
-	retry  map[string]struct{}       // stale records whose delete failed
-	sweep  sweepTimer
+	// young holds when pods got their address, for the allocations made
+	// within the last grace period (see planAbsent).
+	young map[podmodel.ID]time.Time
+	retry map[string]struct{} // stale records whose delete failed
+	sweep sweepTimer
 }
 
 // kubeView is what the keeper knows of the Kubernetes pods.
@@ -101,6 +104,7 @@ func newKeeper(db kvdb.Broker, cfg Config, log *slog.Logger, clk clock, m *ipamM
 		stop:    make(chan struct{}),
 		stopped: make(chan struct{}),
 		absent:  map[podmodel.ID]time.Time{},
+		young:   map[podmodel.ID]time.Time{},
 		retry:   map[string]struct{}{},
 		sweep:   sweepTimer{clock: clk},
 	}

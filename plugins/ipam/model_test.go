@@ -71,7 +71,8 @@ func (m *model) allocated(id podmodel.ID, ip string, err error) error {
 		m.maybe[id] = struct{}{}
 		return nil
 	}
-	if old, ok := m.acked[id]; ok && old != ip {
+	_, unsure := m.maybe[id]
+	if old, ok := m.acked[id]; ok && old != ip && !unsure {
 		return fmt.Errorf("pod %s: acknowledged %s, then %s without a release", id, old, ip)
 	}
 	m.acked[id] = ip

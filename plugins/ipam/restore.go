@@ -70,12 +70,17 @@ func (k *keeper) resync(in *resyncInput) error {
 	p := &plan{t: t, learned: map[podmodel.ID]netip.Addr{}, reclaim: map[podmodel.ID]string{},
 		absent: map[podmodel.ID]time.Time{}, inKube: map[podmodel.ID]struct{}{}}
 	kube := kubePodsOf(in.ks)
-	claimed := k.claimKube(p, kube)
-	k.claimRecords(p, recs, claimed)
+	k.claimRecords(p, recs, kube)
+	k.claimKube(p, kube)
 	if live {
 		k.planAbsent(p)
 	}
 	k.tab, k.view, k.absent, k.retry = t, kubeView{live: live, pods: p.inKube}, p.absent, map[string]struct{}{}
+	for id := range k.young {
+		if _, ok := t.lookup(id); !ok {
+			delete(k.young, id)
+		}
+	}
 	k.setCursor(cursor)
 	k.commit(k.tidyWrites(p))
 	k.publish()
@@ -108,38 +113,25 @@ func kubePodsOf(ks api.KubeStateData) []kubePod {
 	return out
 }
 
-// claimKube claims the addresses of the Kubernetes pods in the pod subnet
-// (they are in use); the first pod by key wins a clash.
-func (k *keeper) claimKube(p *plan, kube []kubePod) map[podmodel.ID]netip.Addr {
-	claimed := map[podmodel.ID]netip.Addr{}
+// claimRecords restores the stored allocations. Two records of one
+// address mean that a delete failed; the record that Kubernetes confirms
+// (its pod shows that address) wins, else the newest. A record outside
+// the pod subnet or losing a clash is stale.
+func (k *keeper) claimRecords(p *plan, recs []record, kube []kubePod) {
+	confirmed := make(map[podmodel.ID]netip.Addr, len(kube))
 	for _, kp := range kube {
-		p.inKube[kp.id] = struct{}{}
-		if !kp.addr.IsValid() || !p.t.st.podThis.Contains(kp.addr) {
-			continue
-		}
-		if err := p.t.claim(kp.id, kp.addr); err != nil {
-			k.log.Warn("pod address from Kubernetes not restored", "pod", kp.id.String(), "error", err)
-			continue
-		}
-		claimed[kp.id] = kp.addr
+		confirmed[kp.id] = kp.addr
 	}
-	return claimed
-}
-
-// claimRecords restores the stored allocations, newest first (an older
-// record for the same address can only be one whose delete failed).
-// Kubernetes wins over a record; a record outside the pod subnet or
-// clashing with a newer one is stale.
-func (k *keeper) claimRecords(p *plan, recs []record, claimed map[podmodel.ID]netip.Addr) {
-	slices.SortFunc(recs, func(a, b record) int {
-		return cmp.Or(cmp.Compare(b.rev, a.rev), comparePods(a.id, b.id))
-	})
-	stored := make(map[podmodel.ID]netip.Addr, len(recs))
-	for _, r := range recs {
-		stored[r.id] = r.addr
-		if _, ok := claimed[r.id]; ok {
-			continue // the record is rewritten below if it differs
+	rank := func(r record) int {
+		if confirmed[r.id] == r.addr {
+			return 0
 		}
+		return 1
+	}
+	slices.SortFunc(recs, func(a, b record) int {
+		return cmp.Or(cmp.Compare(rank(a), rank(b)), cmp.Compare(b.rev, a.rev), comparePods(a.id, b.id))
+	})
+	for _, r := range recs {
 		if !p.t.st.podThis.Contains(r.addr) {
 			p.dropped++
 			p.stale = append(p.stale, podKey(r.id))
@@ -150,10 +142,36 @@ func (k *keeper) claimRecords(p *plan, recs []record, claimed map[podmodel.ID]ne
 			p.stale = append(p.stale, podKey(r.id))
 		}
 	}
-	for id, a := range claimed {
-		if s, ok := stored[id]; !ok || s != a {
-			p.learned[id] = a
+}
+
+// claimKube learns the addresses of the Kubernetes pods that hold none
+// (their record is missing, for example a new store file), for addresses
+// in the pod subnet that no pod holds; the first pod by key wins a clash.
+// A stored record wins over the pod's address in Kubernetes: every record
+// is an acknowledged decision of this agent that no release has undone,
+// while the Kubernetes state may lag (an earlier instance of a re-created
+// pod, a pod whose deletion is not reflected yet).
+func (k *keeper) claimKube(p *plan, kube []kubePod) {
+	var differ int
+	for _, kp := range kube {
+		p.inKube[kp.id] = struct{}{}
+		if !kp.addr.IsValid() || !p.t.st.podThis.Contains(kp.addr) {
+			continue
 		}
+		if held, ok := p.t.lookup(kp.id); ok {
+			if held != kp.addr {
+				differ++
+			}
+			continue
+		}
+		if err := p.t.claim(kp.id, kp.addr); err != nil {
+			k.log.Warn("pod address from Kubernetes not restored", "pod", kp.id.String(), "error", err)
+			continue
+		}
+		p.learned[kp.id] = kp.addr
+	}
+	if differ > 0 {
+		k.log.Info("pods whose address in Kubernetes differs from the stored one keep the stored one", "pods", differ)
 	}
 }
 
@@ -161,13 +179,24 @@ func (k *keeper) claimRecords(p *plan, recs []record, claimed map[podmodel.ID]ne
 // that state lacks: a pod the previous state had was deleted while the
 // watch was cut off and is released now; any other starts (or goes on
 // with) its grace period and is released when the period is over.
+//
+// An address handed out within the last grace period is never released
+// at once: its pod may be a new instance under the name of one that the
+// previous state had (a StatefulSet pod re-created), which the state read
+// now does not show yet.
 func (k *keeper) planAbsent(p *plan) {
 	now := k.clock.Now()
+	for id, at := range k.young {
+		if now.Sub(at) >= k.cfg.AbsentPodGracePeriod {
+			delete(k.young, id)
+		}
+	}
 	p.t.each(func(id podmodel.ID, _ netip.Addr) bool {
 		if _, ok := p.inKube[id]; ok {
 			return true
 		}
-		if _, had := k.view.pods[id]; had {
+		_, young := k.young[id]
+		if _, had := k.view.pods[id]; had && !young {
 			p.reclaim[id] = reasonDeleted
 			p.absent[id] = now.Add(-k.cfg.AbsentPodGracePeriod)
 			return true
