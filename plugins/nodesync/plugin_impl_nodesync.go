@@ -13,14 +13,15 @@ import (
 	"github.com/contiv-ipam/agent/infra/servicelabel"
 	"github.com/contiv-ipam/agent/plugins/controller/api"
 	"github.com/contiv-ipam/agent/plugins/ksr/model/codec"
-	"github.com/contiv-ipam/agent/plugins/nodesync/vppnode"
+	"github.com/contiv-ipam/agent/plugins/ksr/model/node"
+	"github.com/contiv-ipam/agent/plugins/ksr/model/vppnode"
 )
 
 // Resource keywords of the Kubernetes state this plugin reads (the
 // controller's dbresources registry; a test checks they match).
 const (
-	vppNodeResource = "vppnode"
-	nodeResource    = "node"
+	vppNodeResource = vppnode.Keyword
+	nodeResource    = node.Keyword
 )
 
 // Deps are the plugin's dependencies.
