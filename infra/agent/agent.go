@@ -35,10 +35,16 @@ type Agent struct {
 	stopErr     error
 	stopped     chan struct{}
 
+	// mu guards the fields below; the start goroutine (runPhases) and the
+	// goroutine running Start or Stop share them.
 	mu       sync.Mutex
-	inited   []infra.Plugin // plugins whose Init returned, in order
+	inited   []infra.Plugin // plugins whose Init returned and not yet closed, in order
+	calling  infra.Plugin   // plugin whose Init or AfterInit runs now, or nil
+	phase    string         // "Init" or "AfterInit" of calling
 	step     string         // what start or stop is doing now
-	aborting atomic.Bool    // start timed out: do no further steps
+	aborting bool           // start timed out: no further steps
+	pending  string         // "plugin x (Init)" still running at the timeout, closed when it returns
+	late     chan error     // outcome of closing the pending plugin (buffered, one value)
 }
 
 // NewAgent lists the plugins, rejects duplicate names, registers the
@@ -58,7 +64,7 @@ func NewAgent(opts ...Option) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &Agent{opts: o, plugins: plugins, stopped: make(chan struct{}), log: o.Logger}
+	a := &Agent{opts: o, plugins: plugins, stopped: make(chan struct{}), late: make(chan error, 1), log: o.Logger}
 	if a.log == nil {
 		a.log = logging.Default().Logger("agent")
 	}
@@ -109,7 +115,9 @@ func (a *Agent) Start() error {
 	return a.startErr
 }
 
-// Stop closes every started plugin in reverse order.
+// Stop closes every started plugin in reverse order. After a failed
+// Start it waits (within the stop timeout) for a plugin whose Init or
+// AfterInit was still running at the start timeout to be closed.
 func (a *Agent) Stop() error {
 	if !a.startCalled.Load() {
 		return ErrNotStarted
@@ -118,6 +126,8 @@ func (a *Agent) Stop() error {
 	a.stopOnce.Do(func() {
 		if a.startErr == nil {
 			a.stopErr = a.closeAll(a.opts.StopTimeout)
+		} else {
+			a.stopErr = a.waitLate(a.opts.StopTimeout)
 		}
 		close(a.stopped)
 	})
@@ -146,8 +156,7 @@ func (a *Agent) Run() error {
 	a.log.Info("starting agent", "version", v.Version, "date", v.Date, "commit", v.Commit,
 		"plugins", len(a.plugins))
 	if err := a.Start(); err != nil {
-		_ = a.Stop()
-		return err
+		return errors.Join(err, a.Stop())
 	}
 	var ctxDone <-chan struct{}
 	if a.opts.Context != nil {
@@ -180,38 +189,134 @@ func (a *Agent) start() error {
 		a.log.Info("agent started", "plugins", len(a.plugins), "took", time.Since(began).Round(time.Millisecond))
 		return nil
 	case <-timer.C:
-		a.aborting.Store(true)
-		err := fmt.Errorf("start timeout %v exceeded while %s", a.opts.StartTimeout, a.currentStep())
-		return errors.Join(err, a.closeAll(a.opts.StopTimeout))
+		list, step, pending := a.abort()
+		err := fmt.Errorf("start timeout %v exceeded while %s", a.opts.StartTimeout, step)
+		if pending != "" {
+			err = fmt.Errorf("%w; %s is closed when that call returns", err, pending)
+		}
+		return errors.Join(err, a.closeList(list, a.opts.StopTimeout))
 	}
 }
+
+// errAborted ends runPhases after the start timeout; nobody reads it.
+var errAborted = errors.New("start aborted")
 
 // runPhases calls Init on all plugins, then AfterInit.
 func (a *Agent) runPhases() error {
 	for _, p := range a.plugins {
-		if a.aborting.Load() {
-			return nil
-		}
-		a.setStep(fmt.Sprintf("plugin %s runs Init", p))
-		err := timed(a.log, p, "Init", p.Init)
-		a.mu.Lock()
-		a.inited = append(a.inited, p)
-		a.mu.Unlock()
-		if err != nil {
-			return pluginError(p, "init", err)
+		if err := a.call(p, "Init", "init", p.Init); err != nil {
+			return err
 		}
 	}
 	for _, p := range a.plugins {
-		post, ok := p.(infra.PostInit)
-		if !ok || a.aborting.Load() {
-			continue
-		}
-		a.setStep(fmt.Sprintf("plugin %s runs AfterInit", p))
-		if err := timed(a.log, p, "AfterInit", post.AfterInit); err != nil {
-			return pluginError(p, "after-init", err)
+		if post, ok := p.(infra.PostInit); ok {
+			if err := a.call(p, "AfterInit", "after-init", post.AfterInit); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
+}
+
+// call runs one lifecycle call of p unless start was aborted. A call that
+// returns after the start timeout closes p (nobody else will) and aborts.
+func (a *Agent) call(p infra.Plugin, phase, errPhase string, fn func() error) error {
+	if !a.begin(p, phase) {
+		return errAborted
+	}
+	err := timed(a.log, p, phase, fn)
+	if a.end(p, phase == "Init") {
+		a.closeLate(p, phase, errPhase, err)
+		return errAborted
+	}
+	if err != nil {
+		return pluginError(p, errPhase, err)
+	}
+	return nil
+}
+
+// begin records that p's phase runs now; false once start was aborted.
+func (a *Agent) begin(p infra.Plugin, phase string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.aborting {
+		return false
+	}
+	a.calling, a.phase = p, phase
+	a.step = fmt.Sprintf("plugin %s runs %s", p, phase)
+	return true
+}
+
+// end records that p's call returned; it reports whether start was aborted
+// meanwhile (p is then the caller's to close). Otherwise a returned Init
+// puts p on the list to close.
+func (a *Agent) end(p infra.Plugin, inited bool) (late bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.calling = nil
+	if a.aborting {
+		return true
+	}
+	if inited {
+		a.inited = append(a.inited, p)
+	}
+	return false
+}
+
+// abort stops start at the timeout. It returns the plugins to close now:
+// every initialised one except a plugin whose AfterInit still runs, which
+// like a plugin still in Init is closed when its call returns (pending).
+func (a *Agent) abort() (list []infra.Plugin, step, pending string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.aborting = true
+	for _, p := range a.inited {
+		if p != a.calling {
+			list = append(list, p)
+		}
+	}
+	a.inited = nil
+	if a.calling != nil {
+		a.pending = fmt.Sprintf("plugin %s (%s)", a.calling, a.phase)
+	}
+	return list, a.step, a.pending
+}
+
+// closeLate closes p, whose call returned after the start timeout, and
+// hands the outcome to Stop.
+func (a *Agent) closeLate(p infra.Plugin, phase, errPhase string, callErr error) {
+	a.log.Warn("plugin returned after the start timeout: closing it", "plugin", p.String(), "phase", phase, "error", callErr)
+	var errs []error
+	if callErr != nil {
+		errs = append(errs, pluginError(p, errPhase, callErr))
+	}
+	if err := timed(a.log, p, "Close", p.Close); err != nil {
+		errs = append(errs, pluginError(p, "close", err))
+	}
+	var err error
+	if len(errs) > 0 {
+		err = fmt.Errorf("plugin %s returned from %s after the start timeout and was closed: %w", p, phase, errors.Join(errs...))
+	}
+	a.late <- err
+}
+
+// waitLate waits, within timeout, for the plugin pending at the start
+// timeout to be closed, and returns what went wrong with it.
+func (a *Agent) waitLate(timeout time.Duration) error {
+	a.mu.Lock()
+	pending := a.pending
+	a.mu.Unlock()
+	if pending == "" {
+		return nil
+	}
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	select {
+	case err := <-a.late:
+		return err
+	case <-timer.C:
+		return fmt.Errorf("stop timeout %v exceeded: %s still runs since the start timeout; it is closed when that call returns", timeout, pending)
+	}
 }
 
 // closeAll closes the plugins whose Init returned, in reverse order, all of
@@ -221,6 +326,12 @@ func (a *Agent) closeAll(timeout time.Duration) error {
 	list := a.inited
 	a.inited = nil
 	a.mu.Unlock()
+	return a.closeList(list, timeout)
+}
+
+// closeList closes list in reverse order, all of it whatever fails, within
+// timeout.
+func (a *Agent) closeList(list []infra.Plugin, timeout time.Duration) error {
 	done := make(chan error, 1)
 	go func() {
 		var errs []error

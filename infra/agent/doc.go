@@ -18,8 +18,21 @@
 //   - If an Init or AfterInit fails or the start timeout passes, every plugin
 //     whose Init was called (the failing one included) is closed in reverse
 //     order, and Start returns the error.
+//   - Close never runs concurrently with the same plugin's Init or
+//     AfterInit, and runs at most once per plugin. A plugin still in Init or
+//     AfterInit at the start timeout is closed when that call returns (after
+//     the plugins closed at the timeout, its dependencies included); Start's
+//     error names it, and a Stop after the failed Start waits for that Close
+//     within the stop timeout and returns its errors (the late call's error
+//     included), or says the plugin still runs.
 //   - Stop closes every started plugin in reverse order even when some Close
 //     fails; the errors are joined. A stop timeout is returned as an error.
+//   - Run returns Start's error joined with Stop's.
+//
+// State: Agent.mu guards the list of plugins to close, the plugin whose
+// Init or AfterInit runs, the step description and the abort and pending
+// markers; they are shared by the start goroutine (which alone calls Init
+// and AfterInit) and the caller's goroutine (Start, Stop).
 //   - Start and Stop each run once; later calls return the first result.
 //   - The library never exits the process: main decides the exit code.
 //

@@ -104,7 +104,7 @@ func (p *Plugin) Resync(_ api.Event, ks api.KubeStateData, _ int, _ api.ResyncOp
 // Update applies a change of this node's NodeConfig CRD and, when the
 // node's configuration really changed, pushes a NodeConfigChange so that
 // every handler resyncs with it.
-func (p *Plugin) Update(ev api.Event, _ api.UpdateOperations) (string, error) {
+func (p *Plugin) Update(ev api.Event, txn api.UpdateOperations) (string, error) {
 	ksc, ok := ev.(*api.KubeStateChange)
 	if !ok || !p.ownsChange(ksc) {
 		return "", nil
@@ -126,11 +126,7 @@ func (p *Plugin) Update(ev api.Event, _ api.UpdateOperations) (string, error) {
 		desc = "NodeConfig CRD removed: node configuration from contiv.conf"
 	}
 	p.Log.Info("node configuration changed", "node", p.nodeName, "change", desc)
-	if p.EventLoop == nil {
-		p.Log.Warn("node configuration changed but no EventLoop to request a resync", "node", p.nodeName)
-		return desc, nil
-	}
-	if err := p.EventLoop.PushEvent(change); err != nil {
+	if err := txn.PushFollowUp(change); err != nil {
 		return desc, fmt.Errorf("pushing %s: %w", change.GetName(), err)
 	}
 	return desc, nil

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/contiv-ipam/agent/plugins/controller/api"
+	"github.com/contiv-ipam/agent/plugins/controller/controllertest"
 )
 
 // fakeLoop records pushed events; err, when set, is returned by PushEvent.
@@ -34,6 +35,11 @@ func (l *fakeLoop) pushed() []api.Event {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return append([]api.Event(nil), l.events...)
+}
+
+// followUpsTo is a transaction whose follow-ups go to l.
+func followUpsTo(l *fakeLoop) *controllertest.Txn {
+	return &controllertest.Txn{OnFollowUp: l.PushEvent}
 }
 
 func crdValue(t *testing.T, m map[string]any) *structpb.Struct {
@@ -199,7 +205,7 @@ func TestUpdatePushesNodeConfigChange(t *testing.T) {
 
 	// Created.
 	ev := &api.KubeStateChange{Resource: NodeConfigResource, Key: key, NewValue: crdValue(t, map[string]any{"gateway": "3.4.5.195"})}
-	desc, err := p.Update(ev, nil)
+	desc, err := p.Update(ev, followUpsTo(loop))
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(desc).NotTo(BeEmpty())
 	g.Expect(p.GetStaticDefaultGW()).To(Equal(net.IP{3, 4, 5, 195}))
@@ -218,13 +224,13 @@ func TestUpdatePushesNodeConfigChange(t *testing.T) {
 
 	// The same value again: nothing changes, nothing is pushed.
 	ev2 := &api.KubeStateChange{Resource: NodeConfigResource, Key: key, PrevValue: ev.NewValue, NewValue: crdValue(t, map[string]any{"gateway": "3.4.5.195"})}
-	desc, err = p.Update(ev2, nil)
+	desc, err = p.Update(ev2, followUpsTo(loop))
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(desc).To(BeEmpty())
 	g.Expect(loop.pushed()).To(HaveLen(1))
 
 	// Deleted: back to the file's entry.
-	desc, err = p.Update(&api.KubeStateChange{Resource: NodeConfigResource, Key: key, PrevValue: ev.NewValue}, nil)
+	desc, err = p.Update(&api.KubeStateChange{Resource: NodeConfigResource, Key: key, PrevValue: ev.NewValue}, followUpsTo(loop))
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(desc).To(ContainSubstring("removed"))
 	g.Expect(p.GetStaticDefaultGW()).To(Equal(net.IP{3, 4, 5, 194}))
@@ -232,15 +238,15 @@ func TestUpdatePushesNodeConfigChange(t *testing.T) {
 	g.Expect(loop.pushed()[1].String()).To(ContainSubstring(`"gateway":"3.4.5.194"`))
 
 	// A bad value is an error naming the key; nothing changes.
-	_, err = p.Update(&api.KubeStateChange{Resource: NodeConfigResource, Key: key, NewValue: crdValue(t, map[string]any{"gateway": "x"})}, nil)
+	_, err = p.Update(&api.KubeStateChange{Resource: NodeConfigResource, Key: key, NewValue: crdValue(t, map[string]any{"gateway": "x"})}, followUpsTo(loop))
 	g.Expect(err).To(MatchError(ContainSubstring(`nodeconfig key "k8s/nodeconfig/node": gateway "x"`)))
 	g.Expect(loop.pushed()).To(HaveLen(2))
 
 	// Events not ours are ignored.
-	desc, err = p.Update(&api.KubeStateChange{Resource: NodeConfigResource, Key: NodeConfigKey("other"), NewValue: &structpb.Struct{}}, nil)
+	desc, err = p.Update(&api.KubeStateChange{Resource: NodeConfigResource, Key: NodeConfigKey("other"), NewValue: &structpb.Struct{}}, followUpsTo(loop))
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(desc).To(BeEmpty())
-	desc, err = p.Update(&api.Shutdown{}, nil)
+	desc, err = p.Update(&api.Shutdown{}, followUpsTo(loop))
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(desc).To(BeEmpty())
 	g.Expect(p.Revert(ev)).To(Succeed())
@@ -252,10 +258,10 @@ func TestUpdateWithoutNodeFileEntry(t *testing.T) {
 	p := crdPlugin(t, loop, func(c *Config) { c.NodeConfig = nil })
 	g.Expect(p.GetNodeConfig()).To(BeNil())
 	key := NodeConfigKey("node")
-	_, err := p.Update(&api.KubeStateChange{Resource: NodeConfigResource, Key: key, NewValue: crdValue(t, map[string]any{})}, nil)
+	_, err := p.Update(&api.KubeStateChange{Resource: NodeConfigResource, Key: key, NewValue: crdValue(t, map[string]any{})}, followUpsTo(loop))
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(p.GetNodeConfig()).To(Equal(&NodeConfig{NodeName: "node"}))
-	_, err = p.Update(&api.KubeStateChange{Resource: NodeConfigResource, Key: key}, nil)
+	_, err = p.Update(&api.KubeStateChange{Resource: NodeConfigResource, Key: key}, followUpsTo(loop))
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(p.GetNodeConfig()).To(BeNil())
 	g.Expect(loop.pushed()).To(HaveLen(2))
@@ -267,14 +273,16 @@ func TestUpdatePushErrorsAndNoLoop(t *testing.T) {
 	loop := &fakeLoop{err: api.ErrEventQueueFull}
 	p := crdPlugin(t, loop)
 	ev := &api.KubeStateChange{Resource: NodeConfigResource, Key: NodeConfigKey("node"), NewValue: crdValue(t, map[string]any{"gateway": "3.4.5.196"})}
-	_, err := p.Update(ev, nil)
+	_, err := p.Update(ev, followUpsTo(loop))
 	g.Expect(errors.Is(err, api.ErrEventQueueFull)).To(BeTrue())
 	g.Expect(p.GetStaticDefaultGW()).To(Equal(net.IP{3, 4, 5, 196}), "applied; the healing resync will resync everyone")
 
 	p = crdPlugin(t, nil)
-	desc, err := p.Update(ev, nil)
+	txn := controllertest.NewTxn()
+	desc, err := p.Update(ev, txn)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(desc).NotTo(BeEmpty())
+	g.Expect(txn.FollowUps()).To(HaveLen(1), "a follow-up needs no EventLoop")
 	g.Expect(p.GetStaticDefaultGW()).To(Equal(net.IP{3, 4, 5, 196}))
 }
 

@@ -317,7 +317,7 @@ func TestConcurrentGetters(t *testing.T) {
 		} else {
 			ev = &api.KubeStateChange{Resource: NodeConfigResource, Key: key}
 		}
-		_, err := p.Update(ev, nil)
+		_, err := p.Update(ev, followUpsTo(loop))
 		NewWithT(t).Expect(err).NotTo(HaveOccurred())
 	}
 	close(stop)

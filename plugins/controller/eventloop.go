@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -37,12 +36,13 @@ type eventLoop struct {
 	history  *history
 	now      func() time.Time
 
-	queue    chan *queued
-	mu       sync.Mutex // guards closed and sends to queue
-	closed   bool
-	loopGID  atomic.Uint64
-	stopCh   chan struct{}
-	finished chan struct{}
+	queue     chan *queued
+	mu        sync.Mutex // guards closed and sends to queue
+	closed    bool
+	closing   chan struct{} // closed when Close begins: retries give up
+	closeOnce sync.Once
+	stopCh    chan struct{} // closed when the loop must return
+	finished  chan struct{}
 
 	// Owned by the loop goroutine.
 	followUps   []*queued
@@ -62,6 +62,7 @@ func newEventLoop(cfg Config, handlers []api.EventHandler, sb Southbound, log *s
 		cfg: cfg, handlers: handlers, sb: sb, log: log, obs: obs, now: now,
 		history:   newHistory(now(), cfg),
 		queue:     make(chan *queued, cfg.EventQueueSize),
+		closing:   make(chan struct{}),
 		stopCh:    make(chan struct{}),
 		finished:  make(chan struct{}),
 		kubeState: api.KubeStateData{},
@@ -69,13 +70,11 @@ func newEventLoop(cfg Config, handlers []api.EventHandler, sb Southbound, log *s
 	}
 }
 
-// PushEvent queues ev; a blocking event is waited for.
+// PushEvent queues ev; a blocking event is waited for. Handlers push
+// follow-ups through their transaction instead (see transaction).
 func (l *eventLoop) PushEvent(ev api.Event) error {
 	if ev == nil {
 		return errors.New("push event: nil event")
-	}
-	if gid := l.loopGID.Load(); gid != 0 && gid == goroutineID() {
-		return l.pushFollowUp(ev)
 	}
 	q := &queued{ev: ev}
 	if ev.IsBlocking() {
@@ -99,24 +98,26 @@ func (l *eventLoop) PushEvent(ev api.Event) error {
 	return <-q.done
 }
 
-// pushFollowUp is PushEvent from a handler, on the loop goroutine.
-func (l *eventLoop) pushFollowUp(ev api.Event) error {
-	if ev.IsBlocking() {
-		return fmt.Errorf("push %s from event %d: %w", ev.GetName(), l.seq, api.ErrBlockingFollowUp)
-	}
-	if l.fatalErr != nil {
-		return fmt.Errorf("push %s: %w", ev.GetName(), api.ErrClosedController)
-	}
-	l.followUps = append(l.followUps, &queued{ev: ev, isFollowUp: true, followUpTo: l.seq})
-	return nil
+// isClosed tells whether the loop has stopped or is stopping.
+func (l *eventLoop) isClosed() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.closed
 }
 
 // start runs the loop goroutine.
 func (l *eventLoop) start() { go l.run() }
 
+// beginClose makes commit retries give up at once (they would delay
+// Close); events are still processed. Safe to call more than once.
+func (l *eventLoop) beginClose() {
+	l.closeOnce.Do(func() { close(l.closing) })
+}
+
 // stop makes the loop return and fails every event still queued; it waits
 // for the loop goroutine.
 func (l *eventLoop) stop() {
+	l.beginClose()
 	l.mu.Lock()
 	already := l.closed
 	l.closed = true
@@ -128,7 +129,6 @@ func (l *eventLoop) stop() {
 }
 
 func (l *eventLoop) run() {
-	l.loopGID.Store(goroutineID())
 	defer close(l.finished)
 	defer l.failPending()
 	startup := time.NewTimer(l.cfg.StartupResyncDeadline)
@@ -137,6 +137,9 @@ func (l *eventLoop) run() {
 	l.healing.Stop()
 	periodic := l.periodicTicker()
 	for l.fatalErr == nil {
+		if l.stopRequested() {
+			return
+		}
 		if q := l.nextPending(); q != nil {
 			l.process(q)
 			continue
@@ -157,6 +160,16 @@ func (l *eventLoop) run() {
 		case <-l.stopCh:
 			return
 		}
+	}
+}
+
+// stopRequested tells whether stop was called, without waiting.
+func (l *eventLoop) stopRequested() bool {
+	select {
+	case <-l.stopCh:
+		return true
+	default:
+		return false
 	}
 }
 

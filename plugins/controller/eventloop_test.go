@@ -210,38 +210,6 @@ func TestAbortStopsOneEventWithoutHealing(t *testing.T) {
 	g.Expect(next.wait(t)).To(Succeed())
 }
 
-func TestFollowUpsRunBeforeQueuedEvents(t *testing.T) {
-	g := NewWithT(t)
-	j := &journal{}
-	a := newHandler("a", j)
-	release := make(chan struct{})
-	var followErr, blockingErr error
-	var l *eventLoop
-	a.onEvent = func(ev api.Event, _ api.UpdateOperations) error {
-		if ev.GetName() == "first" {
-			<-release
-			followErr = l.PushEvent(newEvent("follow-up", api.BestEffort))
-			blocking := newEvent("blocking", api.BestEffort)
-			blocking.blocking = true
-			blockingErr = l.PushEvent(blocking)
-		}
-		return nil
-	}
-	l, obs := startLoop(t, testConfig(), nil, a)
-	g.Expect(l.PushEvent(dbResync())).To(Succeed())
-	first, queued := newEvent("first", api.BestEffort), newEvent("queued", api.BestEffort)
-	g.Expect(l.PushEvent(first)).To(Succeed())
-	g.Expect(l.PushEvent(queued)).To(Succeed())
-	close(release)
-	g.Expect(queued.wait(t)).To(Succeed())
-	g.Expect(followErr).NotTo(HaveOccurred())
-	g.Expect(blockingErr).To(MatchError(api.ErrBlockingFollowUp))
-	g.Expect(obs.eventNames()).To(Equal([]string{api.DBResyncName, "first", "follow-up", "queued"}))
-	rec := obs.list()[2]
-	g.Expect(rec.IsFollowUp).To(BeTrue())
-	g.Expect(rec.FollowUpTo).To(Equal(obs.list()[1].SeqNum))
-}
-
 func TestFullQueueRefusesThePush(t *testing.T) {
 	g := NewWithT(t)
 	cfg := testConfig()

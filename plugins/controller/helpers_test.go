@@ -57,7 +57,9 @@ type testHandler struct {
 	mu      sync.Mutex
 	fail    map[string]error // method ("Resync", "Update", "Revert") -> error
 	onEvent func(ev api.Event, txn api.UpdateOperations) error
-	ignore  map[string]bool // event names not handled
+	// onResync, when set, runs at the end of Resync.
+	onResync func(ev api.Event, txn api.ResyncOperations) error
+	ignore   map[string]bool // event names not handled
 }
 
 func newHandler(name string, j *journal) *testHandler {
@@ -83,6 +85,11 @@ func (h *testHandler) HandlesEvent(ev api.Event) bool { return !h.ignore[ev.GetN
 func (h *testHandler) Resync(ev api.Event, ks api.KubeStateData, n int, txn api.ResyncOperations) error {
 	h.j.add(call{h.name, "Resync", ev.GetName(), n})
 	txn.Put(h.name+"/resync", wrapperspb.Int64(int64(ks.Len())))
+	if h.onResync != nil {
+		if err := h.onResync(ev, txn); err != nil {
+			return err
+		}
+	}
 	return h.failure("Resync")
 }
 

@@ -113,11 +113,16 @@ func (p *Plugin) AfterInit() error {
 	return nil
 }
 
-// Close stops the watcher, lets the handlers see a Shutdown event, then
-// stops the loop.
+// Close makes commit retries give up, stops the watcher, lets the handlers
+// see a Shutdown event (waiting at most shutdownTimeout), then stops the
+// loop. No retry wait delays it: a commit that fails during Close is not
+// retried.
 func (p *Plugin) Close() error {
 	var err error
 	p.closeOnce.Do(func() {
+		if p.loop != nil {
+			p.loop.beginClose()
+		}
 		if p.watcher != nil {
 			p.watcher.Stop()
 		}
@@ -130,18 +135,26 @@ func (p *Plugin) Close() error {
 	return err
 }
 
+// shutdownTimeout bounds the wait for the Shutdown event in Close.
+const shutdownTimeout = 5 * time.Second
+
 // shutdown pushes the Shutdown event and waits for it a bounded time.
+// A loop already stopped by a fatal error has nothing to shut down; any
+// other failure, a commit refused during Close included, is returned.
 func (p *Plugin) shutdown() error {
+	if p.loop.isClosed() {
+		return nil
+	}
 	done := make(chan error, 1)
 	go func() { done <- p.loop.PushEvent(&api.Shutdown{}) }()
 	select {
 	case err := <-done:
-		if err != nil && !errors.Is(err, api.ErrClosedController) {
+		if err != nil {
 			return fmt.Errorf("shutdown event: %w", err)
 		}
 		return nil
-	case <-time.After(5 * time.Second):
-		return errors.New("shutdown event not processed within 5s")
+	case <-time.After(shutdownTimeout):
+		return fmt.Errorf("shutdown event not processed within %s", shutdownTimeout)
 	}
 }
 

@@ -28,14 +28,17 @@ func (l *eventLoop) process(q *queued) {
 		Name: ev.GetName(), Description: ev.String(), Method: ev.Method(), MethodName: ev.Method().String(),
 	}
 	var out outcome
+	txn := newTransaction(l.seq, l.isClosed)
 	switch {
 	case ev.Method() == api.DownstreamResync:
 		out = l.downstreamResync(rec)
 	case ev.Method().IsResync():
-		out = l.resync(ev, rec)
+		out = l.resync(ev, rec, txn)
 	default:
-		out = l.update(ev, rec)
+		out = l.update(ev, rec, txn)
 	}
+	// Queued before Done, so whoever waits for the event sees them queued.
+	l.followUps = append(l.followUps, txn.finish()...)
 	if out.err != nil && !api.IsFatal(out.err) && isAfterErrorHealing(ev) {
 		out.err = api.NewFatalError(fmt.Errorf("healing resync failed: %w", out.err))
 	}
@@ -94,7 +97,7 @@ func isAfterErrorHealing(ev api.Event) bool {
 }
 
 // resync rebuilds the desired configuration from every handler.
-func (l *eventLoop) resync(ev api.Event, rec *EventRecord) outcome {
+func (l *eventLoop) resync(ev api.Event, rec *EventRecord, txn *transaction) outcome {
 	if db, ok := ev.(*api.DBResync); ok {
 		l.kubeState = db.KubeState.Clone()
 	}
@@ -102,7 +105,6 @@ func (l *eventLoop) resync(ev api.Event, rec *EventRecord) outcome {
 		l.healing.Stop() // this resync heals whatever was pending
 	}
 	l.resyncCount++
-	txn := newTransaction()
 	var errs []error
 	for _, h := range l.handlers {
 		if !h.HandlesEvent(ev) {
@@ -135,7 +137,7 @@ func (l *eventLoop) downstreamResync(rec *EventRecord) outcome {
 }
 
 // update applies one change through the handlers that want it.
-func (l *eventLoop) update(ev api.Event, rec *EventRecord) outcome {
+func (l *eventLoop) update(ev api.Event, rec *EventRecord, txn *transaction) outcome {
 	txnType, dir := api.BestEffort, api.Forward
 	if ue, ok := ev.(api.UpdateEvent); ok {
 		txnType, dir = ue.TransactionType(), ue.Direction()
@@ -148,7 +150,6 @@ func (l *eventLoop) update(ev api.Event, rec *EventRecord) outcome {
 		handlers = slices.Clone(handlers)
 		slices.Reverse(handlers)
 	}
-	txn := newTransaction()
 	var ran []api.EventHandler
 	var errs []error
 	for _, h := range handlers {
@@ -203,28 +204,47 @@ func (l *eventLoop) revertAll(ev api.Event, ran []api.EventHandler, rec *EventRe
 }
 
 // commit hands c to the southbound, retrying update commits as configured.
+// A retry waits on a timer that Close interrupts: then the commit gives up
+// with its last error and ErrClosedController.
 func (l *eventLoop) commit(c Commit, rec *EventRecord, retry bool) error {
 	c.SeqNum, c.Event = rec.SeqNum, rec.Name
 	attempts, delay := 1, l.cfg.DelayRetry
 	if retry && l.cfg.EnableRetry {
 		attempts += l.cfg.MaxRetryAttempts
 	}
-	var err error
-	for i := 0; i < attempts; i++ {
-		if i > 0 {
-			time.Sleep(delay)
-			if l.cfg.EnableExpBackoffRetry {
-				delay *= 2
-			}
+	err := callCommit(l.sb, c)
+	for i := 1; err != nil; i++ {
+		l.log.Warn("commit failed", "seq", c.SeqNum, "attempt", i, "of", attempts, "error", err)
+		if i == attempts {
+			err = fmt.Errorf("commit: %w", err)
+			break
 		}
-		if err = callCommit(l.sb, c); err == nil {
-			return nil
+		if !l.waitRetry(delay) {
+			err = fmt.Errorf("commit: %w; retry %d of %d abandoned: %w", err, i, attempts-1, api.ErrClosedController)
+			break
 		}
-		l.log.Warn("commit failed", "seq", c.SeqNum, "attempt", i+1, "of", attempts, "error", err)
+		if l.cfg.EnableExpBackoffRetry {
+			delay *= 2
+		}
+		err = callCommit(l.sb, c)
 	}
-	err = fmt.Errorf("commit: %w", err)
-	rec.TxnError = err.Error()
+	if err != nil {
+		rec.TxnError = err.Error()
+	}
 	return err
+}
+
+// waitRetry waits d before a commit retry; it returns false at once when
+// Close has begun.
+func (l *eventLoop) waitRetry(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-l.closing:
+		return false
+	}
 }
 
 // applyDesired patches the desired configuration with update values.

@@ -19,6 +19,7 @@ import (
 	"github.com/contiv-ipam/agent/infra/kvdb/bolt"
 	"github.com/contiv-ipam/agent/infra/rest/resttest"
 	"github.com/contiv-ipam/agent/plugins/controller/api"
+	"github.com/contiv-ipam/agent/plugins/controller/controllertest"
 	"github.com/contiv-ipam/agent/plugins/ipam"
 	"github.com/contiv-ipam/agent/plugins/ksr/model/node"
 	podmodel "github.com/contiv-ipam/agent/plugins/ksr/model/pod"
@@ -258,9 +259,10 @@ func TestPodCIDRChangeOnlyWhenTheCIDRMoves(t *testing.T) {
 			PrevState: &nodesync.Node{ID: 1, Name: name, PodCIDR: cidr(prev)},
 			NewState:  &nodesync.Node{ID: 1, Name: name, PodCIDR: cidr(next)}}
 	}
+	txn := &controllertest.Txn{OnFollowUp: f.loop.PushEvent} // follow-ups land in f.loop
 	same := update(thisNode, "1.2.200.0/24", "1.2.200.0/24")
 	g.Expect(f.ipam.HandlesEvent(same)).To(BeTrue())
-	_, err := f.ipam.Update(same, nil)
+	_, err := f.ipam.Update(same, txn)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(f.loop.pushed()).To(BeEmpty())
 
@@ -268,7 +270,7 @@ func TestPodCIDRChangeOnlyWhenTheCIDRMoves(t *testing.T) {
 	g.Expect(f.ipam.HandlesEvent(other)).To(BeFalse())
 
 	moved := update(thisNode, "1.2.200.0/24", "1.2.210.0/24")
-	change, err := f.ipam.Update(moved, nil)
+	change, err := f.ipam.Update(moved, txn)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(change).To(ContainSubstring("1.2.210.0/24"))
 	g.Expect(f.loop.pushed()).To(HaveLen(1))

@@ -78,17 +78,17 @@ func (p *Plugin) newState(ks api.KubeStateData) (*state, error) {
 // Update pushes PodCIDRChange when the Kubernetes pod CIDR of this node
 // differs from the pod subnet in use (compared by value: spec §2.16 bug
 // 2 fixed), and gives back the address of a pod deleted from Kubernetes.
-func (p *Plugin) Update(ev api.Event, _ api.UpdateOperations) (string, error) {
+func (p *Plugin) Update(ev api.Event, txn api.UpdateOperations) (string, error) {
 	switch e := ev.(type) {
 	case *nodesync.NodeUpdate:
-		return p.nodeUpdate(e)
+		return p.nodeUpdate(e, txn)
 	case *api.KubeStateChange:
 		return p.podChange(e)
 	}
 	return "", nil
 }
 
-func (p *Plugin) nodeUpdate(e *nodesync.NodeUpdate) (string, error) {
+func (p *Plugin) nodeUpdate(e *nodesync.NodeUpdate, txn api.UpdateOperations) (string, error) {
 	if e.NewState == nil || e.NewState.PodCIDR == nil {
 		return "", nil
 	}
@@ -101,10 +101,7 @@ func (p *Plugin) nodeUpdate(e *nodesync.NodeUpdate) (string, error) {
 	if next == current {
 		return "", nil
 	}
-	if p.EventLoop == nil {
-		return "", fmt.Errorf("pod CIDR of this node moved to %s but ipam has no EventLoop to resync", next)
-	}
-	if err := p.EventLoop.PushEvent(&PodCIDRChange{LocalPodCIDR: toIPNet(next)}); err != nil {
+	if err := txn.PushFollowUp(&PodCIDRChange{LocalPodCIDR: toIPNet(next)}); err != nil {
 		return "", fmt.Errorf("pushing PodCIDRChange to %s: %w", next, err)
 	}
 	p.Log.Info("sent PodCIDRChange", "from", current.String(), "to", next.String())

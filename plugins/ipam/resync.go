@@ -110,6 +110,6 @@ func (st *state) initHostInterconnect(cfg *contivconf.IPAMConfig, id uint32) err
 
 // Resource keywords of the Kubernetes state IPAM reads.
 const (
-	nodeResource = "node"
-	podResource  = "pod"
+	nodeResource = node.Keyword
+	podResource  = podmodel.Keyword
 )

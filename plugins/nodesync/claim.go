@@ -10,7 +10,7 @@ import (
 
 	"github.com/contiv-ipam/agent/infra/kvdb"
 	"github.com/contiv-ipam/agent/plugins/ksr/model/codec"
-	"github.com/contiv-ipam/agent/plugins/nodesync/vppnode"
+	"github.com/contiv-ipam/agent/plugins/ksr/model/vppnode"
 )
 
 // DefaultMaxClaimAttempts bounds the transactions of one node ID claim. A

@@ -11,8 +11,8 @@ import (
 	"github.com/contiv-ipam/agent/infra/kvdb/etcd"
 	"github.com/contiv-ipam/agent/infra/kvdb/etcd/etcdtest"
 	"github.com/contiv-ipam/agent/plugins/controller/api"
+	"github.com/contiv-ipam/agent/plugins/ksr/model/vppnode"
 	"github.com/contiv-ipam/agent/plugins/nodesync"
-	"github.com/contiv-ipam/agent/plugins/nodesync/vppnode"
 )
 
 func TestClaimOnAnEmptyStoreTakesIDOne(t *testing.T) {

@@ -22,8 +22,8 @@ import (
 	"github.com/contiv-ipam/agent/plugins/controller"
 	"github.com/contiv-ipam/agent/plugins/ksr/model/codec"
 	"github.com/contiv-ipam/agent/plugins/ksr/model/node"
+	"github.com/contiv-ipam/agent/plugins/ksr/model/vppnode"
 	"github.com/contiv-ipam/agent/plugins/nodesync"
-	"github.com/contiv-ipam/agent/plugins/nodesync/vppnode"
 )
 
 // stack is etcd + bolt + servicelabel + controller + nodesync under one agent.

@@ -17,8 +17,8 @@ import (
 	"github.com/contiv-ipam/agent/plugins/controller/api"
 	"github.com/contiv-ipam/agent/plugins/ksr/model/codec"
 	"github.com/contiv-ipam/agent/plugins/ksr/model/node"
+	"github.com/contiv-ipam/agent/plugins/ksr/model/vppnode"
 	"github.com/contiv-ipam/agent/plugins/nodesync"
-	"github.com/contiv-ipam/agent/plugins/nodesync/vppnode"
 )
 
 func noEnv(string) (string, bool) { return "", false }
@@ -36,7 +36,8 @@ func (l label) GetAgentPrefix() string                  { return "/vnf-agent/" +
 func (l label) GetDifferentAgentPrefix(o string) string { return "/vnf-agent/" + o + "/" }
 func (l label) GetAllAgentsPrefix() string              { return "/vnf-agent/" }
 
-// loop is an api.EventLoop that records the pushed events.
+// loop is an api.EventLoop that records the pushed events (and the
+// follow-ups of a transaction built with updater.txn).
 type loop struct {
 	mu     sync.Mutex
 	events []api.Event

@@ -8,7 +8,7 @@ import (
 
 	"github.com/contiv-ipam/agent/plugins/controller/api"
 	"github.com/contiv-ipam/agent/plugins/ksr/model/node"
-	"github.com/contiv-ipam/agent/plugins/nodesync/vppnode"
+	"github.com/contiv-ipam/agent/plugins/ksr/model/vppnode"
 )
 
 // buildNodes builds the registry from the vppnode and node resources of a

@@ -13,14 +13,15 @@ import (
 	"github.com/contiv-ipam/agent/infra/servicelabel"
 	"github.com/contiv-ipam/agent/plugins/controller/api"
 	"github.com/contiv-ipam/agent/plugins/ksr/model/codec"
-	"github.com/contiv-ipam/agent/plugins/nodesync/vppnode"
+	"github.com/contiv-ipam/agent/plugins/ksr/model/node"
+	"github.com/contiv-ipam/agent/plugins/ksr/model/vppnode"
 )
 
 // Resource keywords of the Kubernetes state this plugin reads (the
 // controller's dbresources registry; a test checks they match).
 const (
-	vppNodeResource = "vppnode"
-	nodeResource    = "node"
+	vppNodeResource = vppnode.Keyword
+	nodeResource    = node.Keyword
 )
 
 // Deps are the plugin's dependencies.
@@ -194,8 +195,9 @@ func (p *Plugin) setNodes(nodes Nodes, me *Node) {
 }
 
 // Update applies a Kubernetes state change and pushes the NodeUpdate
-// events it implies. It returns a short description of the change.
-func (p *Plugin) Update(ev api.Event, _ api.UpdateOperations) (string, error) {
+// events it implies as follow-ups. It returns a short description of the
+// change.
+func (p *Plugin) Update(ev api.Event, txn api.UpdateOperations) (string, error) {
 	ksc, ok := ev.(*api.KubeStateChange)
 	if !ok || !p.HandlesEvent(ev) {
 		return "", nil
@@ -210,11 +212,7 @@ func (p *Plugin) Update(ev api.Event, _ api.UpdateOperations) (string, error) {
 	}
 	var errs []error
 	for _, u := range ups {
-		if p.EventLoop == nil {
-			errs = append(errs, fmt.Errorf("cannot push %s for node %q: no event loop", NodeUpdateName, u.NodeName))
-			continue
-		}
-		if err := p.EventLoop.PushEvent(u); err != nil {
+		if err := txn.PushFollowUp(u); err != nil {
 			errs = append(errs, fmt.Errorf("push %s for node %q: %w", NodeUpdateName, u.NodeName, err))
 		}
 	}

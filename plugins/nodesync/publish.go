@@ -5,7 +5,7 @@ import (
 	"fmt"
 
 	"github.com/contiv-ipam/agent/plugins/ksr/model/codec"
-	"github.com/contiv-ipam/agent/plugins/nodesync/vppnode"
+	"github.com/contiv-ipam/agent/plugins/ksr/model/vppnode"
 )
 
 // PublishNodeIPs sets this node's VPP addresses of one IP version: the

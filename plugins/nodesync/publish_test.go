@@ -14,8 +14,8 @@ import (
 	"github.com/contiv-ipam/agent/infra/kvdb/etcd/etcdtest"
 	"github.com/contiv-ipam/agent/plugins/controller/api"
 	"github.com/contiv-ipam/agent/plugins/ksr/model/codec"
+	"github.com/contiv-ipam/agent/plugins/ksr/model/vppnode"
 	"github.com/contiv-ipam/agent/plugins/nodesync"
-	"github.com/contiv-ipam/agent/plugins/nodesync/vppnode"
 )
 
 func ipn(t *testing.T, s string) *nodesync.IPWithNetwork {

@@ -12,8 +12,8 @@ import (
 	"github.com/contiv-ipam/agent/plugins/controller/api"
 	"github.com/contiv-ipam/agent/plugins/controller/dbresources"
 	"github.com/contiv-ipam/agent/plugins/ksr/model/node"
+	"github.com/contiv-ipam/agent/plugins/ksr/model/vppnode"
 	"github.com/contiv-ipam/agent/plugins/nodesync"
-	"github.com/contiv-ipam/agent/plugins/nodesync/vppnode"
 )
 
 func ipNet(t *testing.T, s string) *net.IPNet {

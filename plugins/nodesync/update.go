@@ -6,7 +6,7 @@ import (
 
 	"github.com/contiv-ipam/agent/plugins/controller/api"
 	"github.com/contiv-ipam/agent/plugins/ksr/model/node"
-	"github.com/contiv-ipam/agent/plugins/nodesync/vppnode"
+	"github.com/contiv-ipam/agent/plugins/ksr/model/vppnode"
 )
 
 // applyVppNodeChange applies a put or delete of another node's vppnode

@@ -9,13 +9,14 @@ import (
 
 	"github.com/contiv-ipam/agent/infra/kvdb/etcd/etcdtest"
 	"github.com/contiv-ipam/agent/plugins/controller/api"
+	"github.com/contiv-ipam/agent/plugins/controller/controllertest"
 	"github.com/contiv-ipam/agent/plugins/ksr/model/node"
+	"github.com/contiv-ipam/agent/plugins/ksr/model/vppnode"
 	"github.com/contiv-ipam/agent/plugins/nodesync"
-	"github.com/contiv-ipam/agent/plugins/nodesync/vppnode"
 )
 
 // updater is a plugin for node-x (ID 3 after the resync of clusterState)
-// and the loop it pushes to.
+// and the loop that records the follow-ups it pushes.
 type updater struct {
 	t    *testing.T
 	p    *nodesync.Plugin
@@ -60,11 +61,16 @@ func (u *updater) change(resource, key string, v proto.Message) string {
 	if !u.p.HandlesEvent(ev) {
 		return "<not handled>"
 	}
-	desc, err := u.p.Update(ev, nil)
+	desc, err := u.p.Update(ev, u.txn())
 	if err != nil {
 		u.t.Fatalf("Update %s: %v", ev, err)
 	}
 	return desc
+}
+
+// txn is a transaction whose follow-ups go to u.loop.
+func (u *updater) txn() *controllertest.Txn {
+	return &controllertest.Txn{OnFollowUp: u.loop.PushEvent}
 }
 
 func (u *updater) putVpp(rec *vppnode.VppNode) string {
@@ -274,12 +280,12 @@ func TestUpdateReturnsPushErrors(t *testing.T) {
 	u := newUpdater(t)
 	u.loop.err = api.ErrEventQueueFull
 	ev := &api.KubeStateChange{Resource: "vppnode", Key: vppnode.Key(6), NewValue: &vppnode.VppNode{Id: 6, Name: "node-f"}}
-	desc, err := u.p.Update(ev, nil)
+	desc, err := u.p.Update(ev, u.txn())
 	g.Expect(desc).To(ContainSubstring("node-f joined"))
 	g.Expect(err).To(MatchError(api.ErrEventQueueFull))
 	g.Expect(err.Error()).To(ContainSubstring(`push Node Update for node "node-f"`))
 
-	desc, err = u.p.Update(&nodesync.NodeUpdate{NodeName: "node-a"}, nil)
+	desc, err = u.p.Update(&nodesync.NodeUpdate{NodeName: "node-a"}, u.txn())
 	g.Expect(desc).To(BeEmpty())
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(u.p.Revert(ev)).To(Succeed())
@@ -292,7 +298,7 @@ func TestUpdateIgnoresThisNodesRecordEvenWhenCalled(t *testing.T) {
 		{Resource: "vppnode", Key: vppnode.Key(3), NewValue: &vppnode.VppNode{Id: 3, Name: "node-z"}},
 		{Resource: "vppnode", Key: vppnode.Key(3), PrevValue: &vppnode.VppNode{Id: 3, Name: "node-x"}},
 	} {
-		desc, err := u.p.Update(ev, nil)
+		desc, err := u.p.Update(ev, u.txn())
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(desc).To(BeEmpty())
 	}

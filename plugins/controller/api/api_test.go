@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/contiv-ipam/agent/plugins/controller/api"
+	"github.com/contiv-ipam/agent/plugins/controller/controllertest"
 )
 
 func TestBuiltInEvents(t *testing.T) {
@@ -91,20 +92,13 @@ func TestKubeStateData(t *testing.T) {
 	s.Apply("nothing", "k", nil) // deleting from a missing resource is fine
 }
 
-// recordingTxn is a minimal UpdateOperations.
-type recordingTxn map[string]proto.Message
-
-func (r recordingTxn) Put(k string, v proto.Message) { r[k] = v }
-func (r recordingTxn) Get(k string) proto.Message    { return r[k] }
-func (r recordingTxn) Delete(k string)               { r[k] = nil }
-
 func TestPutAllDeleteAll(t *testing.T) {
 	g := NewWithT(t)
-	txn := recordingTxn{}
+	txn := controllertest.NewTxn()
 	vals := api.KeyValuePairs{"a": wrapperspb.Bool(true), "b": wrapperspb.Bool(false)}
 	api.PutAll(txn, vals)
 	g.Expect(txn.Get("a")).NotTo(BeNil())
 	api.DeleteAll(txn, vals)
-	g.Expect(txn).To(HaveKeyWithValue("a", BeNil()))
-	g.Expect(txn).To(HaveKeyWithValue("b", BeNil()))
+	g.Expect(txn.Values()).To(HaveKeyWithValue("a", BeNil()))
+	g.Expect(txn.Values()).To(HaveKeyWithValue("b", BeNil()))
 }

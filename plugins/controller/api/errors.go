@@ -5,15 +5,19 @@ import (
 	"fmt"
 )
 
-// Errors of PushEvent.
+// Errors of PushEvent and PushFollowUp.
 var (
-	// ErrClosedController: the loop has stopped (closed or after a fatal error).
+	// ErrClosedController: the loop has stopped (closed or after a fatal
+	// error), or is closing and gave up retrying a commit.
 	ErrClosedController = errors.New("controller is closed")
 	// ErrEventQueueFull: the queue is at its limit; try again later.
 	ErrEventQueueFull = errors.New("event queue is full")
-	// ErrBlockingFollowUp: a blocking event pushed from inside the loop
-	// would wait for itself.
-	ErrBlockingFollowUp = errors.New("blocking event pushed from the event loop would deadlock")
+	// ErrBlockingFollowUp: a follow-up must not be blocking, since it
+	// would wait for the event that pushed it.
+	ErrBlockingFollowUp = errors.New("a follow-up event must not be blocking")
+	// ErrTransactionFinished: PushFollowUp was called on the transaction
+	// of an event whose handlers have all returned.
+	ErrTransactionFinished = errors.New("the event's transaction is finished")
 )
 
 // FatalError stops the event loop and turns the agent's health red (so

@@ -105,11 +105,18 @@ type UpdateEvent interface {
 	Direction() UpdateDirectionType
 }
 
-// EventLoop accepts events.
+// EventLoop accepts events from goroutines other than the loop's.
 type EventLoop interface {
-	// PushEvent queues the event. For a blocking event it waits until the
-	// event is processed and returns its outcome. Errors: ErrEventQueueFull,
-	// ErrClosedController, ErrBlockingFollowUp.
+	// PushEvent queues the event behind every event already queued. For a
+	// blocking event it waits until the event is processed and returns its
+	// outcome. Errors: ErrEventQueueFull, ErrClosedController.
+	//
+	// A handler must not call PushEvent with a blocking event from Resync,
+	// Update or Revert: the push would wait for the loop, which waits for
+	// the handler, and the agent would hang. A handler that wants an event
+	// processed after the current one pushes it with the transaction's
+	// PushFollowUp; a non-blocking event it gives to PushEvent is not a
+	// follow-up and waits behind the queue.
 	PushEvent(event Event) error
 }
 
@@ -120,10 +127,12 @@ type EventHandler interface {
 	// HandlesEvent filters the events the handler is called for.
 	HandlesEvent(event Event) bool
 	// Resync puts the handler's whole desired configuration into txn.
-	// resyncCount is 1 for the first resync the loop processes.
+	// resyncCount is 1 for the first resync the loop processes. Events
+	// that must follow go to txn.PushFollowUp.
 	Resync(event Event, kubeStateData KubeStateData, resyncCount int, txn ResyncOperations) error
 	// Update applies one change; changeDescription is recorded in the event
-	// history ("" when nothing changed).
+	// history ("" when nothing changed). Events that must follow go to
+	// txn.PushFollowUp.
 	Update(event Event, txn UpdateOperations) (changeDescription string, err error)
 	// Revert undoes what Update did for a RevertOnFailure event that failed
 	// in a later handler or at commit.

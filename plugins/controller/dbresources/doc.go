@@ -4,7 +4,8 @@
 // and the message its values decode into.
 //
 // vppnode, node and pod decode into our models (vppnode.VppNode,
-// node.Node, pod.Pod); every other resource (nodeconfig, namespace,
+// node.Node, pod.Pod, all under plugins/ksr/model), and their keywords are
+// the models' Keyword constants; every other resource (nodeconfig, namespace,
 // policy, service, ...) decodes into a *structpb.Struct, so its values are
 // still carried and compared even though nothing of ours reads them.
 //

@@ -11,7 +11,7 @@ import (
 	"github.com/contiv-ipam/agent/plugins/ksr/model/codec"
 	"github.com/contiv-ipam/agent/plugins/ksr/model/node"
 	"github.com/contiv-ipam/agent/plugins/ksr/model/pod"
-	"github.com/contiv-ipam/agent/plugins/nodesync/vppnode"
+	"github.com/contiv-ipam/agent/plugins/ksr/model/vppnode"
 )
 
 // Resource is one kind of Kubernetes state under codec.KSRPrefix.
@@ -32,9 +32,9 @@ var ErrUnknownKey = errors.New("key of no known resource")
 // resources is the registry, in the order All returns. Resources without
 // a model of ours decode into a generic JSON object.
 var resources = []Resource{
-	{Keyword: "vppnode", KeyPrefix: vppnode.KeyPrefix, New: func() proto.Message { return new(vppnode.VppNode) }},
-	{Keyword: "node", KeyPrefix: node.KeyPrefix, New: func() proto.Message { return new(node.Node) }},
-	{Keyword: "pod", KeyPrefix: pod.KeyPrefix, New: func() proto.Message { return new(pod.Pod) }},
+	{Keyword: vppnode.Keyword, KeyPrefix: vppnode.KeyPrefix, New: func() proto.Message { return new(vppnode.VppNode) }},
+	{Keyword: node.Keyword, KeyPrefix: node.KeyPrefix, New: func() proto.Message { return new(node.Node) }},
+	{Keyword: pod.Keyword, KeyPrefix: pod.KeyPrefix, New: func() proto.Message { return new(pod.Pod) }},
 	structResource("nodeconfig", "k8s/nodeconfig/"),
 	structResource("namespace", "k8s/namespace/"),
 	structResource("policy", "k8s/policy/"),

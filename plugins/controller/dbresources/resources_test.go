@@ -12,7 +12,7 @@ import (
 	"github.com/contiv-ipam/agent/plugins/ksr/model/codec"
 	"github.com/contiv-ipam/agent/plugins/ksr/model/node"
 	"github.com/contiv-ipam/agent/plugins/ksr/model/pod"
-	"github.com/contiv-ipam/agent/plugins/nodesync/vppnode"
+	"github.com/contiv-ipam/agent/plugins/ksr/model/vppnode"
 )
 
 func TestRegistry(t *testing.T) {
@@ -45,6 +45,33 @@ func TestRegistry(t *testing.T) {
 	g.Expect(byKw["node"].New()).To(BeAssignableToTypeOf(&node.Node{}))
 	g.Expect(byKw["pod"].New()).To(BeAssignableToTypeOf(&pod.Pod{}))
 	g.Expect(byKw["service"].New()).To(BeAssignableToTypeOf(&structpb.Struct{}))
+}
+
+// The registry uses the keywords the model packages export, so handlers
+// that compare KubeStateChange.Resource with a model's Keyword agree with
+// it; the values themselves are pinned.
+func TestModelKeywords(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name      string
+		keyword   string
+		prefix    string
+		wantValue string
+	}{
+		{"vppnode", vppnode.Keyword, vppnode.KeyPrefix, "vppnode"},
+		{"node", node.Keyword, node.KeyPrefix, "node"},
+		{"pod", pod.Keyword, pod.KeyPrefix, "pod"},
+	}
+	for i, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			g.Expect(tc.keyword).To(Equal(tc.wantValue))
+			g.Expect(Keywords()[i]).To(Equal(tc.keyword), "All lists the models first, in this order")
+			r, ok := ByKey(tc.prefix + "x")
+			g.Expect(ok).To(BeTrue())
+			g.Expect(r.Keyword).To(Equal(tc.keyword))
+		})
+	}
 }
 
 func TestAllIsACopy(t *testing.T) {

@@ -11,7 +11,7 @@ import (
 	"github.com/contiv-ipam/agent/plugins/ksr/model/codec"
 	"github.com/contiv-ipam/agent/plugins/ksr/model/node"
 	"github.com/contiv-ipam/agent/plugins/ksr/model/pod"
-	"github.com/contiv-ipam/agent/plugins/nodesync/vppnode"
+	"github.com/contiv-ipam/agent/plugins/ksr/model/vppnode"
 )
 
 func sampleNode() *node.Node {

@@ -1,6 +1,7 @@
 // Package node is the Kubernetes Node model that contiv-ksr mirrors into
 // etcd and the agents read: the Node message generated from node.proto
-// (run `make generate` after editing it) and the key builder and parser.
+// (run `make generate` after editing it), the key builder and parser, and
+// Keyword, the resource's name in the controller's Kubernetes state.
 //
 // A node named n is stored at codec.KSRPrefix + Key(n). Callers:
 //

@@ -9,6 +9,10 @@ import (
 // KeyPrefix is the prefix of every node key, relative to codec.KSRPrefix.
 const KeyPrefix = "k8s/node/"
 
+// Keyword names the resource of nodes in the controller's Kubernetes
+// state (the key of api.KubeStateData, KubeStateChange.Resource).
+const Keyword = "node"
+
 // ErrInvalidKey is wrapped by every ParseKey error.
 var ErrInvalidKey = errors.New("invalid node key")
 

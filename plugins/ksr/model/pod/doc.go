@@ -1,6 +1,7 @@
 // Package pod is the Kubernetes Pod model that contiv-ksr mirrors into etcd
 // and the agents read: the Pod message generated from pod.proto (run
-// `make generate` after editing it) and the key builder and parser.
+// `make generate` after editing it), the key builder and parser, and
+// Keyword, the resource's name in the controller's Kubernetes state.
 //
 // A pod name in namespace ns is stored at codec.KSRPrefix + Key(name, ns),
 // that is ".../k8s/pod/<name>/namespace/<ns>". Callers:

@@ -9,6 +9,10 @@ import (
 // KeyPrefix is the prefix of every pod key, relative to codec.KSRPrefix.
 const KeyPrefix = "k8s/pod/"
 
+// Keyword names the resource of pods in the controller's Kubernetes
+// state (the key of api.KubeStateData, KubeStateChange.Resource).
+const Keyword = "pod"
+
 // namespaceTag separates the pod name from its namespace in a key.
 const namespaceTag = "/namespace/"
 

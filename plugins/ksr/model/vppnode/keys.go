@@ -10,6 +10,10 @@ import (
 // KeyPrefix is the prefix of every node-ID key, relative to codec.KSRPrefix.
 const KeyPrefix = "allocatedIDs/"
 
+// Keyword names the resource of node-ID claims in the controller's Kubernetes
+// state (the key of api.KubeStateData, KubeStateChange.Resource).
+const Keyword = "vppnode"
+
 // ErrInvalidKey is wrapped by every ParseKey error.
 var ErrInvalidKey = errors.New("invalid node ID key")
 

@@ -1,6 +1,9 @@
 // Package vppnode is the node-ID claim that nodesync writes to etcd: the
 // VppNode message generated from vppnode.proto (run `make generate` after
-// editing it) and the key builder and parser.
+// editing it), the key builder and parser, and Keyword, the resource's
+// name in the controller's Kubernetes state. It lives beside node and pod
+// so that the controller's registry (dbresources) imports models only,
+// never a handler's package; the proto package stays nodesync.vppnode.
 //
 // The node holding ID id is recorded at codec.KSRPrefix + Key(id), that is
 // ".../allocatedIDs/<id>", with a VppNode value naming the node and its

@@ -6,7 +6,7 @@
 // versions:
 // 	protoc-gen-go v1.36.11
 // 	protoc        v3.21.12
-// source: plugins/nodesync/vppnode/vppnode.proto
+// source: plugins/ksr/model/vppnode/vppnode.proto
 
 package vppnode
 
@@ -42,7 +42,7 @@ type VppNode struct {
 
 func (x *VppNode) Reset() {
 	*x = VppNode{}
-	mi := &file_plugins_nodesync_vppnode_vppnode_proto_msgTypes[0]
+	mi := &file_plugins_ksr_model_vppnode_vppnode_proto_msgTypes[0]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -54,7 +54,7 @@ func (x *VppNode) String() string {
 func (*VppNode) ProtoMessage() {}
 
 func (x *VppNode) ProtoReflect() protoreflect.Message {
-	mi := &file_plugins_nodesync_vppnode_vppnode_proto_msgTypes[0]
+	mi := &file_plugins_ksr_model_vppnode_vppnode_proto_msgTypes[0]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -67,7 +67,7 @@ func (x *VppNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VppNode.ProtoReflect.Descriptor instead.
 func (*VppNode) Descriptor() ([]byte, []int) {
-	return file_plugins_nodesync_vppnode_vppnode_proto_rawDescGZIP(), []int{0}
+	return file_plugins_ksr_model_vppnode_vppnode_proto_rawDescGZIP(), []int{0}
 }
 
 func (x *VppNode) GetId() uint32 {
@@ -98,35 +98,35 @@ func (x *VppNode) GetIpAddresses() []string {
 	return nil
 }
 
-var File_plugins_nodesync_vppnode_vppnode_proto protoreflect.FileDescriptor
+var File_plugins_ksr_model_vppnode_vppnode_proto protoreflect.FileDescriptor
 
-const file_plugins_nodesync_vppnode_vppnode_proto_rawDesc = "" +
+const file_plugins_ksr_model_vppnode_vppnode_proto_rawDesc = "" +
 	"\n" +
-	"&plugins/nodesync/vppnode/vppnode.proto\x12\x10nodesync.vppnode\"o\n" +
+	"'plugins/ksr/model/vppnode/vppnode.proto\x12\x10nodesync.vppnode\"o\n" +
 	"\aVppNode\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\rR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1d\n" +
 	"\n" +
 	"ip_address\x18\x03 \x01(\tR\tipAddress\x12!\n" +
-	"\fip_addresses\x18\x04 \x03(\tR\vipAddressesB?Z=github.com/contiv-ipam/agent/plugins/nodesync/vppnode;vppnodeb\x06proto3"
+	"\fip_addresses\x18\x04 \x03(\tR\vipAddressesB@Z>github.com/contiv-ipam/agent/plugins/ksr/model/vppnode;vppnodeb\x06proto3"
 
 var (
-	file_plugins_nodesync_vppnode_vppnode_proto_rawDescOnce sync.Once
-	file_plugins_nodesync_vppnode_vppnode_proto_rawDescData []byte
+	file_plugins_ksr_model_vppnode_vppnode_proto_rawDescOnce sync.Once
+	file_plugins_ksr_model_vppnode_vppnode_proto_rawDescData []byte
 )
 
-func file_plugins_nodesync_vppnode_vppnode_proto_rawDescGZIP() []byte {
-	file_plugins_nodesync_vppnode_vppnode_proto_rawDescOnce.Do(func() {
-		file_plugins_nodesync_vppnode_vppnode_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_plugins_nodesync_vppnode_vppnode_proto_rawDesc), len(file_plugins_nodesync_vppnode_vppnode_proto_rawDesc)))
+func file_plugins_ksr_model_vppnode_vppnode_proto_rawDescGZIP() []byte {
+	file_plugins_ksr_model_vppnode_vppnode_proto_rawDescOnce.Do(func() {
+		file_plugins_ksr_model_vppnode_vppnode_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_plugins_ksr_model_vppnode_vppnode_proto_rawDesc), len(file_plugins_ksr_model_vppnode_vppnode_proto_rawDesc)))
 	})
-	return file_plugins_nodesync_vppnode_vppnode_proto_rawDescData
+	return file_plugins_ksr_model_vppnode_vppnode_proto_rawDescData
 }
 
-var file_plugins_nodesync_vppnode_vppnode_proto_msgTypes = make([]protoimpl.MessageInfo, 1)
-var file_plugins_nodesync_vppnode_vppnode_proto_goTypes = []any{
+var file_plugins_ksr_model_vppnode_vppnode_proto_msgTypes = make([]protoimpl.MessageInfo, 1)
+var file_plugins_ksr_model_vppnode_vppnode_proto_goTypes = []any{
 	(*VppNode)(nil), // 0: nodesync.vppnode.VppNode
 }
-var file_plugins_nodesync_vppnode_vppnode_proto_depIdxs = []int32{
+var file_plugins_ksr_model_vppnode_vppnode_proto_depIdxs = []int32{
 	0, // [0:0] is the sub-list for method output_type
 	0, // [0:0] is the sub-list for method input_type
 	0, // [0:0] is the sub-list for extension type_name
@@ -134,26 +134,26 @@ var file_plugins_nodesync_vppnode_vppnode_proto_depIdxs = []int32{
 	0, // [0:0] is the sub-list for field type_name
 }
 
-func init() { file_plugins_nodesync_vppnode_vppnode_proto_init() }
-func file_plugins_nodesync_vppnode_vppnode_proto_init() {
-	if File_plugins_nodesync_vppnode_vppnode_proto != nil {
+func init() { file_plugins_ksr_model_vppnode_vppnode_proto_init() }
+func file_plugins_ksr_model_vppnode_vppnode_proto_init() {
+	if File_plugins_ksr_model_vppnode_vppnode_proto != nil {
 		return
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
-			RawDescriptor: unsafe.Slice(unsafe.StringData(file_plugins_nodesync_vppnode_vppnode_proto_rawDesc), len(file_plugins_nodesync_vppnode_vppnode_proto_rawDesc)),
+			RawDescriptor: unsafe.Slice(unsafe.StringData(file_plugins_ksr_model_vppnode_vppnode_proto_rawDesc), len(file_plugins_ksr_model_vppnode_vppnode_proto_rawDesc)),
 			NumEnums:      0,
 			NumMessages:   1,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
-		GoTypes:           file_plugins_nodesync_vppnode_vppnode_proto_goTypes,
-		DependencyIndexes: file_plugins_nodesync_vppnode_vppnode_proto_depIdxs,
-		MessageInfos:      file_plugins_nodesync_vppnode_vppnode_proto_msgTypes,
+		GoTypes:           file_plugins_ksr_model_vppnode_vppnode_proto_goTypes,
+		DependencyIndexes: file_plugins_ksr_model_vppnode_vppnode_proto_depIdxs,
+		MessageInfos:      file_plugins_ksr_model_vppnode_vppnode_proto_msgTypes,
 	}.Build()
-	File_plugins_nodesync_vppnode_vppnode_proto = out.File
-	file_plugins_nodesync_vppnode_vppnode_proto_goTypes = nil
-	file_plugins_nodesync_vppnode_vppnode_proto_depIdxs = nil
+	File_plugins_ksr_model_vppnode_vppnode_proto = out.File
+	file_plugins_ksr_model_vppnode_vppnode_proto_goTypes = nil
+	file_plugins_ksr_model_vppnode_vppnode_proto_depIdxs = nil
 }
