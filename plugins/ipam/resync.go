@@ -10,6 +10,7 @@ import (
 	"github.com/contiv-ipam/agent/plugins/contivconf"
 	"github.com/contiv-ipam/agent/plugins/controller/api"
 	"github.com/contiv-ipam/agent/plugins/ksr/model/node"
+	podmodel "github.com/contiv-ipam/agent/plugins/ksr/model/pod"
 )
 
 // buildState derives every subnet and address of this node from the
