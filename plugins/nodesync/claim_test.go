@@ -170,7 +170,9 @@ func TestClaimWithEtcdDownFailsThenTheNextResyncClaims(t *testing.T) {
 	srv.Stop()
 	err := resync(p, nil)
 	g.Expect(api.IsFatal(err)).To(BeTrue())
-	g.Expect(err.Error()).To(ContainSubstring(`unable to allocate node ID for node "node-x": cannot list node IDs in the database`))
+	// The presence comes first: no claim before this agent knows it is the
+	// only one serving node-x.
+	g.Expect(err.Error()).To(ContainSubstring(`unable to allocate node ID for node "node-x": cannot check that no other agent serves node "node-x"`))
 	g.Expect(p.GetNodeID()).To(BeZero())
 
 	srv.Restart()

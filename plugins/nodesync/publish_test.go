@@ -76,6 +76,7 @@ func TestPublishNodeIPs(t *testing.T) {
 
 	// a restarted agent finds its addresses: publishing them again writes nothing
 	rev := revision(t, db, 2)
+	g.Expect(p.Close()).To(Succeed(), "stopped first: a second live agent named node-x is refused")
 	again := newPlugin(t, "node-x", db, &loop{})
 	g.Expect(resync(again, nil)).To(Succeed())
 	g.Expect(again.GetNodeID()).To(Equal(uint32(2)))
