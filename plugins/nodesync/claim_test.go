@@ -8,7 +8,6 @@ import (
 
 	. "github.com/onsi/gomega"
 
-	"github.com/contiv-ipam/agent/infra/kvdb/etcd"
 	"github.com/contiv-ipam/agent/infra/kvdb/etcd/etcdtest"
 	"github.com/contiv-ipam/agent/plugins/controller/api"
 	"github.com/contiv-ipam/agent/plugins/nodesync"
@@ -164,7 +163,7 @@ func TestClaimErrorsAreFatal(t *testing.T) {
 func TestClaimWithEtcdDownFailsThenTheNextResyncClaims(t *testing.T) {
 	g := NewWithT(t)
 	srv := etcdtest.Start(t)
-	db := newDB(t, srv, func(c *etcd.Config) { c.OperationTimeout = 300 * time.Millisecond })
+	db := newDB(t, srv, shortTimeout)
 	putRecord(t, db, &vppnode.VppNode{Id: 1, Name: "node-a"})
 	p := newPlugin(t, "node-x", db, &loop{})
 	srv.Stop()

@@ -94,6 +94,10 @@ func etcdConfig(endpoint string) etcd.Config {
 	return c
 }
 
+// shortTimeout is for tests that stop etcd: requests fail after a second
+// instead of the default two, yet a loaded machine still answers in time.
+func shortTimeout(c *etcd.Config) { c.OperationTimeout = time.Second }
+
 // newDB returns an initialised etcd plugin connected to srv, closed at
 // cleanup.
 func newDB(t testing.TB, srv *etcdtest.Server, mod ...func(*etcd.Config)) *etcd.Plugin {

@@ -8,7 +8,6 @@ import (
 
 	. "github.com/onsi/gomega"
 
-	"github.com/contiv-ipam/agent/infra/kvdb/etcd"
 	"github.com/contiv-ipam/agent/infra/kvdb/etcd/etcdtest"
 	"github.com/contiv-ipam/agent/plugins/controller/api"
 	"github.com/contiv-ipam/agent/plugins/ksr/model/codec"
@@ -98,7 +97,7 @@ func TestOwnRecordTakenByAnotherNodeIsFatal(t *testing.T) {
 func TestRemoteResyncAfterAGapFindsTheIDTaken(t *testing.T) {
 	g := NewWithT(t)
 	srv := etcdtest.Start(t)
-	db := newDB(t, srv, func(c *etcd.Config) { c.OperationTimeout = 300 * time.Millisecond })
+	db := newDB(t, srv, shortTimeout)
 	a := newPlugin(t, "node-a", db, &loop{})
 	g.Expect(resync(a, nil)).To(Succeed())
 	mirror := api.KubeStateData{"vppnode": vppState(&vppnode.VppNode{Id: 1, Name: "node-a"})}
@@ -161,7 +160,7 @@ func TestIDFromTheMirrorIsReassertedWhenEtcdIsBack(t *testing.T) {
 func TestReassertWithEtcdDownIsRetriedAtTheNextResync(t *testing.T) {
 	g := NewWithT(t)
 	srv := etcdtest.Start(t)
-	db := newDB(t, srv, func(c *etcd.Config) { c.OperationTimeout = 300 * time.Millisecond })
+	db := newDB(t, srv, shortTimeout)
 	a := newPlugin(t, "node-a", db, &loop{})
 	g.Expect(resync(a, nil)).To(Succeed())
 	deleteRecord(t, srv, 1)
