@@ -215,3 +215,19 @@ func TestHandlerOrder(t *testing.T) {
 		t.Fatalf("handlers %v, want %v", got, want)
 	}
 }
+
+// TestNodeSyncWiring asserts what keeps a node ID unique: nodesync gets
+// etcd's presence leases, bolt for the last node ID, and the metrics.
+func TestNodeSyncWiring(t *testing.T) {
+	a := newContivAgent(logging.NewRegistry(), health.BuildInfo{})
+	d := a.NodeSync.Deps
+	if d.DB != a.ETCD || d.Presence != a.ETCD {
+		t.Errorf("nodesync DB %v, Presence %v: want the etcd plugin for both", d.DB, d.Presence)
+	}
+	if d.LocalDB != a.Bolt {
+		t.Errorf("nodesync LocalDB %v, want the bolt plugin", d.LocalDB)
+	}
+	if d.Metrics != a.Metrics {
+		t.Errorf("nodesync Metrics %v, want the metrics plugin", d.Metrics)
+	}
+}

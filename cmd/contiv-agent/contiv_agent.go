@@ -96,6 +96,9 @@ func (a *ContivAgent) addControllerAndHandlers(reg *logging.Registry) {
 	a.NodeSync = nodesync.NewPlugin(nodesync.UseDeps(func(d *nodesync.Deps) {
 		d.LogRegistry = reg
 		d.ServiceLabel, d.DB, d.EventLoop = a.ServiceLabel, a.ETCD, loop
+		// etcd's leases refuse a second live agent with this node name;
+		// bolt keeps the last node ID so that a change is never silent.
+		d.Presence, d.LocalDB, d.Metrics = a.ETCD, a.Bolt, a.Metrics
 	}))
 	a.IPAM = ipam.NewPlugin(ipam.UseDeps(func(d *ipam.Deps) {
 		d.LogRegistry = reg

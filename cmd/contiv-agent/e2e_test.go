@@ -4,12 +4,14 @@ import (
 	"bufio"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -69,13 +71,15 @@ func writeFile(t *testing.T, path, content string) {
 	}
 }
 
-// startAgent runs the binary in dir with CONFIG_DIR=dir and JSON logs.
-func startAgent(t *testing.T, dir string) *agentProc {
+// startAgent runs the binary in dir with CONFIG_DIR=dir and JSON logs;
+// env adds or overrides environment variables.
+func startAgent(t *testing.T, dir string, env ...string) *agentProc {
 	t.Helper()
 	cmd := exec.Command(agentBinary)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "CONFIG_DIR="+dir, "LOG_FORMAT=json",
 		"MICROSERVICE_LABEL=e2e-node", "HTTP_PORT=", "ETCD_ENDPOINTS=", "INITIAL_LOGLVL=")
+	cmd.Env = append(cmd.Env, env...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -130,6 +134,26 @@ func (p *agentProc) waitReady(t *testing.T) string {
 			}
 		case <-timeout:
 			t.Fatal("agent not ready after 30s")
+		}
+	}
+}
+
+// waitLine returns the first log record that match accepts, within
+// timeout; earlier records are consumed.
+func (p *agentProc) waitLine(t *testing.T, what string, timeout time.Duration, match func(rec map[string]any) bool) map[string]any {
+	t.Helper()
+	deadline := time.After(timeout)
+	for {
+		select {
+		case rec, ok := <-p.lines:
+			if !ok {
+				t.Fatalf("agent exited before logging %s: %v", what, <-p.done)
+			}
+			if match(rec) {
+				return rec
+			}
+		case <-deadline:
+			t.Fatalf("agent did not log %s within %v", what, timeout)
 		}
 	}
 }
@@ -290,5 +314,51 @@ func checkNodeAddresses(t *testing.T, base string) {
 		if !strings.Contains(body, want) {
 			t.Errorf("GET /contiv/v1/ipam lacks %s:\n%s", want, body)
 		}
+	}
+}
+
+// TestSecondAgentWithTheSameNameStaysUnready runs two agents labelled
+// e2e-node against one etcd (the first one's embedded server): the first
+// serves node ID 1, the second refuses the name, naming the first agent's
+// process, and never turns ready.
+func TestSecondAgentWithTheSameNameStaysUnready(t *testing.T) {
+	const ttl = "NODESYNC_PRESENCE_TTL=2s" // the second agent waits this long (plus a margin) before refusing
+	dir1 := t.TempDir()
+	writeRunConfig(t, dir1, "127.0.0.1:0")
+	first := startAgent(t, dir1, ttl)
+	started := first.waitLine(t, "the embedded etcd start", 30*time.Second, func(rec map[string]any) bool {
+		return rec["msg"] == "embedded etcd server started"
+	})
+	etcdURL, _ := started["client-url"].(string)
+	base1 := first.waitReady(t)
+	waitReadiness(t, base1)
+
+	dir2 := t.TempDir()
+	writeRunConfig(t, dir2, "127.0.0.1:0")
+	writeFile(t, filepath.Join(dir2, "etcd.conf"), "endpoints: ["+strconv.Quote(etcdURL)+"]\n")
+	second := startAgent(t, dir2, ttl)
+	base2 := second.waitReady(t)
+	refused := second.waitLine(t, "the refusal", 30*time.Second, func(rec map[string]any) bool {
+		err, _ := rec["err"].(string)
+		return rec["level"] == "ERROR" && strings.Contains(err, "node name taken")
+	})
+	msg := refused["err"].(string)
+	for _, want := range []string{`node name "e2e-node" is served by another live agent`,
+		fmt.Sprintf(`"pid":%d`, first.cmd.Process.Pid)} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("refusal %q lacks %s", msg, want)
+		}
+	}
+	if status, body := httpGet(t, base2+"/readiness"); status == http.StatusOK {
+		t.Errorf("second agent: GET /readiness = 200 %s, want not ready", body)
+	}
+	if status, body := httpGet(t, base1+"/contiv/v1/ipam"); status != http.StatusOK || !strings.Contains(body, `"nodeId": 1`) {
+		t.Errorf("first agent: GET /contiv/v1/ipam = %d %s, want node ID 1", status, body)
+	}
+	if err := second.stop(t); err != nil {
+		t.Errorf("second agent exit after SIGINT: %v", err)
+	}
+	if err := first.stop(t); err != nil {
+		t.Errorf("first agent exit after SIGINT: %v", err)
 	}
 }

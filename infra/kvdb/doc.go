@@ -23,6 +23,20 @@
 //     ErrInvalidKey, ErrValueTooLarge, ErrInvalidTxn, ErrCompacted); a
 //     missing key is found=false or existed=false, never an error.
 //
+// Presence (presence.go) is a separate, optional capability of stores with
+// leases (etcd): PresenceStore.ClaimPresence creates a key that lives only
+// while its holder keeps a lease alive, to detect a second live instance
+// of the same holder. Its caller duties:
+//  1. Claim with a value that names this process (host, pid, start time):
+//     the same value is taken for the same holder, so a restarted process
+//     must not reuse an old value.
+//  2. On *PresenceHeldError another holder's key exists; it vanishes after
+//     TTL unless that holder is alive. Wait at most that long and claim
+//     again, or refuse.
+//  3. Watch Presence.Lost: once closed, claim again (the key may be gone or
+//     taken). Release on shutdown so that a successor need not wait.
+//
 // Values are opaque bytes; encoding (JSON, proto) is the caller's choice.
-// The shared contract every Broker must meet is tested by kvdbtest.RunContract.
+// The shared contract every Broker must meet is tested by kvdbtest.RunContract,
+// the PresenceStore contract by kvdbtest.RunPresenceContract.
 package kvdb

@@ -2,6 +2,7 @@ package nodesync
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/contiv-ipam/agent/infra/kvdb"
+	"github.com/contiv-ipam/agent/plugins/controller/api"
 	"github.com/contiv-ipam/agent/plugins/ksr/model/codec"
 	"github.com/contiv-ipam/agent/plugins/ksr/model/vppnode"
 )
@@ -27,9 +29,9 @@ const (
 	// claimPauseUnit scales the jittered pause before listing again:
 	// uniform in [0, unit × min(round, 8)).
 	claimPauseUnit = 2 * time.Millisecond
-	// claimTimeout bounds a whole claim (every request is also bounded by
+	// claimDeadline bounds a whole claim (every request is also bounded by
 	// the store's own operation timeout).
-	claimTimeout = time.Minute
+	claimDeadline = time.Minute
 )
 
 // claimStats count what one claim did.
@@ -46,17 +48,56 @@ type idListing struct {
 	ownRec map[uint32]*vppnode.VppNode // records of own
 }
 
-// claimNodeID finds this node's ID in etcd or creates the smallest free
-// one (see the package doc). rec is the found record, nil when created.
-func (p *Plugin) claimNodeID() (id uint32, rec *vppnode.VppNode, err error) {
+// claim is the first claim of this node's ID (see the package doc): the
+// presence, then the ID in etcd (the stored ID preferred), then the check
+// against the stored ID. Every error is an api.FatalError.
+func (p *Plugin) claim(me *Node) (uint32, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), p.claimTimeout())
+	defer cancel()
+	fail := func(err error) (uint32, error) {
+		return 0, api.NewFatalError(fmt.Errorf("unable to allocate node ID for node %q: %w", p.name, err))
+	}
+	err := p.ensurePresence(ctx)
+	if errors.Is(err, ErrNodeNameTaken) {
+		return 0, p.loseID(conflictName, err)
+	}
+	if err != nil {
+		return fail(err)
+	}
+	st, err := p.loadStoredID(ctx)
+	if err != nil {
+		return fail(err)
+	}
+	id, rec, err := p.claimNodeID(ctx, st.id)
+	if err != nil {
+		return 0, api.NewFatalError(err)
+	}
+	if err := p.adoptID(st, id, "the claim in etcd"); err != nil {
+		return 0, api.NewFatalError(err)
+	}
+	p.nodeID.Store(id)
+	if rec != nil && len(me.VppIPAddresses) == 0 {
+		me.VppIPAddresses = p.parseVppAddresses(rec)
+	}
+	return id, nil
+}
+
+// claimTimeout bounds a claim or a re-assert: the claim itself plus the
+// longest wait for another agent's stale presence.
+func (p *Plugin) claimTimeout() time.Duration {
+	return claimDeadline + p.cfg.PresenceTTL + staleMargin
+}
+
+// claimNodeID finds this node's ID in etcd or creates one: preferred (the
+// stored ID, 0 for none) when it is free, else the smallest free ID (see
+// the package doc). rec is the found record, nil when created.
+func (p *Plugin) claimNodeID(ctx context.Context, preferred uint32) (id uint32, rec *vppnode.VppNode, err error) {
 	fail := func(format string, args ...any) error {
 		return fmt.Errorf("unable to allocate node ID for node %q: "+format, append([]any{p.name}, args...)...)
 	}
 	if p.broker == nil {
 		return 0, nil, fail("%w", ErrNoDatabase)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), claimTimeout)
-	defer cancel()
 	var st claimStats
 	defer func() { p.setClaimStats(st) }()
 	start := time.Now()
@@ -77,7 +118,7 @@ func (p *Plugin) claimNodeID() (id uint32, rec *vppnode.VppNode, err error) {
 			p.Log.Info("node ID found in etcd", "node", p.name, "node-id", id)
 			return id, l.ownRec[id], nil
 		}
-		next := freeIDs(l.taken)
+		next := candidates(l.taken, preferred)
 		for lost := 0; lost < relistAfter; lost++ {
 			if st.Attempts >= p.maxAttempts {
 				return 0, nil, fail("%w after %d attempts, last candidate ID %d was taken", ErrClaimGaveUp, st.Attempts, last)
@@ -93,7 +134,7 @@ func (p *Plugin) claimNodeID() (id uint32, rec *vppnode.VppNode, err error) {
 				return 0, nil, fail("creating %q (if the write went through, the next claim finds it): %w", vppnode.Key(c), err)
 			}
 			if created {
-				p.Log.Info("node ID claimed", "node", p.name, "node-id", c, "attempts", st.Attempts,
+				p.Log.Info("node ID claimed", "node", p.name, "node-id", c, "preferred", preferred, "attempts", st.Attempts,
 					"conflicts", st.Conflicts, "listings", st.Listings, "took", time.Since(start))
 				return c, nil, nil
 			}
@@ -163,6 +204,27 @@ func freeIDs(taken []uint32) func() (id uint32, ok bool) {
 			return c, true
 		}
 		return 0, false
+	}
+}
+
+// candidates returns an iterator over the IDs to try for one listing:
+// preferred first when it is not 0 and not taken, then freeIDs(taken).
+func candidates(taken []uint32, preferred uint32) func() (uint32, bool) {
+	free := freeIDs(taken)
+	_, isTaken := slices.BinarySearch(taken, preferred)
+	first := preferred != 0 && !isTaken
+	yielded := false
+	return func() (uint32, bool) {
+		if first && !yielded {
+			yielded = true
+			return preferred, true
+		}
+		for {
+			c, ok := free()
+			if !ok || !yielded || c != preferred {
+				return c, ok
+			}
+		}
 	}
 }
 

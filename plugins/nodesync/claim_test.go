@@ -8,7 +8,6 @@ import (
 
 	. "github.com/onsi/gomega"
 
-	"github.com/contiv-ipam/agent/infra/kvdb/etcd"
 	"github.com/contiv-ipam/agent/infra/kvdb/etcd/etcdtest"
 	"github.com/contiv-ipam/agent/plugins/controller/api"
 	"github.com/contiv-ipam/agent/plugins/ksr/model/vppnode"
@@ -164,13 +163,15 @@ func TestClaimErrorsAreFatal(t *testing.T) {
 func TestClaimWithEtcdDownFailsThenTheNextResyncClaims(t *testing.T) {
 	g := NewWithT(t)
 	srv := etcdtest.Start(t)
-	db := newDB(t, srv, func(c *etcd.Config) { c.OperationTimeout = 300 * time.Millisecond })
+	db := newDB(t, srv, shortTimeout)
 	putRecord(t, db, &vppnode.VppNode{Id: 1, Name: "node-a"})
 	p := newPlugin(t, "node-x", db, &loop{})
 	srv.Stop()
 	err := resync(p, nil)
 	g.Expect(api.IsFatal(err)).To(BeTrue())
-	g.Expect(err.Error()).To(ContainSubstring(`unable to allocate node ID for node "node-x": cannot list node IDs in the database`))
+	// The presence comes first: no claim before this agent knows it is the
+	// only one serving node-x.
+	g.Expect(err.Error()).To(ContainSubstring(`unable to allocate node ID for node "node-x": cannot check that no other agent serves node "node-x"`))
 	g.Expect(p.GetNodeID()).To(BeZero())
 
 	srv.Restart()

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 
 	"github.com/contiv-ipam/agent/infra/agent"
 	"github.com/contiv-ipam/agent/infra/config"
+	"github.com/contiv-ipam/agent/infra/health"
 	"github.com/contiv-ipam/agent/infra/kvdb/bolt"
 	"github.com/contiv-ipam/agent/infra/kvdb/etcd"
 	"github.com/contiv-ipam/agent/infra/kvdb/etcd/etcdtest"
@@ -26,18 +28,44 @@ import (
 	"github.com/contiv-ipam/agent/plugins/nodesync"
 )
 
-// stack is etcd + bolt + servicelabel + controller + nodesync under one agent.
+// stack is etcd + bolt + servicelabel + controller + nodesync under one
+// agent, wired as cmd/contiv-agent wires them.
 type stack struct {
-	ctrl *controller.Plugin
-	ns   *nodesync.Plugin
-	http *resttest.Server
+	ctrl   *controller.Plugin
+	ns     *nodesync.Plugin
+	http   *resttest.Server
+	health *reporter
+	stop   func() error
 }
 
-func startStack(t *testing.T, srv *etcdtest.Server, name string) *stack {
+// reporter is a health.Reporter that keeps the last error reported.
+type reporter struct {
+	mu    sync.Mutex
+	fatal error
+}
+
+func (r *reporter) Register(string, health.Probe) {}
+
+func (r *reporter) ReportStateChange(_ string, state health.State, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if state == health.Error {
+		r.fatal = err
+	}
+}
+
+// err returns the last error reported, nil if none.
+func (r *reporter) err() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.fatal
+}
+
+func startStack(t *testing.T, endpoint, name string, opts ...nodesync.Option) *stack {
 	t.Helper()
 	quiet := slog.New(slog.DiscardHandler)
-	s := &stack{http: resttest.New(t)}
-	etcdP := etcd.NewPlugin(etcd.UseConf(etcdConfig(srv.Endpoint())), etcd.UseEnv(noEnv),
+	s := &stack{http: resttest.New(t), health: &reporter{}}
+	etcdP := etcd.NewPlugin(etcd.UseConf(etcdConfig(endpoint)), etcd.UseEnv(noEnv),
 		etcd.UseDeps(func(d *etcd.Deps) { d.Cfg, d.Log = config.NoFile, quiet }))
 	bc := bolt.DefaultConfig()
 	bc.DBPath = filepath.Join(t.TempDir(), "bolt.db")
@@ -48,14 +76,14 @@ func startStack(t *testing.T, srv *etcdtest.Server, name string) *stack {
 	cc := controller.DefaultConfig()
 	cc.StartupResyncDeadline = 20 * time.Second
 	loop := &controller.LoopRef{} // the cycle, broken as cmd/contiv-agent breaks it
-	s.ns = nodesync.NewPlugin(nodesync.UseDeps(func(d *nodesync.Deps) {
+	s.ns = nodesync.NewPlugin(append([]nodesync.Option{nodesync.UseEnv(noEnv), nodesync.UseDeps(func(d *nodesync.Deps) {
 		d.Cfg, d.Log = config.NoFile, testLog(t)
-		d.ServiceLabel, d.DB, d.EventLoop = labelP, etcdP, loop
-	}))
+		d.ServiceLabel, d.DB, d.Presence, d.LocalDB, d.EventLoop = labelP, etcdP, etcdP, boltP, loop
+	})}, opts...)...)
 	s.ctrl = controller.NewPlugin(controller.UseConf(cc), controller.UseLoopRef(loop), controller.UseHandlers(s.ns),
 		controller.UseDeps(func(d *controller.Deps) {
 			d.Cfg, d.Log = config.NoFile, testLog(t)
-			d.RemoteDB, d.LocalDB, d.HTTP = etcdP, boltP, s.http.Plugin
+			d.RemoteDB, d.LocalDB, d.HTTP, d.StatusCheck = etcdP, boltP, s.http.Plugin, s.health
 		}))
 	a, err := agent.NewAgent(agent.Plugins(etcdP, boltP, labelP, s.ns, s.ctrl), agent.Args(nil), agent.Logger(quiet))
 	if err != nil {
@@ -64,6 +92,7 @@ func startStack(t *testing.T, srv *etcdtest.Server, name string) *stack {
 	if err := a.Start(); err != nil {
 		t.Fatal(err)
 	}
+	s.stop = a.Stop
 	t.Cleanup(func() { _ = a.Stop() })
 	return s
 }
@@ -102,7 +131,7 @@ func TestNodeChangesInEtcdReachNodesyncThroughTheController(t *testing.T) {
 	g := NewWithT(t)
 	srv := etcdtest.Start(t)
 	putKSR(t, srv, vppnode.Key(1), marshal(t, &vppnode.VppNode{Id: 1, Name: "node-b"}))
-	s := startStack(t, srv, "node-a")
+	s := startStack(t, srv.Endpoint(), "node-a")
 
 	// The first DB resync claims ID 2 (1 is node-b's).
 	g.Eventually(s.ns.GetNodeID, 10*time.Second).Should(Equal(uint32(2)))

@@ -1,67 +1,150 @@
-// Package nodesync gives every node of the cluster a unique node ID and
-// keeps a registry of the nodes: their IDs and VPP addresses (vppnode
-// records under allocatedIDs/) and their management addresses and pod
-// CIDRs (Kubernetes node records under k8s/node/), both read from the
-// Kubernetes state the controller hands to its event handlers.
+// Package nodesync gives every node of the cluster a unique node ID, keeps
+// that ID unique for as long as the agent runs, and keeps a registry of the
+// nodes: their IDs and VPP addresses (vppnode records under allocatedIDs/)
+// and their management addresses and pod CIDRs (Kubernetes node records
+// under k8s/node/), both read from the Kubernetes state the controller
+// hands to its event handlers.
+//
+// The invariant: a node ID is never held by two nodes. The ID of the node
+// named n (this agent's label) is held by the etcd key
+// /vnf-agent/contiv-ksr/allocatedIDs/<id> whose VppNode value names n, and
+// n is served by one live agent at a time.
+//
+// # Presence: one live agent per node name
+//
+// Before it claims or re-asserts anything the agent holds the presence key
+// PresencePrefix+n (outside the KSR prefix, so the controller does not see
+// it): a key bound to an etcd lease of -nodesync-presence-ttl (default
+// 15s) that the etcd plugin keeps alive, valued with the holder (host, pid,
+// start time; see Holder). It is created if absent (compare: absent) or
+// taken over if it still holds this process's value (this agent's own key
+// after a keep-alive gap). Held by another value, the agent waits at most
+// that holder's remaining TTL plus 2s: a killed agent's key expires by
+// then and the claim goes on (a restart after SIGKILL costs at most one
+// TTL); a live agent keeps it, and the claim fails with ErrNodeNameTaken
+// naming n and the holder. Close revokes the lease, so a clean restart
+// does not wait. A keeper goroutine (AfterInit to Close) watches the lease
+// and, when it is lost, pushes a NodeIDCheck event.
 //
 // # Node ID claim
 //
-// The ID of the node named n (this agent's label) is held by the etcd key
-// /vnf-agent/contiv-ksr/allocatedIDs/<id> whose VppNode value names n. The
-// claim runs in Resync, the first time and in every later resync for as
-// long as the node has no ID:
+// The claim runs in the first resync that reaches etcd, and in every later
+// one for as long as the node has no ID:
 //
-//  1. List allocatedIDs/ in etcd itself: the kube state of the resync may be
+//  1. Hold the presence (above).
+//  2. Read the ID this node last ran with from LocalDB (NodeIDKey).
+//  3. List allocatedIDs/ in etcd itself: the kube state of the resync may be
 //     stale (the bolt mirror, a cut-off watch). Keys that are not valid node
 //     ID keys are skipped with a warning; a value that does not decode still
 //     marks its ID as taken.
-//  2. If records name n, n keeps the smallest of their IDs (an agent that
+//  4. If records name n, n keeps the smallest of their IDs (an agent that
 //     restarts keeps its ID); the other records are logged and left alone.
-//  3. Otherwise take the free IDs of that listing in increasing order (the
-//     gaps from 1, then above the highest) and create each candidate's key
-//     with a transaction: if the key is absent, put VppNode{id, n}. The first
-//     transaction that succeeds wins. A lost transaction means another agent
-//     took that ID after the listing; the next free candidate of the same
-//     listing is tried at once. After five lost transactions in a row the
-//     claim waits a short jittered pause (at most 16ms) and lists again.
-//  4. Every transaction counts as an attempt; after the attempt bound
+//  5. Otherwise try the stored ID first when it is free (a node whose record
+//     was deleted while it was down gets its ID back), then the free IDs of
+//     that listing in increasing order (the gaps from 1, then above the
+//     highest), creating each candidate's key with a transaction: if the
+//     key is absent, put VppNode{id, n}. The first transaction that
+//     succeeds wins. A lost transaction means another agent took that ID
+//     after the listing; the next candidate of the same listing is tried at
+//     once. After five lost transactions in a row the claim waits a short
+//     jittered pause (at most 16ms) and lists again.
+//  6. Every transaction counts as an attempt; after the attempt bound
 //     (DefaultMaxClaimAttempts, see UseMaxClaimAttempts) the claim fails with
 //     an error wrapping ErrClaimGaveUp that names the node, the attempts and
-//     the last candidate. A lost transaction only happens when another
-//     writer created that key during this claim, so losing 100 times takes
-//     more than 100 nodes claiming IDs at the same moment.
+//     the last candidate.
+//  7. Compare the ID with the stored one: nothing stored, it is stored; the
+//     same, fine; different (or unreadable), the change is logged at error
+//     level, counted (contiv_nodesync_node_id_changes_total) and, unless
+//     -accept-node-id-change (env ACCEPT_NODE_ID_CHANGE) is set, fails with
+//     ErrNodeIDChanged naming both IDs and the way out; GetNodeID stays 0,
+//     so ipam never re-derives its subnets from (and never drops the pod
+//     allocations outside) the new ID. With the flag the new ID is stored.
 //
-// Claim errors (no DB: ErrNoDatabase; etcd unreachable; gave up) are
-// returned from Resync wrapped in api.FatalError: the agent must not run
-// without an ID. A transaction whose outcome is unknown (it timed out) is
-// an error too; if it did commit, the next claim finds the record by name
-// in step 2. The agent never deletes an ID key: only an operator frees an
-// ID.
+// With etcd unreachable, a local resync whose mirror holds n's record
+// takes that ID (checked against the stored ID as in step 7) and marks the
+// re-assert pending. Claim errors (no DB: ErrNoDatabase; etcd unreachable;
+// gave up; name taken; ID changed) are returned from Resync wrapped in
+// api.FatalError: the agent must not run without an ID. The agent never
+// deletes an ID key: only an operator frees an ID.
+//
+// # Re-assert: keeping the ID
+//
+// Once this node has an ID, the claim is re-asserted: the presence is
+// ensured (its lease alive and its key still this agent's, else claimed
+// again as above), then the record of the ID is created if absent (same ID
+// and name, this node's VPP addresses; compare: absent) and, if present,
+// must still name n. This happens:
+//
+//   - at once in Update when this node's own record is deleted or
+//     overwritten while connected (the watch delivers it);
+//   - in every remote DB resync (the controller pushes one on every etcd
+//     reconnect, so after every gap, and after a local resync);
+//   - in a NodeIDCheck (the keeper saw the lease lost, or PublishNodeIPs
+//     saw a conflict);
+//   - in any later resync that reaches etcd while a re-assert is pending.
+//
+// A record naming another node (or that does not decode) is an
+// ErrNodeIDConflict naming both nodes and the ID; a presence held by
+// another live agent is ErrNodeNameTaken. Either way the node loses its ID
+// for good: GetNodeID returns 0, GetAllNodes no longer lists this node,
+// every later resync and PublishNodeIPs fail with the same error, and the
+// error is an api.FatalError, so the controller stops its loop and the
+// agent turns unready; it never serves the duplicate ID. Counted in
+// contiv_nodesync_conflicts_total{kind="node-id"|"node-name"}. Any other
+// failure (etcd unreachable) is not fatal: the re-assert stays pending
+// and the next resync that reaches etcd retries it; in Update the error is
+// returned, so the controller schedules a healing resync.
+//
+// PublishNodeIPs writes the record only where it may: read it, then swap
+// it on its mod revision (create it if absent); a record naming another
+// node is the same conflict, and a NodeIDCheck is pushed so that the loop
+// turns fatal even when the caller ignores the error.
+//
+// # State and owners
+//
+//   - The ID and the lost cause (atomics): written by the event loop
+//     (Resync, Update) and, on a conflict, by PublishNodeIPs; read anywhere.
+//   - The pending re-assert flag: the event loop only.
+//   - The registry (nodes, published): under a RWMutex; rebuilt by Resync,
+//     patched by Update and PublishNodeIPs.
+//   - The presence handle: set by the event loop, read by the keeper and
+//     Close, under its own mutex.
+//   - The stored ID (LocalDB NodeIDKey): written by the event loop only.
+//   - etcd records: this node's record is written by the claim, the
+//     re-assert and PublishNodeIPs (serialised among themselves by
+//     compare-and-swap); other nodes' records are never written.
 //
 // # Caller duties
 //
-//  1. Wire ServiceLabel (this node's name), DB (the etcd plugin) and
-//     EventLoop (the controller), and register the plugin as an event
-//     handler after contivconf and before every handler that uses node IDs
-//     (ipam): they read GetNodeID in their own Resync.
+//  1. Wire ServiceLabel (this node's name), DB (the etcd plugin), Presence
+//     (the etcd plugin), LocalDB (bolt), Metrics and EventLoop (the
+//     controller), and register the plugin as an event handler after
+//     contivconf and before every handler that uses node IDs (ipam): they
+//     read GetNodeID in their own Resync. Let the agent call RegisterFlags
+//     (-accept-node-id-change, -nodesync-presence-ttl), Init, AfterInit
+//     (starts the keeper) and Close (stops it, revokes the presence).
 //  2. Call GetNodeID, GetAllNodes and PublishNodeIPs from any goroutine
-//     once Init returned; GetNodeID is 0 until a resync claimed the ID.
+//     once Init returned; GetNodeID is 0 until a resync claimed the ID and
+//     0 again once it was lost.
 //  3. Handle NodeUpdate events: the plugin pushes them as follow-ups from
 //     its Update when another node joins (PrevState nil), leaves (NewState
 //     nil) or changes its VPP addresses (vppnode records), and when a node
 //     that has an ID, this node included, changes its management addresses
 //     or its pod CIDR (Kubernetes node records). PrevState and NewState are
-//     copies.
+//     copies. Ignore NodeIDCheck: only nodesync handles it.
 //  4. Call PublishNodeIPs with this node's VPP addresses of one IP version;
 //     it writes this node's vppnode record only when the set of addresses
-//     changed and returns the write's error.
+//     changed and returns the write's error; propagate an api.FatalError.
+//  5. To accept a changed node ID, restart the agent once with
+//     -accept-node-id-change, then drop the flag.
 //
 // # Events
 //
-// HandlesEvent is true for every resync and for Kubernetes state changes of
-// resource "node" (every node) and "vppnode" (every key but this node's
-// own: the plugin wrote it). Values that are not of the expected type or do
-// not parse are logged and skipped, never an error. Resync rebuilds the
-// registry from the resync's kube state and pushes no event. Revert and
-// Close do nothing.
+// HandlesEvent is true for every resync, for NodeIDCheck, for Kubernetes
+// state changes of resource "node" (every node), and of "vppnode" for
+// every key but this node's own, and for this node's own key when it was
+// deleted or now names another node (not for the echo of this agent's own
+// writes). Values that are not of the expected type or do not parse are
+// logged and skipped, never an error. Resync rebuilds the registry from
+// the resync's kube state and pushes no event. Revert does nothing.
 package nodesync

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/contiv-ipam/agent/infra/config"
 	"github.com/contiv-ipam/agent/infra/kvdb"
+	"github.com/contiv-ipam/agent/infra/kvdb/bolt"
 	"github.com/contiv-ipam/agent/infra/kvdb/etcd"
 	"github.com/contiv-ipam/agent/infra/kvdb/etcd/etcdtest"
 	"github.com/contiv-ipam/agent/plugins/controller/api"
@@ -54,15 +56,31 @@ func (l *loop) PushEvent(ev api.Event) error {
 	return nil
 }
 
-// take returns the NodeUpdates pushed since the last take.
+// take returns the NodeUpdates pushed since the last take (other events
+// are dropped).
 func (l *loop) take() []*nodesync.NodeUpdate {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var out []*nodesync.NodeUpdate
 	for _, ev := range l.events {
-		out = append(out, ev.(*nodesync.NodeUpdate))
+		if u, ok := ev.(*nodesync.NodeUpdate); ok {
+			out = append(out, u)
+		}
 	}
 	l.events = nil
+	return out
+}
+
+// checks returns the NodeIDChecks pushed so far (they stay recorded).
+func (l *loop) checks() []*nodesync.NodeIDCheck {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []*nodesync.NodeIDCheck
+	for _, ev := range l.events {
+		if c, ok := ev.(*nodesync.NodeIDCheck); ok {
+			out = append(out, c)
+		}
+	}
 	return out
 }
 
@@ -77,11 +95,21 @@ func etcdConfig(endpoint string) etcd.Config {
 	return c
 }
 
+// shortTimeout is for tests that stop etcd: requests fail after a second
+// instead of the default two, yet a loaded machine still answers in time.
+func shortTimeout(c *etcd.Config) { c.OperationTimeout = time.Second }
+
 // newDB returns an initialised etcd plugin connected to srv, closed at
 // cleanup.
 func newDB(t testing.TB, srv *etcdtest.Server, mod ...func(*etcd.Config)) *etcd.Plugin {
 	t.Helper()
-	cfg := etcdConfig(srv.Endpoint())
+	return newDBAt(t, srv.Endpoint(), mod...)
+}
+
+// newDBAt is newDB on an endpoint (a proxy).
+func newDBAt(t testing.TB, endpoint string, mod ...func(*etcd.Config)) *etcd.Plugin {
+	t.Helper()
+	cfg := etcdConfig(endpoint)
 	for _, m := range mod {
 		m(&cfg)
 	}
@@ -95,14 +123,18 @@ func newDB(t testing.TB, srv *etcdtest.Server, mod ...func(*etcd.Config)) *etcd.
 	return db
 }
 
-// newPlugin returns an initialised nodesync plugin for node name.
+// newPlugin returns an initialised nodesync plugin for node name. An etcd
+// plugin given as db is also its Presence store; no environment is read.
 func newPlugin(t testing.TB, name string, db kvdb.Store, ev api.EventLoop, opts ...nodesync.Option) *nodesync.Plugin {
 	t.Helper()
-	opts = append([]nodesync.Option{nodesync.UseDeps(func(d *nodesync.Deps) {
+	opts = append([]nodesync.Option{nodesync.UseEnv(noEnv), nodesync.UseDeps(func(d *nodesync.Deps) {
 		d.Cfg, d.Log = config.NoFile, testLog(t)
 		d.ServiceLabel = label(name)
 		if db != nil { // a nil *etcd.Plugin must stay a nil interface
 			d.DB = db
+		}
+		if ps, ok := db.(*etcd.Plugin); ok && ps != nil {
+			d.Presence = ps
 		}
 		d.EventLoop = ev
 	})}, opts...)
@@ -113,6 +145,51 @@ func newPlugin(t testing.TB, name string, db kvdb.Store, ev api.EventLoop, opts 
 	t.Cleanup(func() { _ = p.Close() })
 	return p
 }
+
+// withLocalDB sets the LocalDB dependency.
+func withLocalDB(b kvdb.Broker) nodesync.Option {
+	return nodesync.UseDeps(func(d *nodesync.Deps) { d.LocalDB = b })
+}
+
+// withTTL sets the presence TTL.
+func withTTL(ttl time.Duration) nodesync.Option {
+	c := nodesync.DefaultConfig()
+	c.PresenceTTL = ttl
+	return nodesync.UseConf(c)
+}
+
+// newBolt returns an initialised bolt plugin on a file in t.TempDir(),
+// closed at cleanup.
+func newBolt(t testing.TB) *bolt.Plugin {
+	t.Helper()
+	bc := bolt.DefaultConfig()
+	bc.DBPath = filepath.Join(t.TempDir(), "bolt.db")
+	b := bolt.NewPlugin(bolt.UseConf(bc), bolt.UseDeps(func(d *bolt.Deps) {
+		d.Cfg, d.Log = config.NoFile, slog.New(slog.DiscardHandler)
+	}))
+	if err := b.Init(); err != nil {
+		t.Fatalf("bolt Init: %v", err)
+	}
+	t.Cleanup(func() { _ = b.Close() })
+	return b
+}
+
+// storedID reads the node ID nodesync stored in b ("" when none).
+func storedID(t testing.TB, b kvdb.Broker) string {
+	t.Helper()
+	kv, found, err := b.Get(context.Background(), nodesync.NodeIDKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !found {
+		return ""
+	}
+	return string(kv.Value)
+}
+
+// remote and local are DB resync events of a kube state.
+func remote(ks api.KubeStateData) *api.DBResync { return &api.DBResync{KubeState: ks} }
+func local(ks api.KubeStateData) *api.DBResync  { return &api.DBResync{Local: true, KubeState: ks} }
 
 // resync runs a first DB resync of ks.
 func resync(p *nodesync.Plugin, ks api.KubeStateData) error {

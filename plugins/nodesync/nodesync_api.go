@@ -12,14 +12,17 @@ import (
 // node. Safe for concurrent use.
 type API interface {
 	// GetNodeID returns this node's ID (>= 1); 0 before the first resync
-	// claimed or found it.
+	// claimed or found it, and 0 again for good once another node or
+	// another live agent was found holding it (the agent is then fatal).
 	GetNodeID() uint32
 	// GetAllNodes returns every known node with an ID, by name. The map
 	// and the nodes in it are copies.
 	GetAllNodes() Nodes
 	// PublishNodeIPs stores this node's VPP addresses of one IP version in
 	// its vppnode record (addresses of the other version are kept). It
-	// writes only when the set of addresses changed.
+	// writes only when the set of addresses changed, and only over a
+	// record that names this node (compare-and-swap on its revision): a
+	// record of another node is a conflict, returned as an api.FatalError.
 	PublishNodeIPs(addresses []*IPWithNetwork, version IPVersion) error
 }
 
@@ -107,6 +110,43 @@ func (ev *NodeUpdate) IsBlocking() bool { return false }
 
 // Done does nothing.
 func (ev *NodeUpdate) Done(error) {}
+
+// NodeIDCheckName is the name of NodeIDCheck events.
+const NodeIDCheckName = "Node ID Check"
+
+// NodeIDCheck asks nodesync, inside the event loop, to check again that
+// this node still holds its node name (presence) and its node ID record in
+// etcd. nodesync pushes it itself (its presence lease was lost, or
+// PublishNodeIPs found the ID held by another node); only nodesync handles
+// it. A conflict makes its Update return an api.FatalError.
+type NodeIDCheck struct {
+	// Reason tells why the check was asked for.
+	Reason string
+}
+
+var _ api.UpdateEvent = (*NodeIDCheck)(nil)
+
+// GetName returns "Node ID Check".
+func (ev *NodeIDCheck) GetName() string { return NodeIDCheckName }
+
+// String tells the reason.
+func (ev *NodeIDCheck) String() string { return NodeIDCheckName + " (" + ev.Reason + ")" }
+
+// Method is Update.
+func (ev *NodeIDCheck) Method() api.EventMethodType { return api.Update }
+
+// TransactionType is BestEffort: an error other than a conflict schedules
+// a healing resync, which checks again.
+func (ev *NodeIDCheck) TransactionType() api.UpdateTransactionType { return api.BestEffort }
+
+// Direction is Forward.
+func (ev *NodeIDCheck) Direction() api.UpdateDirectionType { return api.Forward }
+
+// IsBlocking is false.
+func (ev *NodeIDCheck) IsBlocking() bool { return false }
+
+// Done does nothing.
+func (ev *NodeIDCheck) Done(error) {}
 
 // String describes a node; "<nil>" for nil.
 func (n *Node) String() string {

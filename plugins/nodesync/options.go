@@ -1,5 +1,7 @@
 package nodesync
 
+import "os"
+
 // Name is the plugin's name (its logger name and its handler name in the
 // event history).
 const Name = "nodesync"
@@ -10,7 +12,7 @@ type Option func(*Plugin)
 // NewPlugin returns the nodesync plugin named "nodesync"; options are
 // applied in order, then the missing logger and config accessor are filled.
 func NewPlugin(opts ...Option) *Plugin {
-	p := &Plugin{maxAttempts: DefaultMaxClaimAttempts}
+	p := &Plugin{maxAttempts: DefaultMaxClaimAttempts, env: os.LookupEnv, presSet: make(chan struct{}, 1)}
 	p.SetName(Name)
 	for _, o := range opts {
 		o(p)
@@ -20,7 +22,7 @@ func NewPlugin(opts ...Option) *Plugin {
 }
 
 // DefaultPlugin is NewPlugin with no options; use it only in cmd/ and set
-// ServiceLabel, DB and EventLoop through UseDeps.
+// the dependencies through UseDeps.
 func DefaultPlugin() *Plugin { return NewPlugin() }
 
 // UseDeps lets the caller set the dependencies.
@@ -34,4 +36,13 @@ func UseMaxClaimAttempts(n int) Option {
 			p.maxAttempts = n
 		}
 	}
+}
+
+// UseConf replaces DefaultConfig() as the settings that the flags (and
+// their environment variables) override.
+func UseConf(c Config) Option { return func(p *Plugin) { p.base = &c } }
+
+// UseEnv replaces os.LookupEnv for the flags' environment fallbacks (tests).
+func UseEnv(lookup func(string) (string, bool)) Option {
+	return func(p *Plugin) { p.env = lookup }
 }

@@ -1,15 +1,19 @@
 package nodesync
 
 import (
+	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 
 	"github.com/contiv-ipam/agent/infra"
 	"github.com/contiv-ipam/agent/infra/kvdb"
+	"github.com/contiv-ipam/agent/infra/metrics"
 	"github.com/contiv-ipam/agent/infra/servicelabel"
 	"github.com/contiv-ipam/agent/plugins/controller/api"
 	"github.com/contiv-ipam/agent/plugins/ksr/model/codec"
@@ -32,37 +36,68 @@ type Deps struct {
 	// DB is etcd: the node ID claim and PublishNodeIPs write there (keys
 	// under codec.KSRPrefix). Without it both fail with ErrNoDatabase.
 	DB kvdb.Store
-	// EventLoop receives the NodeUpdate events (the controller).
+	// Presence is etcd's lease-bound presence keys: with it a second live
+	// agent with this node name is refused. nil turns that check off
+	// (logged at Init).
+	Presence kvdb.PresenceStore
+	// LocalDB (bolt) keeps the last node ID of this node under NodeIDKey so
+	// that an ID change is never silent. nil turns that check off (logged).
+	LocalDB kvdb.Broker
+	// Metrics registers the plugin's metrics; optional.
+	Metrics metrics.API
+	// EventLoop receives the NodeUpdate and NodeIDCheck events (the
+	// controller).
 	EventLoop api.EventLoop
 }
 
-// Plugin is nodesync: the node ID claim, the node registry and the
-// NodeUpdate events. Build it with NewPlugin.
+// Plugin is nodesync: the node ID claim and its upkeep, the node registry
+// and the NodeUpdate events. Build it with NewPlugin.
 type Plugin struct {
 	Deps
 
-	maxAttempts int         // bound of one claim's transactions
-	name        string      // this node, set by Init
-	broker      kvdb.Broker // DB under codec.KSRPrefix; nil without DB
+	base  *Config                     // from UseConf
+	env   func(string) (string, bool) // environment of the flags
+	flags *flag.FlagSet               // from RegisterFlags
 
-	nodeID atomic.Uint32 // 0 until claimed; never changes afterwards
+	// Set by Init, read-only afterwards.
+	cfg         Config
+	maxAttempts int         // bound of one claim's transactions
+	name        string      // this node
+	broker      kvdb.Broker // DB under codec.KSRPrefix; nil without DB
+	presenceKey string      // PresencePrefix + name
+	identity    []byte      // this process, the presence key's value
+	metrics     *nodesyncMetrics
+
+	nodeID atomic.Uint32         // 0 until claimed, 0 again once lost
+	lost   atomic.Pointer[error] // why this node lost its ID or name; nil while it holds them
+
+	// pending is owned by the event loop (Resync and Update only): a
+	// re-assert failed for a reason other than a conflict (etcd
+	// unreachable) and is retried at the next resync that can reach etcd.
+	pending bool
 
 	mu        sync.RWMutex
 	nodes     Nodes // by name; entries with ID 0 are known only from k8s
 	published bool  // PublishNodeIPs wrote this node's addresses
+	stats     claimStats
 
 	publishMu sync.Mutex // serialises PublishNodeIPs
 
-	stats claimStats // of the last claim, for logs and tests
+	presMu     sync.Mutex    // guards pres
+	pres       kvdb.Presence // this agent's presence; set by the event loop
+	presSet    chan struct{} // a new pres was set (buffer 1), for the keeper
+	stopKeeper context.CancelFunc
+	keeperDone chan struct{}
 }
 
 var (
 	_ infra.Plugin     = (*Plugin)(nil)
+	_ infra.PostInit   = (*Plugin)(nil)
 	_ api.EventHandler = (*Plugin)(nil)
 	_ API              = (*Plugin)(nil)
 )
 
-// Sentinel errors of the claim and of PublishNodeIPs.
+// Sentinel errors of the claim, its upkeep and PublishNodeIPs.
 var (
 	// ErrNoDatabase: the plugin was built without DB.
 	ErrNoDatabase = errors.New("database is not provided")
@@ -71,9 +106,16 @@ var (
 	ErrClaimGaveUp = errors.New("gave up")
 	// ErrNoNodeID: PublishNodeIPs was called before the node has an ID.
 	ErrNoNodeID = errors.New("this node has no node ID yet")
+	// ErrNodeIDConflict: this node's ID record names another node.
+	ErrNodeIDConflict = errors.New("node ID conflict")
+	// ErrNodeNameTaken: another live agent serves this node name.
+	ErrNodeNameTaken = errors.New("node name taken")
+	// ErrNodeIDChanged: the claim gave another ID than the stored one and
+	// the change was not accepted.
+	ErrNodeIDChanged = errors.New("node ID changed")
 )
 
-// Init reads this node's name from ServiceLabel.
+// Init reads the settings and this node's name and registers the metrics.
 func (p *Plugin) Init() error {
 	if p.ServiceLabel == nil {
 		return errors.New("nodesync needs ServiceLabel (the node name)")
@@ -82,8 +124,26 @@ func (p *Plugin) Init() error {
 	if p.name == "" {
 		return errors.New("nodesync: the agent label (node name) is empty")
 	}
+	cfg, err := p.loadConfig()
+	if err != nil {
+		return err
+	}
+	p.cfg = cfg
 	if p.DB != nil {
 		p.broker = p.DB.NewBroker(codec.KSRPrefix)
+	}
+	p.presenceKey, p.identity = PresencePrefix+p.name, newIdentity(p.name, time.Now())
+	p.metrics = newNodesyncMetrics()
+	if p.Metrics != nil {
+		if err := p.Metrics.Register(p.metrics); err != nil {
+			return fmt.Errorf("registering nodesync metrics: %w", err)
+		}
+	}
+	if p.Presence == nil {
+		p.Log.Warn("no Presence store: a second live agent with this node name would not be detected")
+	}
+	if p.LocalDB == nil {
+		p.Log.Warn("no LocalDB: a change of this node's ID across restarts would not be detected")
 	}
 	p.mu.Lock()
 	p.nodes = Nodes{p.name: {Name: p.name}}
@@ -91,10 +151,36 @@ func (p *Plugin) Init() error {
 	return nil
 }
 
-// Close does nothing: IDs stay claimed and nothing runs in the background.
-func (p *Plugin) Close() error { return nil }
+// AfterInit starts the keeper that watches the presence lease.
+func (p *Plugin) AfterInit() error {
+	if p.Presence == nil || p.stopKeeper != nil {
+		return nil
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	p.stopKeeper, p.keeperDone = cancel, make(chan struct{})
+	go func() {
+		defer close(p.keeperDone)
+		p.keep(ctx)
+	}()
+	return nil
+}
 
-// GetNodeID returns this node's ID, 0 before the first resync claimed it.
+// Close stops the keeper and releases the presence key, so that a
+// successor with this node name need not wait for the lease to expire. IDs
+// stay claimed. Safe twice.
+func (p *Plugin) Close() error {
+	if p.stopKeeper != nil {
+		p.stopKeeper()
+		<-p.keeperDone
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
+	defer cancel()
+	p.releasePresence(ctx)
+	return nil
+}
+
+// GetNodeID returns this node's ID: 0 before the first resync claimed it
+// and after it was lost.
 func (p *Plugin) GetNodeID() uint32 { return p.nodeID.Load() }
 
 // GetAllNodes returns a copy of every known node that has an ID.
@@ -110,9 +196,13 @@ func (p *Plugin) GetAllNodes() Nodes {
 	return out
 }
 
-// HandlesEvent is true for every resync and for Kubernetes state changes
-// of nodes and of other nodes' vppnode records.
+// HandlesEvent is true for every resync, for NodeIDCheck, and for
+// Kubernetes state changes of nodes, of other nodes' vppnode records and
+// of this node's own record when it was deleted or now names another node.
 func (p *Plugin) HandlesEvent(ev api.Event) bool {
+	if _, ok := ev.(*NodeIDCheck); ok {
+		return true
+	}
 	if ev.Method().IsResync() {
 		return true
 	}
@@ -124,54 +214,46 @@ func (p *Plugin) HandlesEvent(ev api.Event) bool {
 	case nodeResource:
 		return true
 	case vppNodeResource:
-		return !p.isOwnRecord(ksc)
-	}
-	return false
-}
-
-// isOwnRecord tells whether a vppnode change concerns this node's record:
-// the key of its ID, or a value naming it.
-func (p *Plugin) isOwnRecord(ksc *api.KubeStateChange) bool {
-	if id := p.nodeID.Load(); id != 0 && ksc.Key == vppnode.Key(id) {
-		return true
-	}
-	for _, v := range []proto.Message{ksc.PrevValue, ksc.NewValue} {
-		if rec, ok := v.(*vppnode.VppNode); ok && rec.GetName() == p.name {
-			return true
+		if p.isOwnKey(ksc.Key) {
+			return !p.namesThisNode(ksc.NewValue) // not the echo of this agent's own write
 		}
+		return !p.namesThisNode(ksc.PrevValue) && !p.namesThisNode(ksc.NewValue)
 	}
 	return false
 }
 
-// Resync rebuilds the registry from the kube state and, while this node
-// has no ID, claims one. Claim errors are api.FatalError.
+// isOwnKey tells whether key is the record key of this node's ID.
+func (p *Plugin) isOwnKey(key string) bool {
+	id := p.nodeID.Load()
+	return id != 0 && key == vppnode.Key(id)
+}
+
+// namesThisNode tells whether v is a vppnode record naming this node.
+func (p *Plugin) namesThisNode(v proto.Message) bool {
+	rec, ok := v.(*vppnode.VppNode)
+	return ok && rec.GetName() == p.name
+}
+
+// Resync rebuilds the registry from the kube state and keeps this node's
+// claim: the first time (and while it has none) it claims an ID; after an
+// etcd gap (every remote DB resync) and while a re-assert is pending, it
+// re-asserts the presence and the ID record. Conflicts, claim errors and a
+// refused ID change are api.FatalError.
 func (p *Plugin) Resync(ev api.Event, ks api.KubeStateData, resyncCount int, _ api.ResyncOperations) error {
+	if err := p.lostError(); err != nil {
+		return api.NewFatalError(err)
+	}
 	nodes := p.buildNodes(ks)
 	me := nodes[p.name]
 	if me == nil {
 		me = &Node{Name: p.name}
 		nodes[p.name] = me
 	}
-	id := p.nodeID.Load()
-	if id == 0 && me.ID != 0 && isLocalResync(ev) {
-		// etcd is unreachable and the bolt mirror of the kube state holds
-		// this node's record: that ID was claimed in etcd before.
-		p.Log.Warn("etcd unreachable: node ID taken from the local mirror of the kube state",
-			"node", p.name, "node-id", me.ID)
-		id = me.ID
-		p.nodeID.Store(id)
-	}
-	if id == 0 {
-		claimed, rec, err := p.claimNodeID()
-		if err != nil {
-			p.setNodes(nodes, me)
-			return api.NewFatalError(err)
-		}
-		id = claimed
-		p.nodeID.Store(id)
-		if rec != nil && len(me.VppIPAddresses) == 0 {
-			me.VppIPAddresses = p.parseVppAddresses(rec)
-		}
+	id, err := p.resyncID(ev, me)
+	if err != nil {
+		me.ID = 0 // never list this node under an ID it does not hold
+		p.setNodes(nodes, me)
+		return err
 	}
 	if me.ID != 0 && me.ID != id {
 		p.Log.Warn("kube state gives this node another ID; keeping the claimed one",
@@ -179,8 +261,41 @@ func (p *Plugin) Resync(ev api.Event, ks api.KubeStateData, resyncCount int, _ a
 	}
 	me.ID = id
 	p.setNodes(nodes, me)
-	p.Log.Info("resync", "resync", resyncCount, "node", p.name, "node-id", id, "nodes", len(nodes))
+	p.Log.Info("resync", "resync", resyncCount, "node", p.name, "node-id", id, "nodes", len(nodes),
+		"reassert-pending", p.pending)
 	return nil
+}
+
+// resyncID returns this node's ID after the resync ev: taken from the
+// mirror, claimed, or kept (re-asserted after a gap).
+func (p *Plugin) resyncID(ev api.Event, me *Node) (uint32, error) {
+	id := p.nodeID.Load()
+	local := isLocalResync(ev)
+	switch {
+	case id == 0 && me.ID != 0 && local:
+		// etcd is unreachable and the bolt mirror of the kube state holds
+		// this node's record: that ID was claimed in etcd before. The
+		// presence and the record are re-asserted once etcd is back.
+		p.Log.Warn("etcd unreachable: node ID taken from the local mirror of the kube state",
+			"node", p.name, "node-id", me.ID)
+		st, err := p.loadStoredID(context.Background())
+		if err == nil {
+			err = p.adoptID(st, me.ID, "the local mirror of the kube state")
+		}
+		if err != nil {
+			return 0, api.NewFatalError(err)
+		}
+		p.nodeID.Store(me.ID)
+		p.pending = true
+		return me.ID, nil
+	case id == 0:
+		return p.claim(me)
+	case !local && (isDBResync(ev) || p.pending):
+		if err := p.reassert(ev.String()); api.IsFatal(err) {
+			return 0, err
+		}
+	}
+	return id, nil
 }
 
 // setNodes installs a rebuilt registry. Addresses this node published in
@@ -195,19 +310,24 @@ func (p *Plugin) setNodes(nodes Nodes, me *Node) {
 }
 
 // Update applies a Kubernetes state change and pushes the NodeUpdate
-// events it implies as follow-ups. It returns a short description of the
-// change.
+// events it implies as follow-ups; a change of this node's own record and
+// a NodeIDCheck re-assert the claim. It returns a short description.
 func (p *Plugin) Update(ev api.Event, txn api.UpdateOperations) (string, error) {
+	if chk, ok := ev.(*NodeIDCheck); ok {
+		return p.recheck(chk)
+	}
 	ksc, ok := ev.(*api.KubeStateChange)
 	if !ok || !p.HandlesEvent(ev) {
 		return "", nil
 	}
 	var ups []*NodeUpdate
 	var desc string
-	switch ksc.Resource {
-	case vppNodeResource:
+	switch {
+	case ksc.Resource == vppNodeResource && p.isOwnKey(ksc.Key):
+		return p.ownRecordChanged(ksc)
+	case ksc.Resource == vppNodeResource:
 		ups, desc = p.applyVppNodeChange(ksc)
-	case nodeResource:
+	case ksc.Resource == nodeResource:
 		ups, desc = p.applyNodeChange(ksc)
 	}
 	var errs []error
@@ -226,4 +346,18 @@ func (p *Plugin) Revert(api.Event) error { return nil }
 func isLocalResync(ev api.Event) bool {
 	db, ok := ev.(*api.DBResync)
 	return ok && db.Local
+}
+
+// isDBResync tells whether ev is a DB resync (of either source).
+func isDBResync(ev api.Event) bool {
+	_, ok := ev.(*api.DBResync)
+	return ok
+}
+
+// lostError is why this node lost its ID or name, nil while it holds them.
+func (p *Plugin) lostError() error {
+	if e := p.lost.Load(); e != nil {
+		return *e
+	}
+	return nil
 }

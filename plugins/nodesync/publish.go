@@ -2,8 +2,11 @@ package nodesync
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strconv"
 
+	"github.com/contiv-ipam/agent/plugins/controller/api"
 	"github.com/contiv-ipam/agent/plugins/ksr/model/codec"
 	"github.com/contiv-ipam/agent/plugins/ksr/model/vppnode"
 )
@@ -12,8 +15,14 @@ import (
 // addresses of the other version are kept, those of this version are
 // replaced by addresses (duplicates dropped; a nil Network means a host
 // network). The vppnode record is written only when the set of
-// "ip/prefix" strings changed. Errors: ErrNoDatabase, ErrNoNodeID, an
-// address of the other version, and the write's error.
+// "ip/prefix" strings changed, and only over a record that names this
+// node: the record is read, then swapped on its mod revision (or created
+// if absent). A record naming another node is a conflict: this node loses
+// its ID (see loseID), a NodeIDCheck is pushed so that the event loop
+// turns fatal, and the error is an api.FatalError wrapping
+// ErrNodeIDConflict. Other errors: ErrNodeIDConflict recorded earlier,
+// ErrNoDatabase, ErrNoNodeID, an address of the other version, and the
+// store's error.
 func (p *Plugin) PublishNodeIPs(addresses []*IPWithNetwork, version IPVersion) error {
 	fail := func(format string, args ...any) error {
 		return fmt.Errorf("cannot publish the VPP addresses of node %q: "+format, append([]any{p.name}, args...)...)
@@ -23,6 +32,9 @@ func (p *Plugin) PublishNodeIPs(addresses []*IPWithNetwork, version IPVersion) e
 	}
 	if p.broker == nil {
 		return fail("%w", ErrNoDatabase)
+	}
+	if err := p.lostError(); err != nil {
+		return fail("%w", api.NewFatalError(err))
 	}
 	id := p.nodeID.Load()
 	if id == 0 {
@@ -79,7 +91,11 @@ func (p *Plugin) PublishNodeIPs(addresses []*IPWithNetwork, version IPVersion) e
 		return fail("%w", err)
 	}
 	key := vppnode.Key(id)
-	if err := p.broker.Put(context.Background(), key, value); err != nil {
+	if err := p.putOwnRecord(context.Background(), id, value, true); errors.Is(err, ErrNodeIDConflict) {
+		fatal := p.loseID(conflictID, err)
+		p.pushCheck("PublishNodeIPs found node ID " + strconv.FormatUint(uint64(id), 10) + " held by another node")
+		return fail("%w", fatal)
+	} else if err != nil {
 		return fail("writing %q: %w", key, err)
 	}
 	p.mu.Lock()

@@ -10,7 +10,6 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/contiv-ipam/agent/infra/kvdb"
-	"github.com/contiv-ipam/agent/infra/kvdb/etcd"
 	"github.com/contiv-ipam/agent/infra/kvdb/etcd/etcdtest"
 	"github.com/contiv-ipam/agent/plugins/controller/api"
 	"github.com/contiv-ipam/agent/plugins/ksr/model/codec"
@@ -76,6 +75,7 @@ func TestPublishNodeIPs(t *testing.T) {
 
 	// a restarted agent finds its addresses: publishing them again writes nothing
 	rev := revision(t, db, 2)
+	g.Expect(p.Close()).To(Succeed(), "stopped first: a second live agent named node-x is refused")
 	again := newPlugin(t, "node-x", db, &loop{})
 	g.Expect(resync(again, nil)).To(Succeed())
 	g.Expect(again.GetNodeID()).To(Equal(uint32(2)))
@@ -93,7 +93,7 @@ func TestPublishNodeIPsErrors(t *testing.T) {
 	g.Expect(err.Error()).To(Equal(`cannot publish the VPP addresses of node "node-x": database is not provided`))
 
 	srv := etcdtest.Start(t)
-	db := newDB(t, srv, func(c *etcd.Config) { c.OperationTimeout = 300 * time.Millisecond })
+	db := newDB(t, srv, shortTimeout)
 	p := newPlugin(t, "node-x", db, &loop{})
 	g.Expect(p.PublishNodeIPs(v4, nodesync.IPv4)).To(MatchError(nodesync.ErrNoNodeID), "before the claim")
 	g.Expect(resync(p, nil)).To(Succeed())

@@ -68,6 +68,7 @@ func TestRacingAgentsGetDistinctIDs(t *testing.T) {
 	}
 
 	// node-17 restarts: a fresh agent with the same name keeps its ID.
+	g.Expect(plugins[16].Close()).To(Succeed())
 	again := newPlugin(t, "node-17", newDB(t, srv), &loop{})
 	g.Expect(resync(again, nil)).To(Succeed())
 	g.Expect(again.GetNodeID()).To(Equal(byName["node-17"]))

@@ -290,18 +290,3 @@ func TestUpdateReturnsPushErrors(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(u.p.Revert(ev)).To(Succeed())
 }
-
-func TestUpdateIgnoresThisNodesRecordEvenWhenCalled(t *testing.T) {
-	g := NewWithT(t)
-	u := newUpdater(t)
-	for _, ev := range []*api.KubeStateChange{
-		{Resource: "vppnode", Key: vppnode.Key(3), NewValue: &vppnode.VppNode{Id: 3, Name: "node-z"}},
-		{Resource: "vppnode", Key: vppnode.Key(3), PrevValue: &vppnode.VppNode{Id: 3, Name: "node-x"}},
-	} {
-		desc, err := u.p.Update(ev, u.txn())
-		g.Expect(err).NotTo(HaveOccurred())
-		g.Expect(desc).To(BeEmpty())
-	}
-	g.Expect(u.loop.take()).To(BeEmpty())
-	g.Expect(u.p.GetAllNodes()["node-x"].ID).To(Equal(uint32(3)))
-}

@@ -23,3 +23,16 @@ func TestContract(t *testing.T) {
 		return a, b
 	})
 }
+
+func TestPresenceContract(t *testing.T) {
+	srv := etcdtest.Start(t)
+	raw := srv.Client(t)
+	kvdbtest.RunPresenceContract(t, func(t *testing.T) kvdbtest.PresenceClients {
+		_, err := raw.Delete(t.Context(), "", clientv3.WithPrefix())
+		NewWithT(t).Expect(err).NotTo(HaveOccurred())
+		a := startPlugin(t, fastConfig(srv.Endpoint()), nil)
+		b := startPlugin(t, fastConfig(srv.Endpoint()), nil)
+		// Close stops the client without revoking anything: a killed agent.
+		return kvdbtest.PresenceClients{A: a, B: b, Read: b, Crash: func() { _ = a.Close() }}
+	})
+}

@@ -30,4 +30,11 @@
 //
 // NewSession gives a lease-backed concurrency.Session with session-ttl for
 // keys that must vanish with the agent and for elections.
+//
+// ClaimPresence implements kvdb.PresenceStore: a key bound to a lease of
+// the caller's TTL, created if absent or taken over when it already holds
+// the caller's exact value, kept alive on a goroutine the plugin tracks
+// (Close ends it without revoking, like a killed process). Its Lost channel
+// closes when the lease expired, was revoked or went one TTL without a
+// keep-alive answer.
 package etcd
