@@ -103,7 +103,7 @@ func (a *ContivAgent) addControllerAndHandlers(reg *logging.Registry) {
 	a.IPAM = ipam.NewPlugin(ipam.UseDeps(func(d *ipam.Deps) {
 		d.LogRegistry = reg
 		d.ContivConf, d.NodeSync, d.ServiceLabel = a.ContivConf, a.NodeSync, a.ServiceLabel
-		d.EventLoop, d.LocalDB = loop, a.Bolt
+		d.LocalDB = a.Bolt
 		d.HTTP, d.Metrics = a.HTTP, a.Metrics
 	}))
 	a.Controller = controller.NewPlugin(controller.UseLoopRef(loop),

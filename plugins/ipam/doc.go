@@ -82,8 +82,9 @@
 //
 // # Caller duties
 //
-//  1. Build with NewPlugin; wire ContivConf, NodeSync, ServiceLabel,
-//     EventLoop and LocalDB (bolt; nil keeps the addresses in memory).
+//  1. Build with NewPlugin; wire ContivConf, NodeSync, ServiceLabel and
+//     LocalDB (bolt; nil keeps the addresses in memory). PodCIDRChange is
+//     pushed as a follow-up through the transaction of the Node Update.
 //  2. Call Init, then AfterInit (it starts the keeper) before the first
 //     resync, and Close after the last event: Close waits for the batch
 //     being stored and fails the calls still queued.

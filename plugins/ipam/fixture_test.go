@@ -147,7 +147,7 @@ func build(t testing.TB, o fixtureOpts) (*fixture, error) {
 	f.sync.id.Store(o.nodeID)
 	opts := []ipam.Option{ipam.UseDeps(func(d *ipam.Deps) {
 		d.Log, d.ContivConf, d.NodeSync = quietLog(), conf, f.sync
-		d.ServiceLabel, d.EventLoop, d.LocalDB = fakeLabel{thisNode}, f.loop, o.db
+		d.ServiceLabel, d.LocalDB = fakeLabel{thisNode}, o.db
 	})}
 	if o.clock != nil {
 		opts = append(opts, ipam.UseClock(o.clock))

@@ -78,7 +78,7 @@ func startStackWith(t *testing.T, o stackOpts) *stack {
 	}))
 	s.ipam = ipam.NewPlugin(ipam.UseDeps(func(d *ipam.Deps) {
 		d.Log, d.ContivConf, d.NodeSync, d.ServiceLabel = quietLog(), conf, ns, label
-		d.EventLoop, d.LocalDB, d.HTTP = loop, boltP, s.http.Plugin
+		d.LocalDB, d.HTTP = boltP, s.http.Plugin
 	}))
 	cc := controller.DefaultConfig()
 	cc.DelayLocalResync = 300 * time.Millisecond

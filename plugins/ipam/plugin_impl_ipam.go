@@ -26,8 +26,6 @@ type Deps struct {
 	NodeSync nodesync.API
 	// ServiceLabel gives this node's name.
 	ServiceLabel servicelabel.ReaderAPI
-	// EventLoop receives PodCIDRChange events.
-	EventLoop api.EventLoop
 	// LocalDB keeps the pod allocations (bolt); nil keeps them in memory
 	// only (tests).
 	LocalDB kvdb.Broker
