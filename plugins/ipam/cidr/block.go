@@ -75,7 +75,16 @@ func (b *Block) Addr(off uint64) netip.Addr {
 	if !b.prefix.IsValid() || off > b.max {
 		return netip.Addr{}
 	}
-	// Inside the prefix nothing carries into the network bits.
-	u, _ := b.first.add64(off)
-	return u.addr(b.is4)
+	// Inside the prefix nothing carries into the network bits. The
+	// conversion is written out: this is the allocator's hot path.
+	if b.is4 {
+		var a4 [4]byte
+		binary.BigEndian.PutUint32(a4[:], uint32(b.first.lo+off))
+		return netip.AddrFrom4(a4)
+	}
+	lo, carry := bits.Add64(b.first.lo, off, 0)
+	var a16 [16]byte
+	binary.BigEndian.PutUint64(a16[:8], b.first.hi+carry)
+	binary.BigEndian.PutUint64(a16[8:], lo)
+	return netip.AddrFrom16(a16)
 }
