@@ -161,6 +161,8 @@ func TestSubnet(t *testing.T) {
 	}{
 		{"v4", "1.2.128.0/17", 29, 5, "1.2.128.40/29", nil, ""},
 		{"v6", "fe10:f00d::/90", 120, 5, "fe10:f00d::500/120", nil, ""},
+		{"v4 middle", "10.0.0.0/8", 16, 5, "10.5.0.0/16", nil, ""},
+		{"v6 middle", "2001:db8::/32", 48, 5, "2001:db8:5::/48", nil, ""},
 		{"v4 first", "10.0.0.0/8", 16, 0, "10.0.0.0/16", nil, ""},
 		{"v6 first", "2001:db8::/32", 48, 0, "2001:db8::/48", nil, ""},
 		{"v4 last", "10.0.0.0/8", 16, 255, "10.255.0.0/16", nil, ""},
@@ -170,6 +172,8 @@ func TestSubnet(t *testing.T) {
 		{"v4 itself", "10.1.2.3/8", 8, 0, "10.0.0.0/8", nil, ""},
 		{"v6 itself", "fd00::1/64", 64, 0, "fd00::/64", nil, ""},
 		{"v4 itself, 1", "10.0.0.0/8", 8, 1, "", cidr.ErrOutOfRange, "it has 1 of them"},
+		{"v4 halves, 2", "10.0.0.0/8", 9, 2, "", cidr.ErrOutOfRange, "subnet /9 number 2 of 10.0.0.0/8: it has 2 of them"},
+		{"v6 halves, 2", "fd00::/64", 65, 2, "", cidr.ErrOutOfRange, "subnet /65 number 2 of fd00::/64: it has 2 of them"},
 		{"v4 host routes", "10.0.0.0/8", 32, 1, "10.0.0.1/32", nil, ""},
 		{"v6 host routes", "fd00::/64", 128, 257, "fd00::101/128", nil, ""},
 		{"v4 /0 halves", "0.0.0.0/0", 1, 1, "128.0.0.0/1", nil, ""},
