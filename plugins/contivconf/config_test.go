@@ -2,7 +2,7 @@ package contivconf
 
 import (
 	"encoding/json"
-	"net"
+	"net/netip"
 	"os"
 	"strings"
 	"testing"
@@ -85,16 +85,16 @@ func TestDefaults(t *testing.T) {
 	ipam := p.IPAM
 	g.Expect(ipam.UseIPv6).To(BeFalse())
 	g.Expect(ipam.UseExternalIPAM).To(BeFalse())
-	g.Expect(ipam.ContivCIDR).To(BeNil())
+	g.Expect(ipam.ContivCIDR.IsValid()).To(BeFalse())
 	g.Expect(ipam.ServiceCIDR.String()).To(Equal("10.96.0.0/12"))
 	g.Expect(ipam.PodSubnetCIDR.String()).To(Equal("10.1.0.0/16"))
-	g.Expect(ipam.PodSubnetCIDR.IP).To(HaveLen(4), "IPv4 in 4-byte form")
+	g.Expect(ipam.PodSubnetCIDR.Addr().Is4()).To(BeTrue(), "IPv4, not IPv4-mapped")
 	g.Expect(ipam.PodSubnetOneNodePrefixLen).To(BeEquivalentTo(24))
 	g.Expect(ipam.VPPHostSubnetCIDR.String()).To(Equal("172.30.0.0/16"))
 	g.Expect(ipam.VPPHostSubnetOneNodePrefixLen).To(BeEquivalentTo(24))
-	g.Expect(ipam.NodeInterconnectCIDR).To(BeNil(), "no code default")
+	g.Expect(ipam.NodeInterconnectCIDR.IsValid()).To(BeFalse(), "no code default")
 	g.Expect(ipam.VxlanCIDR.String()).To(Equal("192.168.30.0/24"))
-	g.Expect(ipam.DefaultGateway).To(BeNil())
+	g.Expect(ipam.DefaultGateway.IsValid()).To(BeFalse())
 	g.Expect(p.SRv6.ServicePolicyBSIDSubnetCIDR.String()).To(Equal("8fff::/16"))
 	g.Expect(p.SRv6.SFCEndLocalSIDSubnetCIDR.String()).To(Equal("9310::/16"))
 	g.Expect(p.SRv6.SFCIDLengthUsedInSidForServiceFunction).To(BeEquivalentTo(16))
@@ -199,6 +199,25 @@ func TestValidationErrorsNameKeyAndValue(t *testing.T) {
 		{"bad default gateway", "ipamConfig: {defaultGateway: 1.2.3.256}", []string{`ipamConfig.defaultGateway "1.2.3.256": invalid IP address`}},
 		{"IPv4-mapped gateway", `ipamConfig: {defaultGateway: "::ffff:1.2.3.4"}`, []string{`ipamConfig.defaultGateway "::ffff:1.2.3.4": IPv4-mapped`}},
 		{"gateway with zone", `ipamConfig: {defaultGateway: "fe80::1%eth0"}`, []string{`ipamConfig.defaultGateway "fe80::1%eth0": invalid IP address`}},
+		// A gateway that parses but cannot be one: refused here rather than
+		// silently ignored by IPAM.
+		{"IPv6 gateway, IPv4 subnets", `ipamConfig: {defaultGateway: "fe80::1"}`,
+			[]string{`ipamConfig.defaultGateway "fe80::1": is IPv6 but ipamConfig.podSubnetCIDR "10.1.0.0/16" is IPv4`}},
+		{"IPv4 gateway, IPv6 subnets", "ipamConfig: {podSubnetCIDR: 2001::/48, podSubnetOneNodePrefixLen: 60, vppHostSubnetCIDR: fe30:f00d::/90, " +
+			"vppHostSubnetOneNodePrefixLen: 126, vxlanCIDR: fe20:f00d::/120, serviceCIDR: fd00::/112, defaultGateway: 192.168.16.1}",
+			[]string{`ipamConfig.defaultGateway "192.168.16.1": is IPv4 but ipamConfig.podSubnetCIDR "2001::/48" is IPv6`}},
+		{"IPv4 gateway, IPv6 contivCIDR", "ipamConfig: {contivCIDR: fe10::/64, serviceCIDR: fd00::/112, defaultGateway: 10.0.0.1}",
+			[]string{`ipamConfig.defaultGateway "10.0.0.1": is IPv4 but ipamConfig.contivCIDR "fe10::/64" is IPv6`}},
+		{"unspecified gateway", "ipamConfig: {defaultGateway: 0.0.0.0}",
+			[]string{`ipamConfig.defaultGateway "0.0.0.0": not a unicast host address`}},
+		{"unspecified IPv6 gateway", "ipamConfig: {contivCIDR: fe10::/64, serviceCIDR: fd00::/112, defaultGateway: '::'}",
+			[]string{`ipamConfig.defaultGateway "::": not a unicast host address`}},
+		{"broadcast gateway", "ipamConfig: {defaultGateway: 255.255.255.255}",
+			[]string{`ipamConfig.defaultGateway "255.255.255.255": not a unicast host address`}},
+		{"multicast gateway", "ipamConfig: {defaultGateway: 224.0.0.1}",
+			[]string{`ipamConfig.defaultGateway "224.0.0.1": not a unicast host address`}},
+		{"loopback gateway", "ipamConfig: {defaultGateway: 127.0.0.1}",
+			[]string{`ipamConfig.defaultGateway "127.0.0.1": not a unicast host address`}},
 		// TestConfigWithBadPrefixSizes of the original.
 		{"pod one-node not longer", "ipamConfig: {podSubnetCIDR: 1.2.3.4/19, podSubnetOneNodePrefixLen: 18}",
 			[]string{`ipamConfig.podSubnetOneNodePrefixLen 18: must be longer than the prefix length 19 of ipamConfig.podSubnetCIDR "1.2.3.4/19"`}},
@@ -240,6 +259,10 @@ func TestValidationErrorsNameKeyAndValue(t *testing.T) {
 			[]string{`nodeConfig[2].nodeName "a": duplicate of nodeConfig[0]`}},
 		{"empty node name", "nodeConfig: [{gateway: 1.1.1.1}]", []string{`nodeConfig[0].nodeName "": must not be empty`}},
 		{"node gateway", "nodeConfig: [{nodeName: a, gateway: 1.2.3}]", []string{`nodeConfig[0].gateway "1.2.3": invalid IP address`}},
+		{"node gateway family", "nodeConfig: [{nodeName: a, gateway: 1.1.1.1}, {nodeName: b, gateway: 'fe80::1'}]",
+			[]string{`nodeConfig[1].gateway "fe80::1": is IPv6 but ipamConfig.podSubnetCIDR "10.1.0.0/16" is IPv4`}},
+		{"node gateway multicast", "nodeConfig: [{nodeName: a, gateway: 'ff02::1'}]",
+			[]string{`nodeConfig[0].gateway "ff02::1": not a unicast host address`}},
 		{"node ip", "nodeConfig: [{nodeName: a, mainVPPInterface: {interfaceName: e, ip: 1.2.3.4/40}}]",
 			[]string{`nodeConfig[0].mainVPPInterface.ip "1.2.3.4/40": invalid CIDR`}},
 		{"other node ip", "nodeConfig: [{nodeName: a, otherVPPInterfaces: [{interfaceName: x, ip: 1.2.3.4/24}, {interfaceName: e2, ip: bad}]}]",
@@ -295,12 +318,16 @@ func TestValidConfigs(t *testing.T) {
 			"defaultGateway: 'fe10:f00d::1'}",
 			func(g *WithT, p *Parsed) {
 				g.Expect(p.IPAM.UseIPv6).To(BeTrue())
-				g.Expect(p.IPAM.PodSubnetCIDR.IP).To(HaveLen(16))
+				g.Expect(p.IPAM.PodSubnetCIDR.Addr().Is6()).To(BeTrue())
 				g.Expect(p.IPAM.DefaultGateway.String()).To(Equal("fe10:f00d::1"))
 			}},
-		{"IPv4 gateway is 4-byte", "ipamConfig: {defaultGateway: 192.168.16.1}",
+		{"IPv4 gateway", "ipamConfig: {defaultGateway: 192.168.16.1}",
 			func(g *WithT, p *Parsed) {
-				g.Expect(p.IPAM.DefaultGateway).To(Equal(net.IP{192, 168, 16, 1}))
+				g.Expect(p.IPAM.DefaultGateway).To(Equal(netip.MustParseAddr("192.168.16.1")))
+			}},
+		{"link-local IPv6 gateway", "ipamConfig: {contivCIDR: fe10::/64, serviceCIDR: fd00::/112, defaultGateway: 'fe80::1'}",
+			func(g *WithT, p *Parsed) {
+				g.Expect(p.IPAM.DefaultGateway).To(Equal(netip.MustParseAddr("fe80::1")))
 			}},
 		{"contivCIDR ignores the configured subnets and prefix lengths",
 			"ipamConfig: {contivCIDR: 10.128.0.0/14, podSubnetCIDR: '', vxlanCIDR: 10.128.0.0/24, podSubnetOneNodePrefixLen: 0}",

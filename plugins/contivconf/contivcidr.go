@@ -1,9 +1,10 @@
 package contivconf
 
 import (
-	"encoding/binary"
 	"fmt"
 	"net/netip"
+
+	"github.com/contiv-ipam/agent/plugins/ipam/cidr"
 )
 
 // contivCIDRMinHostBits is the smallest contivCIDR the split accepts: the
@@ -29,7 +30,7 @@ type subnets struct {
 // contivCIDR must be masked and leave at least 18 host bits.
 func splitContivCIDR(contivCIDR, nodeInterconnect netip.Prefix, dhcp bool) (subnets, error) {
 	s := contivCIDR.Addr().BitLen()
-	if host := s - contivCIDR.Bits(); host < contivCIDRMinHostBits {
+	if host := cidr.HostBits(contivCIDR); host < contivCIDRMinHostBits {
 		return subnets{}, fmt.Errorf("ContivCIDR is not valid, network must provide at least %dbit space (%s has %d)",
 			contivCIDRMinHostBits, contivCIDR, host)
 	}
@@ -45,7 +46,7 @@ func splitContivCIDR(contivCIDR, nodeInterconnect netip.Prefix, dhcp bool) (subn
 		{&out.nodeInterconnect, s - 9, 256},
 		{&out.vxlan, s - 9, 257},
 	} {
-		if *b.dst, err = nthSubnet(contivCIDR, b.len, b.num); err != nil {
+		if *b.dst, err = cidr.Subnet(contivCIDR, b.len, b.num); err != nil {
 			return subnets{}, err
 		}
 	}
@@ -57,37 +58,4 @@ func splitContivCIDR(contivCIDR, nodeInterconnect netip.Prefix, dhcp bool) (subn
 		out.nodeInterconnect = netip.Prefix{}
 	}
 	return out, nil
-}
-
-// nthSubnet returns subnet number num of length newLen inside base (which
-// must be masked): the newLen-base.Bits() bits after base's prefix are num.
-func nthSubnet(base netip.Prefix, newLen int, num uint64) (netip.Prefix, error) {
-	bits := base.Addr().BitLen()
-	newBits := newLen - base.Bits()
-	if newLen > bits || newBits < 0 {
-		return netip.Prefix{}, fmt.Errorf("cannot cut a /%d out of %s", newLen, base)
-	}
-	if newBits < 64 && num >= 1<<newBits {
-		return netip.Prefix{}, fmt.Errorf("%s has no subnet /%d numbered %d", base, newLen, num)
-	}
-	// num << (bits-newLen) as a 128-bit number, OR-ed into the address
-	// (num fits in newBits bits, so nothing carries into the prefix).
-	a := base.Addr().As16()
-	hi, lo := binary.BigEndian.Uint64(a[:8]), binary.BigEndian.Uint64(a[8:])
-	shift := uint(bits - newLen)
-	if shift >= 64 {
-		hi |= num << (shift - 64)
-	} else {
-		lo |= num << shift
-		if shift > 0 {
-			hi |= num >> (64 - shift)
-		}
-	}
-	binary.BigEndian.PutUint64(a[:8], hi)
-	binary.BigEndian.PutUint64(a[8:], lo)
-	addr := netip.AddrFrom16(a)
-	if base.Addr().Is4() {
-		addr = addr.Unmap()
-	}
-	return netip.PrefixFrom(addr, newLen), nil
 }

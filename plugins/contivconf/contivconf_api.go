@@ -1,12 +1,13 @@
 package contivconf
 
 import (
-	"net"
+	"net/netip"
 )
 
 // API is what other plugins read from contiv.conf. Every getter is safe for
 // concurrent use once Init has returned; returned values are copies the
-// caller may keep and modify.
+// caller may keep and modify. Subnets and addresses are netip values: an
+// invalid (zero) value means "none".
 type API interface {
 	// GetIPAMConfig returns the effective IPAM settings: parsed, validated,
 	// and with the contivCIDR split (spec §2.12) already applied to
@@ -17,41 +18,43 @@ type API interface {
 	GetIPAMConfigForJSON() *IPAMConfigJSON
 	// GetStaticDefaultGW returns this node's static default gateway (the
 	// nodeConfig entry's gateway for this node, else ipamConfig's
-	// defaultGateway), nil when there is none or DHCP is used. IPv4
-	// addresses are 4-byte.
-	GetStaticDefaultGW() net.IP
+	// defaultGateway); the zero Addr when there is none or DHCP is used.
+	// It is validated: a unicast address of the family of the IPAM subnets.
+	GetStaticDefaultGW() netip.Addr
 	// GetNodeConfig returns the nodeConfig entry for this node, nil if none.
 	GetNodeConfig() *NodeConfig
 }
 
-// IPAMConfig is the parsed, effective ipamConfig.
+// IPAMConfig is the parsed, effective ipamConfig. Every prefix is masked.
 type IPAMConfig struct {
 	// UseExternalIPAM: pod IPs come from an external IPAM (CNI ipamData) and
 	// this node's pod subnet is the Kubernetes node's pod CIDR.
 	UseExternalIPAM bool
 	// UseIPv6: the pod subnet (or contivCIDR) is IPv6.
 	UseIPv6 bool
-	// ContivCIDR is nil unless contivCIDR is set.
-	ContivCIDR *net.IPNet
-	// ServiceCIDR is the service network (never nil).
-	ServiceCIDR *net.IPNet
+	// ContivCIDR is invalid (zero) unless contivCIDR is set.
+	ContivCIDR netip.Prefix
+	// ServiceCIDR is the service network (always valid).
+	ServiceCIDR netip.Prefix
 	// NodeInterconnectDHCP: the node interconnect address comes from DHCP.
 	NodeInterconnectDHCP bool
-	// DefaultGateway is ipamConfig.defaultGateway, nil if unset.
-	DefaultGateway net.IP
+	// DefaultGateway is ipamConfig.defaultGateway, invalid (zero) if unset.
+	DefaultGateway netip.Addr
 	// CustomIPAMSubnets are the effective subnets (after the contivCIDR
 	// split when contivCIDR is set).
 	CustomIPAMSubnets
 }
 
-// CustomIPAMSubnets are the subnets the node addresses are cut from.
+// CustomIPAMSubnets are the subnets the node addresses are cut from; all
+// valid and of one family except NodeInterconnectCIDR, which may be
+// undefined.
 type CustomIPAMSubnets struct {
-	PodSubnetCIDR                 *net.IPNet
-	PodSubnetOneNodePrefixLen     uint8
-	VPPHostSubnetCIDR             *net.IPNet
-	VPPHostSubnetOneNodePrefixLen uint8
-	// NodeInterconnectCIDR is nil when undefined (no key, or DHCP with
-	// contivCIDR).
-	NodeInterconnectCIDR *net.IPNet
-	VxlanCIDR            *net.IPNet
+	PodSubnetCIDR                 netip.Prefix
+	PodSubnetOneNodePrefixLen     int
+	VPPHostSubnetCIDR             netip.Prefix
+	VPPHostSubnetOneNodePrefixLen int
+	// NodeInterconnectCIDR is invalid (zero) when undefined (no key, or
+	// DHCP with contivCIDR).
+	NodeInterconnectCIDR netip.Prefix
+	VxlanCIDR            netip.Prefix
 }

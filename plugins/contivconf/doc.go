@@ -17,8 +17,15 @@
 // are not longer than their cluster prefix, exceed the address or leave
 // fewer than 4 addresses per node; a contivCIDR with fewer than 18 host
 // bits; mixed address families or overlaps among the effective pod,
-// vpp-host, node-interconnect, vxlan and service subnets; empty or duplicate
-// nodeConfig names; out-of-range compatibility keys.
+// vpp-host, node-interconnect, vxlan and service subnets; a defaultGateway
+// or nodeConfig gateway (in the file or the NodeConfig CRD) that is not a
+// unicast address of the subnets' family; empty or duplicate nodeConfig
+// names; out-of-range compatibility keys.
+//
+// The API hands out netip values (netip.Prefix, netip.Addr; the zero value
+// means "none"), masked and validated, so its users convert and check
+// nothing. The prefix arithmetic of the contivCIDR split is package
+// plugins/ipam/cidr.
 //
 // The caller's duties, in order:
 //  1. NewPlugin(UseDeps(...)) with ServiceLabel (required: this node's name

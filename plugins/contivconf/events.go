@@ -90,7 +90,7 @@ func (p *Plugin) Resync(_ api.Event, ks api.KubeStateData, _ int, _ api.ResyncOp
 	if !p.conf.CRDNodeConfigurationDisabled {
 		key := NodeConfigKey(p.nodeName)
 		if v := ks[NodeConfigResource][key]; v != nil {
-			n, err := nodeConfigFromKube(key, p.nodeName, v)
+			n, err := nodeConfigFromKube(key, p.nodeName, v, p.parsed.gwFamily)
 			if err != nil {
 				return err
 			}
@@ -111,7 +111,7 @@ func (p *Plugin) Update(ev api.Event, txn api.UpdateOperations) (string, error) 
 	}
 	var crd *NodeConfig
 	if ksc.NewValue != nil {
-		n, err := nodeConfigFromKube(ksc.Key, p.nodeName, ksc.NewValue)
+		n, err := nodeConfigFromKube(ksc.Key, p.nodeName, ksc.NewValue, p.parsed.gwFamily)
 		if err != nil {
 			return "", err
 		}
@@ -165,8 +165,8 @@ func equalNodeConfig(a, b *NodeConfig) bool {
 // natExternalTraffic; snake_case proto names are accepted too). A CRD object
 // with a "spec" member is reduced to the spec. "name" and "nodeName" are
 // ignored: the key names the node. Unknown keys and bad values are errors
-// naming key.
-func nodeConfigFromKube(key, node string, v proto.Message) (*NodeConfig, error) {
+// naming key; the gateway must be of gwFamily's address family.
+func nodeConfigFromKube(key, node string, v proto.Message, gwFamily subnet) (*NodeConfig, error) {
 	obj, err := messageToMap(v)
 	if err != nil {
 		return nil, fmt.Errorf("%s key %q: %w", NodeConfigResource, key, err)
@@ -190,7 +190,7 @@ func nodeConfigFromKube(key, node string, v proto.Message) (*NodeConfig, error) 
 		return nil, err
 	}
 	n.NodeName = node
-	if errs := checkNode(fmt.Sprintf("%s key %q: ", NodeConfigResource, key), &n); len(errs) > 0 {
+	if errs := checkNode(fmt.Sprintf("%s key %q: ", NodeConfigResource, key), &n, gwFamily); len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
 	return &n, nil

@@ -2,7 +2,7 @@ package contivconf
 
 import (
 	"errors"
-	"net"
+	"net/netip"
 	"sync"
 	"testing"
 
@@ -115,12 +115,12 @@ func TestResyncReadsTheCRD(t *testing.T) {
 		Gateway:            "3.4.5.195",
 		NatExternalTraffic: true,
 	}), "the CRD beats the file entry")
-	g.Expect(p.GetStaticDefaultGW()).To(Equal(net.IP{3, 4, 5, 195}))
+	g.Expect(p.GetStaticDefaultGW()).To(Equal(netip.MustParseAddr("3.4.5.195")))
 
 	// The CRD disappears: back to the file's entry.
 	g.Expect(p.Resync(&api.DBResync{}, api.KubeStateData{}, 2, nil)).To(Succeed())
 	g.Expect(p.GetNodeConfig().Gateway).To(Equal("3.4.5.194"))
-	g.Expect(p.GetStaticDefaultGW()).To(Equal(net.IP{3, 4, 5, 194}))
+	g.Expect(p.GetStaticDefaultGW()).To(Equal(netip.MustParseAddr("3.4.5.194")))
 }
 
 func TestResyncIgnoresTheCRDWhenDisabled(t *testing.T) {
@@ -128,8 +128,11 @@ func TestResyncIgnoresTheCRDWhenDisabled(t *testing.T) {
 	p := crdPlugin(t, nil, func(c *Config) { c.CRDNodeConfigurationDisabled = true })
 	ks := api.KubeStateData{"nodeconfig": {"k8s/nodeconfig/node": crdValue(t, map[string]any{"gateway": "3.4.5.195"})}}
 	g.Expect(p.Resync(&api.DBResync{}, ks, 1, nil)).To(Succeed())
-	g.Expect(p.GetStaticDefaultGW()).To(Equal(net.IP{3, 4, 5, 194}))
+	g.Expect(p.GetStaticDefaultGW()).To(Equal(netip.MustParseAddr("3.4.5.194")))
 }
+
+// v4Subnets is the family reference of an IPv4 configuration.
+var v4Subnets = subnet{key: "ipamConfig.podSubnetCIDR", text: "10.1.0.0/16", prefix: netip.MustParsePrefix("10.1.0.0/16")}
 
 func TestCRDShapes(t *testing.T) {
 	cases := []struct {
@@ -151,6 +154,10 @@ func TestCRDShapes(t *testing.T) {
 		{name: "empty", value: map[string]any{}, want: NodeConfig{NodeName: "node"}},
 		{name: "bad gateway", value: map[string]any{"gateway": "1.1.1"},
 			wantErr: `nodeconfig key "k8s/nodeconfig/node": gateway "1.1.1": invalid IP address`},
+		{name: "IPv6 gateway, IPv4 subnets", value: map[string]any{"gateway": "fe80::1"},
+			wantErr: `nodeconfig key "k8s/nodeconfig/node": gateway "fe80::1": is IPv6 but ipamConfig.podSubnetCIDR "10.1.0.0/16" is IPv4`},
+		{name: "multicast gateway", value: map[string]any{"gateway": "224.0.0.1"},
+			wantErr: `nodeconfig key "k8s/nodeconfig/node": gateway "224.0.0.1": not a unicast host address`},
 		{name: "bad ip", value: map[string]any{"mainVPPInterface": map[string]any{"ip": "1.1.1.1"}},
 			wantErr: `nodeconfig key "k8s/nodeconfig/node": mainVPPInterface.ip "1.1.1.1": invalid CIDR`},
 		{name: "wrong type", value: map[string]any{"gateway": 5},
@@ -165,7 +172,7 @@ func TestCRDShapes(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
-			n, err := nodeConfigFromKube("k8s/nodeconfig/node", "node", crdValue(t, tc.value))
+			n, err := nodeConfigFromKube("k8s/nodeconfig/node", "node", crdValue(t, tc.value), v4Subnets)
 			if tc.wantErr != "" {
 				g.Expect(err).To(MatchError(ContainSubstring(tc.wantErr)))
 				g.Expect(err).To(MatchError(ContainSubstring("k8s/nodeconfig/node")))
@@ -181,10 +188,10 @@ func TestCRDOfOtherMessageTypes(t *testing.T) {
 	g := NewWithT(t)
 	v, err := structpb.NewValue(map[string]any{"gateway": "1.1.1.4"})
 	g.Expect(err).NotTo(HaveOccurred())
-	n, err := nodeConfigFromKube("k8s/nodeconfig/node", "node", v)
+	n, err := nodeConfigFromKube("k8s/nodeconfig/node", "node", v, v4Subnets)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(n.Gateway).To(Equal("1.1.1.4"), "any message protojson renders as an object")
-	_, err = nodeConfigFromKube("k8s/nodeconfig/node", "node", wrapperspb.String("x"))
+	_, err = nodeConfigFromKube("k8s/nodeconfig/node", "node", wrapperspb.String("x"), v4Subnets)
 	g.Expect(err).To(MatchError(ContainSubstring(`nodeconfig key "k8s/nodeconfig/node"`)))
 }
 
@@ -194,7 +201,7 @@ func TestResyncWithABadCRDFailsAndKeepsTheConfig(t *testing.T) {
 	ks := api.KubeStateData{"nodeconfig": {"k8s/nodeconfig/node": crdValue(t, map[string]any{"gateway": "bad"})}}
 	err := p.Resync(&api.DBResync{}, ks, 1, nil)
 	g.Expect(err).To(MatchError(ContainSubstring(`nodeconfig key "k8s/nodeconfig/node": gateway "bad"`)))
-	g.Expect(p.GetStaticDefaultGW()).To(Equal(net.IP{3, 4, 5, 194}))
+	g.Expect(p.GetStaticDefaultGW()).To(Equal(netip.MustParseAddr("3.4.5.194")))
 }
 
 func TestUpdatePushesNodeConfigChange(t *testing.T) {
@@ -208,7 +215,7 @@ func TestUpdatePushesNodeConfigChange(t *testing.T) {
 	desc, err := p.Update(ev, followUpsTo(loop))
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(desc).NotTo(BeEmpty())
-	g.Expect(p.GetStaticDefaultGW()).To(Equal(net.IP{3, 4, 5, 195}))
+	g.Expect(p.GetStaticDefaultGW()).To(Equal(netip.MustParseAddr("3.4.5.195")))
 	events := loop.pushed()
 	g.Expect(events).To(HaveLen(1))
 	change, ok := events[0].(*NodeConfigChange)
@@ -233,7 +240,7 @@ func TestUpdatePushesNodeConfigChange(t *testing.T) {
 	desc, err = p.Update(&api.KubeStateChange{Resource: NodeConfigResource, Key: key, PrevValue: ev.NewValue}, followUpsTo(loop))
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(desc).To(ContainSubstring("removed"))
-	g.Expect(p.GetStaticDefaultGW()).To(Equal(net.IP{3, 4, 5, 194}))
+	g.Expect(p.GetStaticDefaultGW()).To(Equal(netip.MustParseAddr("3.4.5.194")))
 	g.Expect(loop.pushed()).To(HaveLen(2))
 	g.Expect(loop.pushed()[1].String()).To(ContainSubstring(`"gateway":"3.4.5.194"`))
 
@@ -275,7 +282,7 @@ func TestUpdatePushErrorsAndNoLoop(t *testing.T) {
 	ev := &api.KubeStateChange{Resource: NodeConfigResource, Key: NodeConfigKey("node"), NewValue: crdValue(t, map[string]any{"gateway": "3.4.5.196"})}
 	_, err := p.Update(ev, followUpsTo(loop))
 	g.Expect(errors.Is(err, api.ErrEventQueueFull)).To(BeTrue())
-	g.Expect(p.GetStaticDefaultGW()).To(Equal(net.IP{3, 4, 5, 196}), "applied; the healing resync will resync everyone")
+	g.Expect(p.GetStaticDefaultGW()).To(Equal(netip.MustParseAddr("3.4.5.196")), "applied; the healing resync will resync everyone")
 
 	p = crdPlugin(t, nil)
 	txn := controllertest.NewTxn()
@@ -283,7 +290,7 @@ func TestUpdatePushErrorsAndNoLoop(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(desc).NotTo(BeEmpty())
 	g.Expect(txn.FollowUps()).To(HaveLen(1), "a follow-up needs no EventLoop")
-	g.Expect(p.GetStaticDefaultGW()).To(Equal(net.IP{3, 4, 5, 196}))
+	g.Expect(p.GetStaticDefaultGW()).To(Equal(netip.MustParseAddr("3.4.5.196")))
 }
 
 func TestResyncBeforeInit(t *testing.T) {

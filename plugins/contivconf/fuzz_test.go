@@ -1,7 +1,6 @@
 package contivconf
 
 import (
-	"net"
 	"net/netip"
 	"os"
 	"testing"
@@ -44,45 +43,35 @@ func FuzzParse(f *testing.F) {
 		}
 		checkEffective(t, &p.IPAM)
 		for i := range c.NodeConfig {
-			_ = staticDefaultGW(&p.IPAM, &c.NodeConfig[i])
+			checkGateway(t, "node gateway", staticDefaultGW(&p.IPAM, &c.NodeConfig[i]), p.IPAM.UseIPv6)
 		}
-		_ = staticDefaultGW(&p.IPAM, nil)
+		checkGateway(t, "static default gateway", staticDefaultGW(&p.IPAM, nil), p.IPAM.UseIPv6)
 	})
 }
 
 // checkEffective asserts the invariants of an accepted IPAM config.
 func checkEffective(t *testing.T, c *IPAMConfig) {
 	t.Helper()
-	named := map[string]*net.IPNet{
+	named := map[string]netip.Prefix{
 		"pod": c.PodSubnetCIDR, "vppHost": c.VPPHostSubnetCIDR, "vxlan": c.VxlanCIDR, "service": c.ServiceCIDR,
 	}
-	if c.NodeInterconnectCIDR != nil {
+	if c.NodeInterconnectCIDR.IsValid() {
 		named["nodeInterconnect"] = c.NodeInterconnectCIDR
 	}
-	size := 4
-	if c.UseIPv6 {
-		size = 16
+	if c.ContivCIDR.IsValid() {
+		named["contiv"] = c.ContivCIDR // overlaps the others: checked apart
 	}
-	prefixes := map[string]netip.Prefix{}
-	for name, n := range named {
-		if n == nil {
-			t.Fatalf("%s subnet is nil", name)
+	for name, p := range named {
+		if !p.IsValid() || p != p.Masked() || p.Addr().Is4In6() {
+			t.Fatalf("%s subnet %v: invalid, not masked or IPv4-mapped", name, p)
 		}
-		if len(n.IP) != size || len(n.Mask) != size {
-			t.Fatalf("%s subnet %v: %d-byte IP, %d-byte mask, want %d (UseIPv6 %v)", name, n, len(n.IP), len(n.Mask), size, c.UseIPv6)
+		if p.Addr().Is6() != c.UseIPv6 {
+			t.Fatalf("%s subnet %v: family differs from UseIPv6 %v", name, p, c.UseIPv6)
 		}
-		ones, bits := n.Mask.Size()
-		if bits == 0 {
-			t.Fatalf("%s subnet %v: non-canonical mask", name, n)
-		}
-		if !n.IP.Mask(n.Mask).Equal(n.IP) {
-			t.Fatalf("%s subnet %v has host bits", name, n)
-		}
-		a, _ := netip.AddrFromSlice(n.IP)
-		prefixes[name] = netip.PrefixFrom(a, ones)
 	}
-	for an, a := range prefixes {
-		for bn, b := range prefixes {
+	delete(named, "contiv")
+	for an, a := range named {
+		for bn, b := range named {
 			if an < bn && a.Overlaps(b) {
 				t.Fatalf("%s %v overlaps %s %v", an, a, bn, b)
 			}
@@ -90,22 +79,25 @@ func checkEffective(t *testing.T, c *IPAMConfig) {
 	}
 	for _, x := range []struct {
 		name string
-		n    *net.IPNet
-		l    uint8
+		p    netip.Prefix
+		l    int
 	}{{"pod", c.PodSubnetCIDR, c.PodSubnetOneNodePrefixLen}, {"vppHost", c.VPPHostSubnetCIDR, c.VPPHostSubnetOneNodePrefixLen}} {
-		ones, bits := x.n.Mask.Size()
-		if int(x.l) <= ones || int(x.l) > bits-2 {
-			t.Fatalf("%s one-node prefix length %d for %v", x.name, x.l, x.n)
+		if x.l <= x.p.Bits() || x.l > x.p.Addr().BitLen()-2 {
+			t.Fatalf("%s one-node prefix length %d for %v", x.name, x.l, x.p)
 		}
 	}
-	if c.DefaultGateway != nil && len(c.DefaultGateway) != 4 && len(c.DefaultGateway) != 16 {
-		t.Fatalf("default gateway %v has %d bytes", c.DefaultGateway, len(c.DefaultGateway))
+	checkGateway(t, "default gateway", c.DefaultGateway, c.UseIPv6)
+}
+
+// checkGateway asserts that an accepted gateway is none or a unicast
+// address of the subnets' family.
+func checkGateway(t *testing.T, what string, gw netip.Addr, ipv6 bool) {
+	t.Helper()
+	if !gw.IsValid() {
+		return
 	}
-	if gw := c.DefaultGateway; gw != nil && gw.To4() != nil && len(gw) != 4 {
-		t.Fatalf("IPv4 default gateway %v not in 4-byte form", gw)
-	}
-	if c.ContivCIDR != nil && (c.ContivCIDR.IP.To4() == nil) != c.UseIPv6 {
-		t.Fatalf("contivCIDR %v family differs from UseIPv6 %v", c.ContivCIDR, c.UseIPv6)
+	if gw.Is6() != ipv6 || gw.Is4In6() || gw.Zone() != "" || !(gw.IsGlobalUnicast() || gw.IsLinkLocalUnicast()) {
+		t.Fatalf("%s %v accepted with UseIPv6 %v", what, gw, ipv6)
 	}
 }
 
@@ -128,7 +120,7 @@ func FuzzParseIPAM(f *testing.F) {
 			return
 		}
 		checkEffective(t, &p.IPAM)
-		if contiv == "" && (p.IPAM.PodSubnetOneNodePrefixLen != uint8(podLen) || p.IPAM.VPPHostSubnetOneNodePrefixLen != uint8(hostLen)) {
+		if contiv == "" && (p.IPAM.PodSubnetOneNodePrefixLen != podLen || p.IPAM.VPPHostSubnetOneNodePrefixLen != hostLen) {
 			t.Fatalf("one-node prefix lengths %d, %d, want %d, %d", p.IPAM.PodSubnetOneNodePrefixLen,
 				p.IPAM.VPPHostSubnetOneNodePrefixLen, podLen, hostLen)
 		}

@@ -3,7 +3,7 @@ package contivconf
 import (
 	"errors"
 	"fmt"
-	"net"
+	"net/netip"
 	"slices"
 	"sync"
 
@@ -38,7 +38,7 @@ type Plugin struct {
 
 	mu      sync.RWMutex
 	crdNode *NodeConfig // this node's NodeConfig CRD, nil if none
-	gw      net.IP      // GetStaticDefaultGW, recomputed with crdNode
+	gw      netip.Addr  // GetStaticDefaultGW, recomputed with crdNode
 }
 
 var (
@@ -74,7 +74,7 @@ func (p *Plugin) Init() error {
 	ipam := &parsed.IPAM
 	p.Log.Info("contiv.conf loaded", "source", source, "node", p.nodeName,
 		"podSubnetCIDR", ipam.PodSubnetCIDR.String(), "podSubnetOneNodePrefixLen", ipam.PodSubnetOneNodePrefixLen,
-		"vppHostSubnetCIDR", ipam.VPPHostSubnetCIDR.String(), "nodeInterconnectCIDR", ipam.NodeInterconnectCIDR.String(),
+		"vppHostSubnetCIDR", ipam.VPPHostSubnetCIDR.String(), "nodeInterconnectCIDR", orNone(ipam.NodeInterconnectCIDR),
 		"vxlanCIDR", ipam.VxlanCIDR.String(), "serviceCIDR", ipam.ServiceCIDR.String(),
 		"nodeConfig", p.fileNode != nil, "crdNodeConfiguration", !c.CRDNodeConfigurationDisabled)
 	return nil
@@ -104,7 +104,8 @@ func (p *Plugin) GetIPAMConfig() *IPAMConfig {
 	if p.parsed == nil {
 		return nil
 	}
-	return cloneIPAMConfig(&p.parsed.IPAM)
+	c := p.parsed.IPAM
+	return &c
 }
 
 // GetIPAMConfigForJSON returns a copy of the ipamConfig block as read,
@@ -124,14 +125,6 @@ func (p *Plugin) GetSRv6Config() *SRv6Config {
 		return nil
 	}
 	s := p.parsed.SRv6
-	for _, n := range []**net.IPNet{
-		&s.ServicePolicyBSIDSubnetCIDR, &s.ServicePodLocalSIDSubnetCIDR, &s.ServiceHostLocalSIDSubnetCIDR,
-		&s.ServiceNodeLocalSIDSubnetCIDR, &s.NodeToNodePodLocalSIDSubnetCIDR, &s.NodeToNodeHostLocalSIDSubnetCIDR,
-		&s.NodeToNodePodPolicySIDSubnetCIDR, &s.NodeToNodeHostPolicySIDSubnetCIDR, &s.SFCPolicyBSIDSubnetCIDR,
-		&s.SFCServiceFunctionSIDSubnetCIDR, &s.SFCEndLocalSIDSubnetCIDR,
-	} {
-		*n = cloneIPNet(*n)
-	}
 	return &s
 }
 
@@ -142,14 +135,14 @@ func (p *Plugin) GetConfig() *Config {
 	return &c
 }
 
-// GetStaticDefaultGW returns this node's static default gateway: nil when
-// DHCP is used (nodeInterconnectDHCP or this node's mainVPPInterface.useDHCP,
-// unless its mainVPPInterface.ip is set); else this node's gateway; else
-// ipamConfig.defaultGateway; else nil. IPv4 addresses are 4-byte.
-func (p *Plugin) GetStaticDefaultGW() net.IP {
+// GetStaticDefaultGW returns this node's static default gateway: the zero
+// Addr when DHCP is used (nodeInterconnectDHCP or this node's
+// mainVPPInterface.useDHCP, unless its mainVPPInterface.ip is set); else
+// this node's gateway; else ipamConfig.defaultGateway; else the zero Addr.
+func (p *Plugin) GetStaticDefaultGW() netip.Addr {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
-	return slices.Clone(p.gw)
+	return p.gw
 }
 
 // GetNodeConfig returns a copy of this node's configuration: its NodeConfig
@@ -172,9 +165,11 @@ func (p *Plugin) effectiveNode() *NodeConfig {
 	return p.fileNode
 }
 
-// staticDefaultGW resolves the gateway as GetStaticDefaultGW describes;
-// node has been validated (its gateway parses).
-func staticDefaultGW(ipam *IPAMConfig, node *NodeConfig) net.IP {
+// staticDefaultGW resolves the gateway as GetStaticDefaultGW describes.
+// node has passed checkNode (the file's entries in Parse, a CRD in
+// nodeConfigFromKube) before it was stored, so its gateway parses and is
+// of the subnets' family: the parse below cannot fail.
+func staticDefaultGW(ipam *IPAMConfig, node *NodeConfig) netip.Addr {
 	dhcp := ipam.NodeInterconnectDHCP
 	if node != nil {
 		dhcp = dhcp || node.MainVPPInterface.UseDHCP
@@ -183,35 +178,22 @@ func staticDefaultGW(ipam *IPAMConfig, node *NodeConfig) net.IP {
 		}
 	}
 	if dhcp {
-		return nil
+		return netip.Addr{}
 	}
 	if node != nil && node.Gateway != "" {
-		if a, err := parseIP(node.Gateway); err == nil {
-			return toIP(a)
+		if a, err := netip.ParseAddr(node.Gateway); err == nil {
+			return a
 		}
 	}
-	return slices.Clone(ipam.DefaultGateway)
+	return ipam.DefaultGateway
 }
 
-// cloneIPNet copies n (nil stays nil).
-func cloneIPNet(n *net.IPNet) *net.IPNet {
-	if n == nil {
-		return nil
+// orNone is p as text, "none" when p is invalid (undefined).
+func orNone(p netip.Prefix) string {
+	if !p.IsValid() {
+		return "none"
 	}
-	return &net.IPNet{IP: slices.Clone(n.IP), Mask: slices.Clone(n.Mask)}
-}
-
-// cloneIPAMConfig deep-copies c.
-func cloneIPAMConfig(c *IPAMConfig) *IPAMConfig {
-	out := *c
-	out.ContivCIDR = cloneIPNet(c.ContivCIDR)
-	out.ServiceCIDR = cloneIPNet(c.ServiceCIDR)
-	out.DefaultGateway = slices.Clone(c.DefaultGateway)
-	out.PodSubnetCIDR = cloneIPNet(c.PodSubnetCIDR)
-	out.VPPHostSubnetCIDR = cloneIPNet(c.VPPHostSubnetCIDR)
-	out.NodeInterconnectCIDR = cloneIPNet(c.NodeInterconnectCIDR)
-	out.VxlanCIDR = cloneIPNet(c.VxlanCIDR)
-	return &out
+	return p.String()
 }
 
 // cloneNodeConfig deep-copies n (nil stays nil).

@@ -4,7 +4,7 @@ import (
 	"flag"
 	"io"
 	"log/slog"
-	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"sync"
@@ -59,15 +59,15 @@ func TestPluginName(t *testing.T) {
 }
 
 // TestExcludeGateway's configuration: the node's gateway is the static
-// default gateway, in 4-byte form.
+// default gateway, an IPv4 address (not IPv4-mapped).
 func TestExcludeGatewayConfig(t *testing.T) {
 	g := NewWithT(t)
 	c := ipamFixture()
 	c.NodeConfig = []NodeConfig{{NodeName: "node", Gateway: "3.4.5.194"}}
 	p := initPlugin(t, c, "node")
 	gw := p.GetStaticDefaultGW()
-	g.Expect(gw).To(Equal(net.IP{3, 4, 5, 194}))
-	g.Expect(gw).To(HaveLen(4))
+	g.Expect(gw).To(Equal(netip.MustParseAddr("3.4.5.194")))
+	g.Expect(gw.Is4()).To(BeTrue())
 	g.Expect(p.GetNodeConfig()).To(Equal(&NodeConfig{NodeName: "node", Gateway: "3.4.5.194"}))
 	ipam := p.GetIPAMConfig()
 	g.Expect(ipam.PodSubnetCIDR.String()).To(Equal("1.2.128.0/17"))
@@ -81,25 +81,25 @@ func TestGetStaticDefaultGW(t *testing.T) {
 		dhcp   bool
 		defGW  string
 		nodes  []NodeConfig
-		wantGW net.IP
+		wantGW netip.Addr
 	}{
 		{name: "none"},
-		{name: "ipamConfig.defaultGateway", defGW: "3.4.5.193", wantGW: net.IP{3, 4, 5, 193}},
+		{name: "ipamConfig.defaultGateway", defGW: "3.4.5.193", wantGW: netip.MustParseAddr("3.4.5.193")},
 		{name: "node gateway beats defaultGateway", defGW: "3.4.5.193",
-			nodes: []NodeConfig{{NodeName: "node", Gateway: "3.4.5.194"}}, wantGW: net.IP{3, 4, 5, 194}},
+			nodes: []NodeConfig{{NodeName: "node", Gateway: "3.4.5.194"}}, wantGW: netip.MustParseAddr("3.4.5.194")},
 		{name: "another node's gateway does not apply", defGW: "3.4.5.193",
-			nodes: []NodeConfig{{NodeName: "other", Gateway: "3.4.5.194"}}, wantGW: net.IP{3, 4, 5, 193}},
+			nodes: []NodeConfig{{NodeName: "other", Gateway: "3.4.5.194"}}, wantGW: netip.MustParseAddr("3.4.5.193")},
 		{name: "node without gateway falls back", defGW: "3.4.5.193",
-			nodes: []NodeConfig{{NodeName: "node"}}, wantGW: net.IP{3, 4, 5, 193}},
+			nodes: []NodeConfig{{NodeName: "node"}}, wantGW: netip.MustParseAddr("3.4.5.193")},
 		{name: "nodeInterconnectDHCP", dhcp: true, defGW: "3.4.5.193",
 			nodes: []NodeConfig{{NodeName: "node", Gateway: "3.4.5.194"}}},
 		{name: "node useDHCP", defGW: "3.4.5.193",
 			nodes: []NodeConfig{{NodeName: "node", Gateway: "3.4.5.194", MainVPPInterface: InterfaceConfig{UseDHCP: true}}}},
 		{name: "node ip beats useDHCP", defGW: "3.4.5.193",
 			nodes: []NodeConfig{{NodeName: "node", Gateway: "3.4.5.194",
-				MainVPPInterface: InterfaceConfig{UseDHCP: true, IP: "3.4.5.200/26"}}}, wantGW: net.IP{3, 4, 5, 194}},
+				MainVPPInterface: InterfaceConfig{UseDHCP: true, IP: "3.4.5.200/26"}}}, wantGW: netip.MustParseAddr("3.4.5.194")},
 		{name: "node ip beats nodeInterconnectDHCP", dhcp: true, defGW: "3.4.5.193",
-			nodes: []NodeConfig{{NodeName: "node", MainVPPInterface: InterfaceConfig{IP: "3.4.5.200/26"}}}, wantGW: net.IP{3, 4, 5, 193}},
+			nodes: []NodeConfig{{NodeName: "node", MainVPPInterface: InterfaceConfig{IP: "3.4.5.200/26"}}}, wantGW: netip.MustParseAddr("3.4.5.193")},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -109,11 +109,7 @@ func TestGetStaticDefaultGW(t *testing.T) {
 			c.IPAMConfig.DefaultGateway = tc.defGW
 			c.NodeConfig = tc.nodes
 			p := initPlugin(t, c, "node")
-			if tc.wantGW == nil {
-				g.Expect(p.GetStaticDefaultGW()).To(BeNil())
-			} else {
-				g.Expect(p.GetStaticDefaultGW()).To(Equal(tc.wantGW))
-			}
+			g.Expect(p.GetStaticDefaultGW()).To(Equal(tc.wantGW))
 		})
 	}
 }
@@ -125,7 +121,7 @@ func TestStaticDefaultGWIPv6(t *testing.T) {
 		"vxlanCIDR: 'fe20:f00d::/120', serviceCIDR: 'fe40::/112', defaultGateway: 'fe50:f00d::1'}"), "t")
 	g.Expect(err).NotTo(HaveOccurred())
 	p := initPlugin(t, c, "node")
-	g.Expect(p.GetStaticDefaultGW()).To(Equal(net.ParseIP("fe50:f00d::1")))
+	g.Expect(p.GetStaticDefaultGW()).To(Equal(netip.MustParseAddr("fe50:f00d::1")))
 	g.Expect(p.GetIPAMConfig().UseIPv6).To(BeTrue())
 }
 
@@ -139,19 +135,17 @@ func TestGettersReturnCopies(t *testing.T) {
 	c.NodeConfig[0].Gateway = "changed after UseConf" // UseConf copied c
 
 	ipam := p.GetIPAMConfig()
-	ipam.PodSubnetCIDR.IP[0] = 99
-	ipam.DefaultGateway[0] = 99
-	ipam.VxlanCIDR = nil
+	ipam.PodSubnetCIDR = netip.MustParsePrefix("99.0.0.0/8")
+	ipam.DefaultGateway = netip.MustParseAddr("99.0.0.1")
+	ipam.VxlanCIDR = netip.Prefix{}
 	g.Expect(p.GetIPAMConfig().PodSubnetCIDR.String()).To(Equal("1.2.128.0/17"))
 	g.Expect(p.GetIPAMConfig().DefaultGateway.String()).To(Equal("3.4.5.193"))
-	g.Expect(p.GetIPAMConfig().VxlanCIDR).NotTo(BeNil())
+	g.Expect(p.GetIPAMConfig().VxlanCIDR.IsValid()).To(BeTrue())
 
 	js := p.GetIPAMConfigForJSON()
 	js.PodSubnetCIDR = "x"
 	g.Expect(p.GetIPAMConfigForJSON().PodSubnetCIDR).To(Equal("1.2.128.0/17"))
 
-	gw := p.GetStaticDefaultGW()
-	gw[0] = 99
 	g.Expect(p.GetStaticDefaultGW().String()).To(Equal("3.4.5.194"))
 
 	n := p.GetNodeConfig()
@@ -161,7 +155,7 @@ func TestGettersReturnCopies(t *testing.T) {
 	g.Expect(p.GetNodeConfig().Gateway).To(Equal("3.4.5.194"))
 
 	s := p.GetSRv6Config()
-	s.ServicePolicyBSIDSubnetCIDR.IP[0] = 0
+	s.ServicePolicyBSIDSubnetCIDR = netip.Prefix{}
 	g.Expect(p.GetSRv6Config().ServicePolicyBSIDSubnetCIDR.String()).To(Equal("8fff::/16"))
 
 	all := p.GetConfig()
@@ -176,7 +170,7 @@ func TestGettersBeforeInit(t *testing.T) {
 	g.Expect(p.GetIPAMConfig()).To(BeNil())
 	g.Expect(p.GetIPAMConfigForJSON()).To(BeNil())
 	g.Expect(p.GetSRv6Config()).To(BeNil())
-	g.Expect(p.GetStaticDefaultGW()).To(BeNil())
+	g.Expect(p.GetStaticDefaultGW().IsValid()).To(BeFalse())
 	g.Expect(p.GetNodeConfig()).To(BeNil())
 }
 

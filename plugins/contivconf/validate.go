@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"net"
 	"net/netip"
 	"strings"
 )
@@ -15,21 +14,26 @@ type Parsed struct {
 	IPAM IPAMConfig
 	// SRv6 holds the parsed ipamConfig.srv6 prefixes.
 	SRv6 SRv6Config
+
+	// gwFamily is the subnet whose address family every gateway must have
+	// (invalid when the subnets did not parse); for the NodeConfig CRD.
+	gwFamily subnet
 }
 
-// SRv6Config is the parsed ipamConfig.srv6 block (see SRv6ConfigJSON).
+// SRv6Config is the parsed ipamConfig.srv6 block (see SRv6ConfigJSON):
+// masked IPv6 prefixes.
 type SRv6Config struct {
-	ServicePolicyBSIDSubnetCIDR            *net.IPNet
-	ServicePodLocalSIDSubnetCIDR           *net.IPNet
-	ServiceHostLocalSIDSubnetCIDR          *net.IPNet
-	ServiceNodeLocalSIDSubnetCIDR          *net.IPNet
-	NodeToNodePodLocalSIDSubnetCIDR        *net.IPNet
-	NodeToNodeHostLocalSIDSubnetCIDR       *net.IPNet
-	NodeToNodePodPolicySIDSubnetCIDR       *net.IPNet
-	NodeToNodeHostPolicySIDSubnetCIDR      *net.IPNet
-	SFCPolicyBSIDSubnetCIDR                *net.IPNet
-	SFCServiceFunctionSIDSubnetCIDR        *net.IPNet
-	SFCEndLocalSIDSubnetCIDR               *net.IPNet
+	ServicePolicyBSIDSubnetCIDR            netip.Prefix
+	ServicePodLocalSIDSubnetCIDR           netip.Prefix
+	ServiceHostLocalSIDSubnetCIDR          netip.Prefix
+	ServiceNodeLocalSIDSubnetCIDR          netip.Prefix
+	NodeToNodePodLocalSIDSubnetCIDR        netip.Prefix
+	NodeToNodeHostLocalSIDSubnetCIDR       netip.Prefix
+	NodeToNodePodPolicySIDSubnetCIDR       netip.Prefix
+	NodeToNodeHostPolicySIDSubnetCIDR      netip.Prefix
+	SFCPolicyBSIDSubnetCIDR                netip.Prefix
+	SFCServiceFunctionSIDSubnetCIDR        netip.Prefix
+	SFCEndLocalSIDSubnetCIDR               netip.Prefix
 	SFCIDLengthUsedInSidForServiceFunction uint8
 }
 
@@ -41,10 +45,12 @@ type SRv6Config struct {
 // cluster prefix, fit the address and leave at least 4 addresses per node;
 // contivCIDR leaves at least 18 host bits; the effective pod, vpp-host,
 // node-interconnect, vxlan and service subnets are of one address family and
-// do not overlap; nodeConfig names are non-empty and unique; enumerations and
-// numeric ranges of the compatibility keys hold. A CIDR with host bits set
-// ("1.2.3.4/16") means its network (1.2.0.0/16); IPv4-mapped IPv6 forms are
-// rejected.
+// do not overlap; ipamConfig.defaultGateway and every nodeConfig gateway is
+// a unicast address (not unspecified, loopback, multicast or the IPv4
+// broadcast) of that family; nodeConfig names are non-empty and unique;
+// enumerations and numeric ranges of the compatibility keys hold. A CIDR
+// with host bits set ("1.2.3.4/16") means its network (1.2.0.0/16);
+// IPv4-mapped IPv6 forms are rejected.
 func Parse(c *Config) (*Parsed, error) {
 	if c == nil {
 		return nil, errors.New("no config")
@@ -52,9 +58,9 @@ func Parse(c *Config) (*Parsed, error) {
 	v := &checker{}
 	v.topLevel(c)
 	out := &Parsed{}
-	v.ipam(&c.IPAMConfig, &out.IPAM)
+	out.gwFamily = v.ipam(&c.IPAMConfig, &out.IPAM)
 	v.srv6(&c.IPAMConfig.SRv6, &out.SRv6)
-	v.nodeConfigs(c.NodeConfig)
+	v.nodeConfigs(c.NodeConfig, out.gwFamily)
 	if err := errors.Join(v.errs...); err != nil {
 		return nil, err
 	}
@@ -127,8 +133,8 @@ func (s subnet) String() string {
 	return fmt.Sprintf("%s %q", s.key, s.text)
 }
 
-func family(p netip.Prefix) string {
-	if p.Addr().Is4() {
+func family(a netip.Addr) string {
+	if a.Is4() {
 		return "IPv4"
 	}
 	return "IPv6"
@@ -179,10 +185,28 @@ func parseIP(value string) (netip.Addr, error) {
 	return a, nil
 }
 
+// parseGateway parses a default gateway: an IP address (parseIP) that is
+// unicast and, when ref is valid, of ref's address family.
+func parseGateway(value string, ref subnet) (netip.Addr, error) {
+	a, err := parseIP(value)
+	if err != nil {
+		return netip.Addr{}, err
+	}
+	if !a.IsGlobalUnicast() && !a.IsLinkLocalUnicast() {
+		return netip.Addr{}, errors.New("not a unicast host address (unspecified, loopback, multicast or broadcast)")
+	}
+	if ref.prefix.IsValid() && a.Is4() != ref.prefix.Addr().Is4() {
+		return netip.Addr{}, fmt.Errorf("is %s but %s is %s: a gateway must be of the family of the subnets",
+			family(a), ref, family(ref.prefix.Addr()))
+	}
+	return a, nil
+}
+
 const contivCIDRKey = "ipamConfig.contivCIDR"
 
-// ipam checks the ipamConfig block and fills out with the effective values.
-func (v *checker) ipam(ic *IPAMConfigJSON, out *IPAMConfig) {
+// ipam checks the ipamConfig block and fills out with the effective
+// values. It returns the subnet whose family the gateways must have.
+func (v *checker) ipam(ic *IPAMConfigJSON, out *IPAMConfig) subnet {
 	out.UseExternalIPAM = ic.UseExternalIPAM
 	out.NodeInterconnectDHCP = ic.NodeInterconnectDHCP
 
@@ -195,13 +219,6 @@ func (v *checker) ipam(ic *IPAMConfigJSON, out *IPAMConfig) {
 	host := v.cidr("ipamConfig.vppHostSubnetCIDR", ic.VPPHostSubnetCIDR, derived)
 	node := v.cidr("ipamConfig.nodeInterconnectCIDR", ic.NodeInterconnectCIDR, true)
 	vxlan := v.cidr("ipamConfig.vxlanCIDR", ic.VxlanCIDR, derived)
-	if ic.DefaultGateway != "" {
-		if gw, err := parseIP(ic.DefaultGateway); err != nil {
-			v.add("ipamConfig.defaultGateway %q: %w", ic.DefaultGateway, err)
-		} else {
-			out.DefaultGateway = toIP(gw)
-		}
-	}
 
 	var eff subnets
 	var ok bool
@@ -225,22 +242,33 @@ func (v *checker) ipam(ic *IPAMConfigJSON, out *IPAMConfig) {
 	}
 
 	all := []subnet{pod, host, node, vxlan, service}
-	famOK := v.sameFamily(contiv, all)
+	ref := familyRef(contiv, all)
+	famOK := v.sameFamily(ref, all)
 	v.noOverlap(all)
+	if ic.DefaultGateway != "" {
+		v.gateway("ipamConfig.defaultGateway", ic.DefaultGateway, ref, &out.DefaultGateway)
+	}
 	if !ok || !famOK || !service.prefix.IsValid() {
-		return
+		return ref
 	}
 	out.UseIPv6 = eff.pod.Addr().Is6()
-	if contiv.prefix.IsValid() {
-		out.ContivCIDR = toIPNet(contiv.prefix)
+	out.ContivCIDR, out.ServiceCIDR = contiv.prefix, service.prefix
+	out.CustomIPAMSubnets = CustomIPAMSubnets{
+		PodSubnetCIDR: eff.pod, PodSubnetOneNodePrefixLen: eff.podOneNodeLen,
+		VPPHostSubnetCIDR: eff.vppHost, VPPHostSubnetOneNodePrefixLen: eff.vppHostOneNodeLen,
+		NodeInterconnectCIDR: eff.nodeInterconnect, VxlanCIDR: eff.vxlan,
 	}
-	out.ServiceCIDR = toIPNet(service.prefix)
-	out.PodSubnetCIDR = toIPNet(eff.pod)
-	out.PodSubnetOneNodePrefixLen = uint8(eff.podOneNodeLen)
-	out.VPPHostSubnetCIDR = toIPNet(eff.vppHost)
-	out.VPPHostSubnetOneNodePrefixLen = uint8(eff.vppHostOneNodeLen)
-	out.NodeInterconnectCIDR = toIPNet(eff.nodeInterconnect)
-	out.VxlanCIDR = toIPNet(eff.vxlan)
+	return ref
+}
+
+// gateway parses the gateway value of key into dst, or reports why not.
+func (v *checker) gateway(key, value string, ref subnet, dst *netip.Addr) {
+	gw, err := parseGateway(value, ref)
+	if err != nil {
+		v.add("%s %q: %w", key, value, err)
+		return
+	}
+	*dst = gw
 }
 
 // derivedSubnet names a subnet the contivCIDR split produced (p may be
@@ -282,9 +310,10 @@ func (v *checker) oneNodeLen(key string, n int, cluster subnet) bool {
 	return false
 }
 
-// sameFamily reports every subnet whose family differs from the reference:
-// contivCIDR if valid, else the first valid subnet (the pod subnet).
-func (v *checker) sameFamily(contiv subnet, all []subnet) bool {
+// familyRef is the subnet whose address family every other must have:
+// contivCIDR if valid, else the first valid subnet (the pod subnet); its
+// prefix is invalid when none is valid.
+func familyRef(contiv subnet, all []subnet) subnet {
 	ref := contiv
 	for _, s := range all {
 		if ref.prefix.IsValid() {
@@ -292,11 +321,16 @@ func (v *checker) sameFamily(contiv subnet, all []subnet) bool {
 		}
 		ref = s
 	}
+	return ref
+}
+
+// sameFamily reports every subnet whose family differs from ref's.
+func (v *checker) sameFamily(ref subnet, all []subnet) bool {
 	ok := true
 	for _, s := range all {
 		if s.prefix.IsValid() && ref.prefix.IsValid() && s.prefix.Addr().Is4() != ref.prefix.Addr().Is4() {
 			v.add("%s is %s but %s is %s: every subnet must be of the same address family",
-				s, family(s.prefix), ref, family(ref.prefix))
+				s, family(s.prefix.Addr()), ref, family(ref.prefix.Addr()))
 			ok = false
 		}
 	}
@@ -318,7 +352,7 @@ func (v *checker) noOverlap(all []subnet) {
 func (v *checker) srv6(s *SRv6ConfigJSON, out *SRv6Config) {
 	for _, f := range []struct {
 		key, value string
-		dst        **net.IPNet
+		dst        *netip.Prefix
 	}{
 		{"servicePolicyBSIDSubnetCIDR", s.ServicePolicyBSIDSubnetCIDR, &out.ServicePolicyBSIDSubnetCIDR},
 		{"servicePodLocalSIDSubnetCIDR", s.ServicePodLocalSIDSubnetCIDR, &out.ServicePodLocalSIDSubnetCIDR},
@@ -340,14 +374,13 @@ func (v *checker) srv6(s *SRv6ConfigJSON, out *SRv6Config) {
 			v.add("%s: must be IPv6 (SRv6 SIDs are IPv6 addresses)", sub)
 			continue
 		}
-		*f.dst = toIPNet(sub.prefix)
+		*f.dst = sub.prefix
 	}
 	const key = "ipamConfig.srv6.sfcIDLengthUsedInSidForServiceFunction"
 	n := s.SFCIDLengthUsedInSidForServiceFunction
 	maxLen := 128
-	if out.SFCServiceFunctionSIDSubnetCIDR != nil {
-		ones, _ := out.SFCServiceFunctionSIDSubnetCIDR.Mask.Size()
-		maxLen = 128 - ones
+	if out.SFCServiceFunctionSIDSubnetCIDR.IsValid() {
+		maxLen = 128 - out.SFCServiceFunctionSIDSubnetCIDR.Bits()
 	}
 	if n < 0 || n > maxLen {
 		v.add("%s %d: want 0..%d (the bits left after ipamConfig.srv6.sfcServiceFunctionSIDSubnetCIDR %q)",
@@ -357,8 +390,9 @@ func (v *checker) srv6(s *SRv6ConfigJSON, out *SRv6Config) {
 	out.SFCIDLengthUsedInSidForServiceFunction = uint8(n)
 }
 
-// nodeConfigs checks every nodeConfig entry.
-func (v *checker) nodeConfigs(nodes []NodeConfig) {
+// nodeConfigs checks every nodeConfig entry; gateways must be of ref's
+// family.
+func (v *checker) nodeConfigs(nodes []NodeConfig, ref subnet) {
 	seen := make(map[string]int, len(nodes))
 	for i := range nodes {
 		n := &nodes[i]
@@ -371,18 +405,19 @@ func (v *checker) nodeConfigs(nodes []NodeConfig) {
 		default:
 			seen[n.NodeName] = i
 		}
-		for _, err := range checkNode(prefix+".", n) {
+		for _, err := range checkNode(prefix+".", n, ref) {
 			v.addErr(err)
 		}
 	}
 }
 
-// checkNode checks the addresses of one node configuration; keyPrefix
-// prefixes every key in the messages.
-func checkNode(keyPrefix string, n *NodeConfig) []error {
+// checkNode checks the addresses of one node configuration: its gateway
+// must be of ref's family (parseGateway); keyPrefix prefixes every key in
+// the messages.
+func checkNode(keyPrefix string, n *NodeConfig, ref subnet) []error {
 	var errs []error
 	if n.Gateway != "" {
-		if _, err := parseIP(n.Gateway); err != nil {
+		if _, err := parseGateway(n.Gateway, ref); err != nil {
 			errs = append(errs, fmt.Errorf("%sgateway %q: %w", keyPrefix, n.Gateway, err))
 		}
 	}
@@ -399,20 +434,4 @@ func checkNode(keyPrefix string, n *NodeConfig) []error {
 		check(fmt.Sprintf("otherVPPInterfaces[%d].ip", i), o.IP)
 	}
 	return errs
-}
-
-// toIPNet converts a prefix; IPv4 gives a 4-byte IP and mask. Invalid gives nil.
-func toIPNet(p netip.Prefix) *net.IPNet {
-	if !p.IsValid() {
-		return nil
-	}
-	return &net.IPNet{IP: net.IP(p.Addr().AsSlice()), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())}
-}
-
-// toIP converts an address; IPv4 gives 4 bytes.
-func toIP(a netip.Addr) net.IP {
-	if !a.IsValid() {
-		return nil
-	}
-	return net.IP(a.AsSlice())
 }

@@ -3,9 +3,11 @@ package ipam
 import (
 	"errors"
 	"fmt"
-	"math/big"
+	"math"
 	"net"
 	"net/netip"
+
+	"github.com/contiv-ipam/agent/plugins/ipam/cidr"
 )
 
 // Errors of the address arithmetic that callers branch on.
@@ -15,6 +17,10 @@ var (
 	// ErrUndefined: the subnet the address is cut from is not configured.
 	ErrUndefined = errors.New("subnet undefined")
 )
+
+// The conversions below are for the seed-001 ipam.API and the events of
+// other plugins, which carry net.IP and *net.IPNet; inside, IPAM works on
+// netip values and the arithmetic of package cidr.
 
 // toPrefix converts a *net.IPNet (IPv4 in 4- or 16-byte form) to a masked
 // netip.Prefix.
@@ -70,43 +76,6 @@ func toIP(a netip.Addr) net.IP {
 	return net.IP(a.AsSlice())
 }
 
-// addrInt returns the address as an integer.
-func addrInt(a netip.Addr) *big.Int { return new(big.Int).SetBytes(a.AsSlice()) }
-
-// intAddr returns the address of integer v in the family of like; ok is
-// false when v does not fit.
-func intAddr(v *big.Int, like netip.Addr) (netip.Addr, bool) {
-	n := like.BitLen() / 8
-	if v.Sign() < 0 || v.BitLen() > like.BitLen() {
-		return netip.Addr{}, false
-	}
-	buf := make([]byte, n)
-	v.FillBytes(buf)
-	a, ok := netip.AddrFromSlice(buf)
-	return a, ok
-}
-
-// hostBits is the number of host bits of p.
-func hostBits(p netip.Prefix) int { return p.Addr().BitLen() - p.Bits() }
-
-// hostAt returns the address num of p (0 = the network address). num must
-// be below 2^hostBits(p).
-func hostAt(p netip.Prefix, num *big.Int) (netip.Addr, error) {
-	if num.Sign() < 0 || num.BitLen() > hostBits(p) {
-		return netip.Addr{}, fmt.Errorf("%s has no host number %s", p, num)
-	}
-	v := new(big.Int).Add(addrInt(p.Masked().Addr()), num)
-	a, _ := intAddr(v, p.Addr())
-	return a, nil
-}
-
-// lastAddr is the last address of p (all host bits set).
-func lastAddr(p netip.Prefix) netip.Addr {
-	max := new(big.Int).Lsh(big.NewInt(1), uint(hostBits(p)))
-	a, _ := hostAt(p, max.Sub(max, big.NewInt(1)))
-	return a
-}
-
 // dissect returns node id's subnet of length oneNodeLen cut from cluster
 // (spec §2.4.1): the ID equal to the number of node subnets takes subnet 0;
 // a bigger ID, or ID 0, is an error wrapping ErrNodeIDRange.
@@ -122,33 +91,34 @@ func dissect(cluster netip.Prefix, oneNodeLen int, id uint32) (netip.Prefix, err
 	if id == 0 {
 		return netip.Prefix{}, fmt.Errorf("node ID 0 in %s: %w", cluster, ErrNodeIDRange)
 	}
-	count := new(big.Int).Lsh(big.NewInt(1), uint(oneNodeLen-l))
-	num := new(big.Int).SetUint64(uint64(id))
-	switch num.Cmp(count) {
-	case 0:
-		num.SetInt64(0)
-	case 1:
-		return netip.Prefix{}, fmt.Errorf("node ID %d does not fit %s split into /%d subnets (%s of them): %w",
-			id, cluster, oneNodeLen, count, ErrNodeIDRange)
+	num := uint64(id)
+	if n := oneNodeLen - l; n < 64 {
+		switch count := uint64(1) << n; {
+		case num == count:
+			num = 0
+		case num > count:
+			return netip.Prefix{}, fmt.Errorf("node ID %d does not fit %s split into /%d subnets (%d of them): %w",
+				id, cluster, oneNodeLen, count, ErrNodeIDRange)
+		}
 	}
-	offset := num.Lsh(num, uint(s-oneNodeLen))
-	a, _ := intAddr(offset.Add(offset, addrInt(cluster.Masked().Addr())), cluster.Addr())
-	return netip.PrefixFrom(a, oneNodeLen), nil
+	return cidr.Subnet(cluster, oneNodeLen, num)
 }
 
 // nodeHost returns the host number of node id in subnet (spec §2.4.2): the
 // ID itself; an ID equal to 2^hostBits has no address (its host part would
 // be the network address) and a bigger one is out of range.
-func nodeHost(subnet netip.Prefix, id uint32) (*big.Int, error) {
-	count := new(big.Int).Lsh(big.NewInt(1), uint(hostBits(subnet)))
-	num := new(big.Int).SetUint64(uint64(id))
-	switch {
-	case id == 0:
-		return nil, fmt.Errorf("node ID 0 in %s: %w", subnet, ErrNodeIDRange)
-	case num.Cmp(count) == 0:
-		return nil, fmt.Errorf("no free address for nodeID %d in %s: %w", id, subnet, ErrNodeIDRange)
-	case num.Cmp(count) > 0:
-		return nil, fmt.Errorf("nodeID is out of the valid range %d > %s of %s: %w", id, count, subnet, ErrNodeIDRange)
+func nodeHost(subnet netip.Prefix, id uint32) (uint64, error) {
+	num := uint64(id)
+	if id == 0 {
+		return 0, fmt.Errorf("node ID 0 in %s: %w", subnet, ErrNodeIDRange)
+	}
+	if hb := cidr.HostBits(subnet); hb < 64 {
+		switch count := uint64(1) << hb; {
+		case num == count:
+			return 0, fmt.Errorf("no free address for nodeID %d in %s: %w", id, subnet, ErrNodeIDRange)
+		case num > count:
+			return 0, fmt.Errorf("nodeID is out of the valid range %d > %d of %s: %w", id, count, subnet, ErrNodeIDRange)
+		}
 	}
 	return num, nil
 }
@@ -162,7 +132,7 @@ func nodeAddress(subnet netip.Prefix, id uint32, excluded netip.Addr) (netip.Add
 	if err != nil {
 		return netip.Addr{}, err
 	}
-	ip, err := hostAt(subnet, num)
+	ip, err := cidr.Addr(subnet, num)
 	if err != nil {
 		return netip.Addr{}, err
 	}
@@ -184,10 +154,12 @@ func nodeIDOf(cluster netip.Prefix, oneNodeLen int, ip netip.Addr) (uint32, erro
 	if !cluster.Contains(ip) {
 		return 0, fmt.Errorf("pod IP %s not from pod subnet %s", ip, cluster)
 	}
-	v := new(big.Int).Xor(addrInt(ip), addrInt(cluster.Masked().Addr()))
-	v.Rsh(v, uint(ip.BitLen()-oneNodeLen))
-	if !v.IsUint64() || v.Uint64() > uint64(^uint32(0)) {
-		return 0, fmt.Errorf("pod IP %s: node number %s does not fit a node ID: %w", ip, v, ErrNodeIDRange)
+	v, err := cidr.SubnetIndex(cluster, oneNodeLen, ip)
+	switch {
+	case errors.Is(err, cidr.ErrOverflow), err == nil && v > math.MaxUint32:
+		return 0, fmt.Errorf("pod IP %s: its /%d subnet in %s is numbered beyond any node ID: %w", ip, oneNodeLen, cluster, ErrNodeIDRange)
+	case err != nil:
+		return 0, fmt.Errorf("pod IP %s: %w", ip, err)
 	}
-	return uint32(v.Uint64()), nil
+	return uint32(v), nil
 }

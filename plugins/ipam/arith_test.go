@@ -68,6 +68,9 @@ func TestDissect(t *testing.T) {
 		{"1.2.3.0/24", 28, 0, "", "node ID 0"},
 		{"1.0.0.0/8", 32, 1 << 24, "1.0.0.0/32", ""},
 		{"10.0.0.0/8", 40, 1, "", "exceeds"},
+		{"::/0", 128, 1<<32 - 1, "::ffff:ffff/128", ""}, // more subnets than IDs: no wrap
+		{"::/0", 32, 1<<32 - 1, "ffff:ffff::/32", ""},
+		{"fd00::/96", 128, 1<<32 - 1, "fd00::ffff:ffff/128", ""},
 	}
 	for _, c := range cases {
 		got, err := dissect(mustPrefix(c.cluster), c.oneNode, c.id)
@@ -104,6 +107,11 @@ func TestNodeAddressStepsOverGatewayInsideTheSubnet(t *testing.T) {
 	a, err := nodeAddress(sub, 1, netip.MustParseAddr("1.1.1.1"))
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(a.String()).To(Equal("3.4.5.193"))
+
+	// A subnet with 64 host bits or more has room for every node ID.
+	a, err = nodeAddress(mustPrefix("fd00:1::/64"), 1<<32-1, netip.MustParseAddr("fd00:1::1"))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(a.String()).To(Equal("fd00:1::1:0:0"))
 }
 
 func TestNodeIDOf(t *testing.T) {
@@ -118,6 +126,10 @@ func TestNodeIDOf(t *testing.T) {
 	g.Expect(err).To(MatchError("pod IP 9.9.9.9 not from pod subnet 1.2.128.0/17"))
 	_, err = nodeIDOf(mustPrefix("fe10::/16"), 128, netip.MustParseAddr("fe10::1:0:0:0:0"))
 	g.Expect(err).To(MatchError(ErrNodeIDRange))
+	_, err = nodeIDOf(mustPrefix("10.0.0.0/8"), 32, netip.MustParseAddr("10.255.255.255"))
+	g.Expect(err).NotTo(HaveOccurred(), "2^24-1 fits a node ID")
+	_, err = nodeIDOf(mustPrefix("fd00::/64"), 112, netip.MustParseAddr("fd00::1:0:0:0"))
+	g.Expect(err).To(MatchError(ErrNodeIDRange), "subnet 2^32 is beyond the node IDs")
 }
 
 func TestConversions(t *testing.T) {
@@ -141,6 +153,6 @@ func TestConversions(t *testing.T) {
 	g.Expect(a.Is4()).To(BeTrue())
 	_, ok = toAddr(net.IP{1, 2})
 	g.Expect(ok).To(BeFalse())
-	g.Expect(lastAddr(mustPrefix("10.1.5.0/24")).String()).To(Equal("10.1.5.255"))
-	g.Expect(lastAddr(mustPrefix("2001::/64")).String()).To(Equal("2001::ffff:ffff:ffff:ffff"))
+	g.Expect(toIP(netip.Addr{})).To(BeNil())
+	g.Expect(toIPNet(netip.Prefix{})).To(BeNil())
 }

@@ -68,11 +68,7 @@ func (p *Plugin) newState(ks api.KubeStateData) (*state, error) {
 	if cfg == nil {
 		return nil, fmt.Errorf("contivconf has no IPAM config")
 	}
-	var gw netip.Addr
-	if ip := p.ContivConf.GetStaticDefaultGW(); ip != nil {
-		gw, _ = toAddr(ip)
-	}
-	return buildState(cfg, p.NodeSync.GetNodeID(), p.ServiceLabel.GetAgentLabel(), gw, ks)
+	return buildState(cfg, p.NodeSync.GetNodeID(), p.ServiceLabel.GetAgentLabel(), p.ContivConf.GetStaticDefaultGW(), ks)
 }
 
 // Update pushes PodCIDRChange when the Kubernetes pod CIDR of this node

@@ -3,12 +3,11 @@ package ipam
 import (
 	"errors"
 	"fmt"
-	"math/big"
-	"net"
 	"net/netip"
 
 	"github.com/contiv-ipam/agent/plugins/contivconf"
 	"github.com/contiv-ipam/agent/plugins/controller/api"
+	"github.com/contiv-ipam/agent/plugins/ipam/cidr"
 	"github.com/contiv-ipam/agent/plugins/ksr/model/node"
 	podmodel "github.com/contiv-ipam/agent/plugins/ksr/model/pod"
 )
@@ -40,21 +39,19 @@ func buildState(cfg *contivconf.IPAMConfig, id uint32, name string, gw netip.Add
 	if st.vxlan, err = prefixOf("vxlanCIDR", cfg.VxlanCIDR); err != nil {
 		return nil, err
 	}
-	if cfg.NodeInterconnectCIDR != nil {
-		if st.nodeIC, err = prefixOf("nodeInterconnectCIDR", cfg.NodeInterconnectCIDR); err != nil {
-			return nil, err
-		}
+	if cfg.NodeInterconnectCIDR.IsValid() {
+		st.nodeIC = cfg.NodeInterconnectCIDR.Masked()
 	}
 	return st, nil
 }
 
-// prefixOf converts a configured subnet; key names it in errors.
-func prefixOf(key string, n *net.IPNet) (netip.Prefix, error) {
-	p, ok := toPrefix(n)
-	if !ok {
-		return netip.Prefix{}, fmt.Errorf("ipamConfig.%s %v: not a valid subnet", key, n)
+// prefixOf checks that a configured subnet is set and masks it; key names
+// it in errors.
+func prefixOf(key string, p netip.Prefix) (netip.Prefix, error) {
+	if !p.IsValid() {
+		return netip.Prefix{}, fmt.Errorf("ipamConfig.%s: not configured", key)
 	}
-	return p, nil
+	return p.Masked(), nil
 }
 
 // podSubnetThisNode is the node's slice of the pod subnet, or with external
@@ -69,7 +66,7 @@ func podSubnetThisNode(cfg *contivconf.IPAMConfig, all netip.Prefix, id uint32, 
 			return p.Masked(), nil
 		}
 	}
-	sub, err := dissect(all, int(cfg.PodSubnetOneNodePrefixLen), id)
+	sub, err := dissect(all, cfg.PodSubnetOneNodePrefixLen, id)
 	if err != nil {
 		return netip.Prefix{}, fmt.Errorf("pod subnet of node ID %d: %w", id, err)
 	}
@@ -80,14 +77,14 @@ func podSubnetThisNode(cfg *contivconf.IPAMConfig, all netip.Prefix, id uint32, 
 // address before the last); the pods get the addresses between them. Errors are returned,
 // never swallowed (spec §2.16 bug 4).
 func (st *state) initPodAddresses() error {
-	if hostBits(st.podThis) < 2 {
+	if cidr.HostBits(st.podThis) < 2 {
 		return fmt.Errorf("pod subnet %s of this node is too small: it needs at least 4 addresses (network, gateway, NAT loopback, broadcast)", st.podThis)
 	}
-	gw, err := hostAt(st.podThis, big.NewInt(1))
+	gw, err := cidr.Addr(st.podThis, 1)
 	if err != nil {
 		return fmt.Errorf("gateway of pod subnet %s: %w", st.podThis, err)
 	}
-	st.podGW, st.natLoop = gw, lastAddr(st.podThis).Prev()
+	st.podGW, st.natLoop = gw, cidr.Last(st.podThis).Prev()
 	return nil
 }
 
@@ -98,15 +95,17 @@ func (st *state) initHostInterconnect(cfg *contivconf.IPAMConfig, id uint32) err
 	if st.hostAll, err = prefixOf("vppHostSubnetCIDR", cfg.VPPHostSubnetCIDR); err != nil {
 		return err
 	}
-	if st.hostThis, err = dissect(st.hostAll, int(cfg.VPPHostSubnetOneNodePrefixLen), id); err != nil {
+	if st.hostThis, err = dissect(st.hostAll, cfg.VPPHostSubnetOneNodePrefixLen, id); err != nil {
 		return fmt.Errorf("VPP-host subnet of node ID %d: %w", id, err)
 	}
-	if hostBits(st.hostThis) < 2 {
+	if cidr.HostBits(st.hostThis) < 2 {
 		return fmt.Errorf("VPP-host subnet %s of this node has no room for two host addresses", st.hostThis)
 	}
-	st.hostVPP, _ = hostAt(st.hostThis, big.NewInt(1))
-	st.hostLnx, _ = hostAt(st.hostThis, big.NewInt(2))
-	return nil
+	if st.hostVPP, err = cidr.Addr(st.hostThis, 1); err != nil {
+		return err
+	}
+	st.hostLnx, err = cidr.Addr(st.hostThis, 2)
+	return err
 }
 
 // Resource keywords of the Kubernetes state IPAM reads.

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+
+	"github.com/contiv-ipam/agent/plugins/ipam/cidr"
 )
 
 // Config describes a pool: a prefix and the parts of it that are never
@@ -44,10 +46,9 @@ func (c Config) Validate() error {
 // resolved is a validated config: the masked prefix, the window and the
 // reserved window indices.
 type resolved struct {
-	prefix   netip.Prefix
-	top      uint64   // the largest offset the pool addresses: N-1, capped at 2^64-1
-	lo, hi   uint64   // the window, inclusive offsets
-	reserved []uint64 // sorted window indices (offset-lo) of Config.Reserved
+	blk      cidr.Block // the masked prefix; MaxOffset is N-1, capped at 2^64-1
+	lo, hi   uint64     // the window, inclusive offsets
+	reserved []uint64   // sorted window indices (offset-lo) of Config.Reserved
 }
 
 // resolve normalises the config, then validates it.
@@ -55,25 +56,22 @@ func (c Config) resolve() (resolved, error) {
 	if !c.Prefix.IsValid() {
 		return resolved{}, fmt.Errorf("ipalloc: invalid prefix %q", c.Prefix.String())
 	}
-	r := resolved{prefix: c.Prefix.Masked(), top: allOnes}
-	hostBits := r.prefix.Addr().BitLen() - r.prefix.Bits()
-	if hostBits < 64 {
-		r.top = 1<<hostBits - 1
-	}
-	r.hi = r.top
-	if hostBits <= 64 {
-		if c.ReserveHigh > r.top {
-			return resolved{}, fmt.Errorf("ipalloc: pool %s: ReserveHigh %d covers the whole prefix", r.prefix, c.ReserveHigh)
+	r := resolved{blk: cidr.NewBlock(c.Prefix)}
+	prefix, top := r.blk.Prefix(), r.blk.MaxOffset()
+	r.hi = top
+	if cidr.HostBits(prefix) <= 64 {
+		if c.ReserveHigh > top {
+			return resolved{}, fmt.Errorf("ipalloc: pool %s: ReserveHigh %d covers the whole prefix", prefix, c.ReserveHigh)
 		}
-		r.hi = r.top - c.ReserveHigh
+		r.hi = top - c.ReserveHigh
 	}
 	r.lo = c.ReserveLow
 	if r.lo > r.hi {
-		return resolved{}, fmt.Errorf("ipalloc: pool %s: empty window (ReserveLow %d, ReserveHigh %d)", r.prefix, c.ReserveLow, c.ReserveHigh)
+		return resolved{}, fmt.Errorf("ipalloc: pool %s: empty window (ReserveLow %d, ReserveHigh %d)", prefix, c.ReserveLow, c.ReserveHigh)
 	}
 	r.reserved = r.reservedIndices(c.Reserved)
 	if r.size() == 0 {
-		return resolved{}, fmt.Errorf("ipalloc: pool %s: every address of the window is reserved", r.prefix)
+		return resolved{}, fmt.Errorf("ipalloc: pool %s: every address of the window is reserved", prefix)
 	}
 	return r, nil
 }
@@ -83,7 +81,7 @@ func (c Config) resolve() (resolved, error) {
 func (r resolved) reservedIndices(addrs []netip.Addr) []uint64 {
 	var idx []uint64
 	for _, a := range addrs {
-		off, ok := offsetIn(r.prefix, a)
+		off, ok := r.blk.Offset(a)
 		if ok && off >= r.lo && off <= r.hi {
 			idx = append(idx, off-r.lo)
 		}

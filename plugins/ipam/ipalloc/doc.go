@@ -1,8 +1,11 @@
 // Package ipalloc is the allocator engine of the IPAM plugin: a pool of the
 // addresses of one IPv4 or IPv6 prefix, handed out next-fit from a bitmap.
-// It is pure and deterministic: no I/O, clock, goroutines or logging, and
-// it imports nothing of this repository. The IPAM plugin (and the later
-// allocators built on the same engine) persist and serialise around it.
+// It is pure and deterministic: no I/O, clock, goroutines or logging. Of
+// this repository it imports only plugins/ipam/cidr, the address
+// arithmetic, itself a pure leaf on the standard library (the tests
+// TestImportsOnlyTheLeafArithmetic here and TestImportsOnlyTheStandardLibrary
+// there keep it so). The IPAM plugin (and the later allocators built on the
+// same engine) persist and serialise around it.
 //
 // # The window
 //
@@ -64,6 +67,8 @@
 // errors (or false, or the zero Addr).
 //
 // Addresses are matched as netip.Prefix.Contains does (an address with an
-// IPv6 zone is outside every pool), except that an IPv4-mapped IPv6
-// address (::ffff:a.b.c.d) counts as its IPv4 address in an IPv4 pool.
+// IPv6 zone is outside every pool, an IPv4-mapped one included), except
+// that an IPv4-mapped IPv6 address (::ffff:a.b.c.d) counts as its IPv4
+// address in an IPv4 pool: the rules of package cidr, which converts
+// between offsets and addresses (a cidr.Block built once per pool).
 package ipalloc

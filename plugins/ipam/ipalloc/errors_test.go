@@ -39,6 +39,7 @@ func TestAllocateAddrErrors(t *testing.T) {
 		{name: "v4 in v6 pool", cfg: v6, addr: addr("10.0.0.10"), want: ErrOutOfRange},
 		{name: "v6 in v4 pool", cfg: v4, addr: addr("fd00::a"), want: ErrOutOfRange},
 		{name: "v6 zoned", cfg: v6, addr: addr("fd00::20%eth0"), want: ErrOutOfRange},
+		{name: "v4 mapped zoned", cfg: v4, addr: addr("::ffff:10.0.0.20%eth0"), want: ErrOutOfRange},
 		{name: "v4 zero addr", cfg: v4, addr: netip.Addr{}, want: ErrOutOfRange},
 		{name: "v6 zero addr", cfg: v6, addr: netip.Addr{}, want: ErrOutOfRange},
 	} {

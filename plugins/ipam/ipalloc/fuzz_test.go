@@ -58,9 +58,8 @@ func harnessFrom(t *testing.T, data []byte) (*harness, []byte, bool) {
 	if ok {
 		n := int(data[0] & 3)
 		data = data[1:]
-		b := newBase(cfg.Prefix.Masked(), m.top)
 		for ; n > 0 && len(data) > 0; n-- {
-			cfg.Reserved = append(cfg.Reserved, b.addr(offsetArg(data[0], m)))
+			cfg.Reserved = append(cfg.Reserved, refAddr(cfg.Prefix, offsetArg(data[0], m)))
 			data = data[1:]
 		}
 		m, ok = newModel(cfg)

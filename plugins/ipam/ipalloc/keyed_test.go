@@ -18,12 +18,6 @@ func mustKeyed(t *testing.T, cfg Config) *Keyed[podKey] {
 	return k
 }
 
-// at returns the address at offset off of prefix p.
-func at(p netip.Prefix, off uint64) netip.Addr {
-	b := newBase(p.Masked(), allOnes)
-	return b.addr(off)
-}
-
 func TestKeyedAssign(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -109,9 +103,9 @@ func TestKeyedAssignAddr(t *testing.T) {
 			g := NewWithT(t)
 			p := prefix(tc.prefix)
 			k := mustKeyed(t, Config{Prefix: p, ReserveLow: 2, ReserveHigh: 2,
-				Reserved: []netip.Addr{at(p, 9)}})
+				Reserved: []netip.Addr{refAddr(p, 9)}})
 			g.Expect(k.AssignAddr(pod1, addr(tc.held))).To(Succeed())
-			g.Expect(k.Pool().AllocateAddr(at(p, 7))).To(Succeed()) // no owner
+			g.Expect(k.Pool().AllocateAddr(refAddr(p, 7))).To(Succeed()) // no owner
 			err := k.AssignAddr(tc.key, addr(tc.addr))
 			if tc.want == nil {
 				g.Expect(err).NotTo(HaveOccurred())

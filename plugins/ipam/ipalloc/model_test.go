@@ -11,8 +11,8 @@ import (
 )
 
 // model is the trivial reference the pool is compared with: a map of taken
-// offsets and a linear next-fit search. Its window arithmetic uses big.Int,
-// independent of the pool's.
+// offsets and a linear next-fit search. Its window and address arithmetic
+// uses big.Int, independent of the pool's (package cidr).
 type model struct {
 	lo, hi, top     uint64
 	size            uint64
@@ -43,7 +43,7 @@ func newModel(cfg Config) (*model, bool) {
 	}
 	m := &model{lo: cfg.ReserveLow, hi: last.Uint64(), top: top.Uint64(), reserved: map[uint64]bool{}, taken: map[uint64]bool{}}
 	for _, a := range cfg.Reserved {
-		if off, ok := offsetIn(pfx, a); ok && off >= m.lo && off <= m.hi {
+		if off, ok := refOffset(pfx, a); ok && off >= m.lo && off <= m.hi {
 			m.reserved[off] = true
 		}
 	}
@@ -62,6 +62,51 @@ func newModel(cfg Config) (*model, bool) {
 	}
 	m.cursor = m.cursor0
 	return m, true
+}
+
+// refOffset is the offset of a from the first address of pfx, computed on
+// big.Int numbers of the address bytes; false if a is outside pfx or the
+// offset does not fit a uint64. It follows the package's rules: a zone is
+// outside every pool, an IPv4-mapped address counts as its IPv4 address in
+// an IPv4 pool.
+func refOffset(pfx netip.Prefix, a netip.Addr) (uint64, bool) {
+	if !pfx.IsValid() || !a.IsValid() || a.Zone() != "" {
+		return 0, false
+	}
+	if pfx.Addr().Is4() && a.Is4In6() {
+		a = a.Unmap()
+	}
+	first, size := refFirst(pfx)
+	if a.BitLen() != pfx.Addr().BitLen() {
+		return 0, false
+	}
+	d := new(big.Int).SetBytes(a.AsSlice())
+	d.Sub(d, first)
+	if d.Sign() < 0 || d.Cmp(size) >= 0 || !d.IsUint64() {
+		return 0, false
+	}
+	return d.Uint64(), true
+}
+
+// refAddr is the address at offset off of pfx; the zero Addr beyond it.
+func refAddr(pfx netip.Prefix, off uint64) netip.Addr {
+	first, size := refFirst(pfx)
+	v := new(big.Int).SetUint64(off)
+	if v.Cmp(size) >= 0 {
+		return netip.Addr{}
+	}
+	v.Add(v, first)
+	a, _ := netip.AddrFromSlice(v.FillBytes(make([]byte, pfx.Addr().BitLen()/8)))
+	return a
+}
+
+// refFirst is the first address of pfx (its host bits cleared) and the
+// number of its addresses.
+func refFirst(pfx netip.Prefix) (first, size *big.Int) {
+	host := uint(pfx.Addr().BitLen() - pfx.Bits())
+	first = new(big.Int).SetBytes(pfx.Addr().AsSlice())
+	first.Rsh(first, host).Lsh(first, host)
+	return first, new(big.Int).Lsh(big.NewInt(1), host)
 }
 
 func (m *model) inWindow(off uint64) bool { return off >= m.lo && off <= m.hi }

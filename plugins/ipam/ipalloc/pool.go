@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+
+	"github.com/contiv-ipam/agent/plugins/ipam/cidr"
 )
 
 // Pool hands out the addresses of one prefix, next-fit. It is not safe for
@@ -11,14 +13,14 @@ import (
 // *Pool) is an empty pool: Size is 0, Allocate returns ErrPoolExhausted and every
 // address is out of range.
 type Pool struct {
-	base
-	lo, hi   uint64   // the window, inclusive offsets
-	reserved []uint64 // sorted window indices of Config.Reserved
-	size     uint64   // allocatable addresses (saturated)
-	used     uint64   // allocated addresses (reserved ones not counted)
-	cursor   uint64   // offset of the last address handed out
-	cursor0  uint64   // the initial cursor
-	bits     bitset   // window index -> taken (allocated or reserved)
+	blk      cidr.Block // the prefix: offset <-> address
+	lo, hi   uint64     // the window, inclusive offsets
+	reserved []uint64   // sorted window indices of Config.Reserved
+	size     uint64     // allocatable addresses (saturated)
+	used     uint64     // allocated addresses (reserved ones not counted)
+	cursor   uint64     // offset of the last address handed out
+	cursor0  uint64     // the initial cursor
+	bits     bitset     // window index -> taken (allocated or reserved)
 }
 
 // New returns an empty pool for cfg, or an error that names what is wrong
@@ -32,7 +34,7 @@ func newPool(cfg Config, l layout) (*Pool, error) {
 		return nil, err
 	}
 	p := &Pool{
-		base:     newBase(r.prefix, r.top),
+		blk:      r.blk,
 		lo:       r.lo,
 		hi:       r.hi,
 		reserved: r.reserved,
@@ -60,7 +62,7 @@ func (p *Pool) Prefix() netip.Prefix {
 	if !p.ready() {
 		return netip.Prefix{}
 	}
-	return p.prefix
+	return p.blk.Prefix()
 }
 
 // Allocate hands out the first free address after the cursor, wrapping
@@ -71,7 +73,7 @@ func (p *Pool) Allocate() (netip.Addr, error) {
 	if err != nil {
 		return netip.Addr{}, err
 	}
-	return p.addr(off), nil
+	return p.blk.Addr(off), nil
 }
 
 // AllocateOffset is Allocate on offsets: it returns the offset of the
@@ -116,7 +118,7 @@ func (p *Pool) AllocateAddr(a netip.Addr) error {
 		return p.errAddrRange("allocate", a)
 	}
 	if err := p.claim(off - p.lo); err != nil {
-		return fmt.Errorf("allocate %s in %s: %w", a, p.prefix, err)
+		return fmt.Errorf("allocate %s in %s: %w", a, p.blk.Prefix(), err)
 	}
 	return nil
 }
@@ -127,7 +129,7 @@ func (p *Pool) AllocateAtOffset(off uint64) error {
 		return p.errOffsetRange("allocate", off)
 	}
 	if err := p.claim(off - p.lo); err != nil {
-		return fmt.Errorf("allocate offset %d (%s) in %s: %w", off, p.addr(off), p.prefix, err)
+		return fmt.Errorf("allocate offset %d (%s) in %s: %w", off, p.blk.Addr(off), p.blk.Prefix(), err)
 	}
 	return nil
 }
@@ -153,7 +155,7 @@ func (p *Pool) Release(a netip.Addr) error {
 		return p.errAddrRange("release", a)
 	}
 	if err := p.unclaim(off - p.lo); err != nil {
-		return fmt.Errorf("release %s in %s: %w", a, p.prefix, err)
+		return fmt.Errorf("release %s in %s: %w", a, p.blk.Prefix(), err)
 	}
 	return nil
 }
@@ -164,7 +166,7 @@ func (p *Pool) ReleaseOffset(off uint64) error {
 		return p.errOffsetRange("release", off)
 	}
 	if err := p.unclaim(off - p.lo); err != nil {
-		return fmt.Errorf("release offset %d (%s) in %s: %w", off, p.addr(off), p.prefix, err)
+		return fmt.Errorf("release offset %d (%s) in %s: %w", off, p.blk.Addr(off), p.blk.Prefix(), err)
 	}
 	return nil
 }
@@ -203,7 +205,7 @@ func (p *Pool) Cursor() netip.Addr {
 	if !p.ready() {
 		return netip.Addr{}
 	}
-	return p.addr(p.cursor)
+	return p.blk.Addr(p.cursor)
 }
 
 // SetCursor makes the next Allocate start after a, which must be inside
@@ -246,7 +248,7 @@ func (p *Pool) Range(fn func(netip.Addr) bool) {
 	if fn == nil {
 		return
 	}
-	p.rangeOffsets(func(off uint64) bool { return fn(p.addr(off)) })
+	p.rangeOffsets(func(off uint64) bool { return fn(p.blk.Addr(off)) })
 }
 
 // rangeOffsets calls fn with the offset of every allocated address in
@@ -281,7 +283,7 @@ func (p *Pool) AddrAt(off uint64) netip.Addr {
 	if !p.ready() {
 		return netip.Addr{}
 	}
-	return p.addr(off)
+	return p.blk.Addr(off)
 }
 
 // OffsetOf returns the offset of a from the first address of the prefix;
@@ -292,7 +294,7 @@ func (p *Pool) OffsetOf(a netip.Addr) (uint64, bool) {
 	if !p.ready() {
 		return 0, false
 	}
-	return p.offset(a)
+	return p.blk.Offset(a)
 }
 
 // windowOffset returns the offset of a if a is inside the window.
@@ -319,12 +321,12 @@ func (p *Pool) errAddrRange(op string, a netip.Addr) error {
 	if !p.ready() {
 		return fmt.Errorf("%s %s: empty pool: %w", op, a, ErrOutOfRange)
 	}
-	return fmt.Errorf("%s %s: outside %s-%s of %s: %w", op, a, p.addr(p.lo), p.addr(p.hi), p.prefix, ErrOutOfRange)
+	return fmt.Errorf("%s %s: outside %s-%s of %s: %w", op, a, p.blk.Addr(p.lo), p.blk.Addr(p.hi), p.blk.Prefix(), ErrOutOfRange)
 }
 
 func (p *Pool) errOffsetRange(op string, off uint64) error {
 	if !p.ready() {
 		return fmt.Errorf("%s offset %d: empty pool: %w", op, off, ErrOutOfRange)
 	}
-	return fmt.Errorf("%s offset %d: outside %d-%d of %s: %w", op, off, p.lo, p.hi, p.prefix, ErrOutOfRange)
+	return fmt.Errorf("%s offset %d: outside %d-%d of %s: %w", op, off, p.lo, p.hi, p.blk.Prefix(), ErrOutOfRange)
 }
