@@ -79,8 +79,11 @@ func newContivAgent(reg *logging.Registry, build health.BuildInfo) *ContivAgent 
 }
 
 // addControllerAndHandlers builds the controller and its event handlers.
-// The handlers push events into the controller that calls them; a
-// controller.LoopRef given to both at construction breaks that cycle. The
+// Handlers push follow-up events through the transactions the controller
+// gives them; nodesync also pushes events from its own goroutine, through
+// a controller.LoopRef given to it and to the controller at construction
+// (that breaks the cycle "the controller calls the handlers, the handlers
+// push events into the controller"). The
 // handlers run in this order (reversed for deletions), declared here once
 // and asserted by TestHandlerOrder:
 //   - contivconf: first, so that everyone sees this node's config;
@@ -91,7 +94,7 @@ func (a *ContivAgent) addControllerAndHandlers(reg *logging.Registry) {
 	loop := &controller.LoopRef{}
 	a.ContivConf = contivconf.NewPlugin(contivconf.UseDeps(func(d *contivconf.Deps) {
 		d.LogRegistry = reg
-		d.ServiceLabel, d.EventLoop = a.ServiceLabel, loop
+		d.ServiceLabel = a.ServiceLabel
 	}))
 	a.NodeSync = nodesync.NewPlugin(nodesync.UseDeps(func(d *nodesync.Deps) {
 		d.LogRegistry = reg

@@ -29,8 +29,8 @@
 //
 // The caller's duties, in order:
 //  1. NewPlugin(UseDeps(...)) with ServiceLabel (required: this node's name
-//     is its agent label) and EventLoop (optional); UseConf replaces the file
-//     in tests. The agent registers -contiv-config before parsing flags.
+//     is its agent label); UseConf replaces the file in tests.
+//     NodeConfigChange is pushed as a follow-up through the transaction. The agent registers -contiv-config before parsing flags.
 //  2. Init loads and validates; it fails with the joined errors, prefixed
 //     with the file name.
 //  3. Register the plugin as the first event handler of the controller:

@@ -53,7 +53,7 @@ func crdValue(t *testing.T, m map[string]any) *structpb.Struct {
 
 // crdPlugin has CRD node configuration enabled and a file entry for "node"
 // with gateway .194.
-func crdPlugin(t *testing.T, loop api.EventLoop, mod ...func(*Config)) *Plugin {
+func crdPlugin(t *testing.T, mod ...func(*Config)) *Plugin {
 	t.Helper()
 	c := ipamFixture()
 	c.CRDNodeConfigurationDisabled = false
@@ -61,14 +61,14 @@ func crdPlugin(t *testing.T, loop api.EventLoop, mod ...func(*Config)) *Plugin {
 	for _, m := range mod {
 		m(&c)
 	}
-	p := NewPlugin(UseConf(c), testDeps("node", loop))
+	p := NewPlugin(UseConf(c), testDeps("node"))
 	NewWithT(t).Expect(p.Init()).To(Succeed())
 	return p
 }
 
 func TestHandlesEvent(t *testing.T) {
-	enabled := crdPlugin(t, nil)
-	disabled := crdPlugin(t, nil, func(c *Config) { c.CRDNodeConfigurationDisabled = true })
+	enabled := crdPlugin(t)
+	disabled := crdPlugin(t, func(c *Config) { c.CRDNodeConfigurationDisabled = true })
 	own := &api.KubeStateChange{Resource: "nodeconfig", Key: "k8s/nodeconfig/node", NewValue: &structpb.Struct{}}
 	cases := []struct {
 		name              string
@@ -97,7 +97,7 @@ func TestHandlesEvent(t *testing.T) {
 
 func TestResyncReadsTheCRD(t *testing.T) {
 	g := NewWithT(t)
-	p := crdPlugin(t, nil)
+	p := crdPlugin(t)
 	ks := api.KubeStateData{"nodeconfig": {
 		"k8s/nodeconfig/node": crdValue(t, map[string]any{
 			"mainVPPInterface":   map[string]any{"interfaceName": "eth1", "ip": "3.4.5.200/26"},
@@ -125,7 +125,7 @@ func TestResyncReadsTheCRD(t *testing.T) {
 
 func TestResyncIgnoresTheCRDWhenDisabled(t *testing.T) {
 	g := NewWithT(t)
-	p := crdPlugin(t, nil, func(c *Config) { c.CRDNodeConfigurationDisabled = true })
+	p := crdPlugin(t, func(c *Config) { c.CRDNodeConfigurationDisabled = true })
 	ks := api.KubeStateData{"nodeconfig": {"k8s/nodeconfig/node": crdValue(t, map[string]any{"gateway": "3.4.5.195"})}}
 	g.Expect(p.Resync(&api.DBResync{}, ks, 1, nil)).To(Succeed())
 	g.Expect(p.GetStaticDefaultGW()).To(Equal(netip.MustParseAddr("3.4.5.194")))
@@ -197,7 +197,7 @@ func TestCRDOfOtherMessageTypes(t *testing.T) {
 
 func TestResyncWithABadCRDFailsAndKeepsTheConfig(t *testing.T) {
 	g := NewWithT(t)
-	p := crdPlugin(t, nil)
+	p := crdPlugin(t)
 	ks := api.KubeStateData{"nodeconfig": {"k8s/nodeconfig/node": crdValue(t, map[string]any{"gateway": "bad"})}}
 	err := p.Resync(&api.DBResync{}, ks, 1, nil)
 	g.Expect(err).To(MatchError(ContainSubstring(`nodeconfig key "k8s/nodeconfig/node": gateway "bad"`)))
@@ -207,7 +207,7 @@ func TestResyncWithABadCRDFailsAndKeepsTheConfig(t *testing.T) {
 func TestUpdatePushesNodeConfigChange(t *testing.T) {
 	g := NewWithT(t)
 	loop := &fakeLoop{}
-	p := crdPlugin(t, loop)
+	p := crdPlugin(t)
 	key := NodeConfigKey("node")
 
 	// Created.
@@ -262,7 +262,7 @@ func TestUpdatePushesNodeConfigChange(t *testing.T) {
 func TestUpdateWithoutNodeFileEntry(t *testing.T) {
 	g := NewWithT(t)
 	loop := &fakeLoop{}
-	p := crdPlugin(t, loop, func(c *Config) { c.NodeConfig = nil })
+	p := crdPlugin(t, func(c *Config) { c.NodeConfig = nil })
 	g.Expect(p.GetNodeConfig()).To(BeNil())
 	key := NodeConfigKey("node")
 	_, err := p.Update(&api.KubeStateChange{Resource: NodeConfigResource, Key: key, NewValue: crdValue(t, map[string]any{})}, followUpsTo(loop))
@@ -278,13 +278,13 @@ func TestUpdateWithoutNodeFileEntry(t *testing.T) {
 func TestUpdatePushErrorsAndNoLoop(t *testing.T) {
 	g := NewWithT(t)
 	loop := &fakeLoop{err: api.ErrEventQueueFull}
-	p := crdPlugin(t, loop)
+	p := crdPlugin(t)
 	ev := &api.KubeStateChange{Resource: NodeConfigResource, Key: NodeConfigKey("node"), NewValue: crdValue(t, map[string]any{"gateway": "3.4.5.196"})}
 	_, err := p.Update(ev, followUpsTo(loop))
 	g.Expect(errors.Is(err, api.ErrEventQueueFull)).To(BeTrue())
 	g.Expect(p.GetStaticDefaultGW()).To(Equal(netip.MustParseAddr("3.4.5.196")), "applied; the healing resync will resync everyone")
 
-	p = crdPlugin(t, nil)
+	p = crdPlugin(t)
 	txn := controllertest.NewTxn()
 	desc, err := p.Update(ev, txn)
 	g.Expect(err).NotTo(HaveOccurred())

@@ -29,8 +29,8 @@ func NewPlugin(opts ...Option) *Plugin {
 	return p
 }
 
-// DefaultPlugin is NewPlugin with no options; cmd/ sets ServiceLabel and
-// EventLoop with UseDeps.
+// DefaultPlugin is NewPlugin with no options; cmd/ sets ServiceLabel
+// with UseDeps.
 func DefaultPlugin() *Plugin { return NewPlugin() }
 
 // UseDeps lets the caller set the dependencies.

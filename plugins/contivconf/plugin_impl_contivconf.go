@@ -18,9 +18,6 @@ type Deps struct {
 	infra.PluginDeps
 	// ServiceLabel gives this node's name (its agent label); required.
 	ServiceLabel servicelabel.ReaderAPI
-	// EventLoop receives NodeConfigChange events; optional (without it a
-	// change of the NodeConfig CRD is applied but no resync is requested).
-	EventLoop api.EventLoop
 }
 
 // Plugin reads contiv.conf in Init and serves it through API. As an event

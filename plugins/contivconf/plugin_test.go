@@ -23,12 +23,11 @@ func (l fakeLabel) GetAgentPrefix() string                  { return "/vnf-agent
 func (l fakeLabel) GetDifferentAgentPrefix(o string) string { return "/vnf-agent/" + o + "/" }
 func (l fakeLabel) GetAllAgentsPrefix() string              { return "/vnf-agent/" }
 
-// testDeps sets the node name, a silent logger and the event loop.
-func testDeps(node string, loop api.EventLoop) Option {
+// testDeps sets the node name and a silent logger.
+func testDeps(node string) Option {
 	return UseDeps(func(d *Deps) {
 		d.ServiceLabel = fakeLabel(node)
 		d.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
-		d.EventLoop = loop
 	})
 }
 
@@ -46,7 +45,7 @@ func ipamFixture() Config {
 
 func initPlugin(t *testing.T, c Config, node string) *Plugin {
 	t.Helper()
-	p := NewPlugin(UseConf(c), testDeps(node, nil))
+	p := NewPlugin(UseConf(c), testDeps(node))
 	NewWithT(t).Expect(p.Init()).To(Succeed())
 	return p
 }
@@ -182,7 +181,7 @@ func TestInitErrors(t *testing.T) {
 	c := DefaultConfig()
 	c.IPAMConfig.PodSubnetCIDR = "1.2.3./19"
 	c.IPAMConfig.VxlanCIDR = "1.2.3./20"
-	p = NewPlugin(UseConf(c), testDeps("node", nil))
+	p = NewPlugin(UseConf(c), testDeps("node"))
 	err := p.Init()
 	g.Expect(err).To(MatchError(ContainSubstring(`config UseConf: ipamConfig.podSubnetCIDR "1.2.3./19": invalid CIDR`)))
 	g.Expect(err).To(MatchError(ContainSubstring(`ipamConfig.vxlanCIDR "1.2.3./20": invalid CIDR`)))
@@ -199,7 +198,7 @@ func write(t *testing.T, dir, name, body string) string {
 // its flags, parses args and runs Init.
 func fileResult(t *testing.T, args ...string) (*Plugin, error) {
 	t.Helper()
-	p := NewPlugin(testDeps("node", nil))
+	p := NewPlugin(testDeps("node"))
 	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
 	p.RegisterFlags(fs)
 	NewWithT(t).Expect(fs.Parse(args)).To(Succeed())
@@ -282,7 +281,7 @@ func TestConcurrentGetters(t *testing.T) {
 	c.CRDNodeConfigurationDisabled = false
 	c.NodeConfig = []NodeConfig{{NodeName: "node", Gateway: "3.4.5.194"}}
 	loop := &fakeLoop{}
-	p := NewPlugin(UseConf(c), testDeps("node", loop))
+	p := NewPlugin(UseConf(c), testDeps("node"))
 	NewWithT(t).Expect(p.Init()).To(Succeed())
 	var wg sync.WaitGroup
 	stop := make(chan struct{})

@@ -71,7 +71,7 @@ func startStackWith(t *testing.T, o stackOpts) *stack {
 	s := &stack{http: resttest.New(t)}
 	loop := &controller.LoopRef{}
 	conf := contivconf.NewPlugin(contivconf.UseConf(decodeContivConf(t, yaml)), contivconf.UseDeps(func(d *contivconf.Deps) {
-		d.Log, d.ServiceLabel, d.EventLoop = quietLog(), label, loop
+		d.Log, d.ServiceLabel = quietLog(), label
 	}))
 	ns := nodesync.NewPlugin(nodesync.UseDeps(func(d *nodesync.Deps) {
 		d.Log, d.ServiceLabel, d.DB, d.EventLoop = quietLog(), label, etcdP, loop
