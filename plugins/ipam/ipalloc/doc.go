@@ -2,9 +2,8 @@
 // addresses of one IPv4 or IPv6 prefix, handed out next-fit from a bitmap.
 // It is pure and deterministic: no I/O, clock, goroutines or logging. Of
 // this repository it imports only plugins/ipam/cidr, the address
-// arithmetic, itself a pure leaf on the standard library (the tests
-// TestImportsOnlyTheLeafArithmetic here and TestImportsOnlyTheStandardLibrary
-// there keep it so). The IPAM plugin (and the later allocators built on the
+// arithmetic, itself a pure leaf on the standard library
+// (TestImportsPointDown in the repository root keeps it so). The IPAM plugin (and the later allocators built on the
 // same engine) persist and serialise around it.
 //
 // # The window

@@ -1,0 +1,64 @@
+// Package agent_test holds the repository-wide rules that no single
+// package can check for itself.
+package agent_test
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/contiv-ipam/agent/"
+
+// Arrows point down (DESIGN.md, Layout): each rule lists what the
+// packages matching pattern may depend on among this repository's
+// packages, directly or through others; the standard library and
+// third-party modules are not restricted here.
+func TestImportsPointDown(t *testing.T) {
+	rules := []struct {
+		pattern string
+		allowed []string // our package trees it may use; its own tree is always allowed
+	}{
+		// The address arithmetic is a leaf.
+		{"plugins/ipam/cidr", nil},
+		// The engine is pure: no framework, no I/O packages of ours.
+		{"plugins/ipam/ipalloc", []string{"plugins/ipam/cidr"}},
+		// The framework never imports a plugin.
+		{"infra/...", nil},
+		// The controller uses the Kubernetes-state models, never a handler.
+		{"plugins/controller/...", []string{"plugins/ksr/model", "infra"}},
+	}
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatalf("the go command is needed to list imports: %v", err)
+	}
+	for _, r := range rules {
+		t.Run(r.pattern, func(t *testing.T) {
+			out, err := exec.Command(goTool, "list", "-deps", module+r.pattern).Output()
+			if err != nil {
+				t.Fatalf("go list -deps %s: %v", r.pattern, err)
+			}
+			own := strings.TrimSuffix(r.pattern, "/...")
+			for _, pkg := range strings.Fields(string(out)) {
+				if strings.HasPrefix(pkg, module) && !under(pkg, own) && !allowed(pkg, r.allowed) {
+					t.Errorf("%s depends on %s", r.pattern, strings.TrimPrefix(pkg, module))
+				}
+			}
+		})
+	}
+}
+
+func allowed(pkg string, trees []string) bool {
+	for _, tree := range trees {
+		if under(pkg, tree) {
+			return true
+		}
+	}
+	return false
+}
+
+// under tells whether pkg is the package tree of this repository or one
+// below it.
+func under(pkg, tree string) bool {
+	return pkg == module+tree || strings.HasPrefix(pkg, module+tree+"/")
+}
