@@ -244,3 +244,23 @@ func TestNoFileKeepsTheDefaults(t *testing.T) {
 		t.Fatalf("NoFile: found=%v err=%v value=%d name=%q", found, err, v.A, config.NoFile.GetConfigName())
 	}
 }
+
+func TestLoadOrFixed(t *testing.T) {
+	g := NewWithT(t)
+	dir := t.TempDir()
+	file := config.ForPlugin("p", config.WithPath(write(t, dir, "p.conf", "count: 3\n")))
+
+	c, err := config.LoadOrFixed(file, nil, positive{Count: 5})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(c.Count).To(Equal(3), "without a fixed config the file is decoded over the defaults")
+
+	fixed := &positive{Count: 9}
+	c, err = config.LoadOrFixed(file, fixed, positive{Count: 5})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(c.Count).To(Equal(9), "a fixed config wins over the file")
+	c.Count = 1
+	g.Expect(fixed.Count).To(Equal(9), "the result is a copy")
+
+	_, err = config.LoadOrFixed(file, &positive{Count: 0}, positive{Count: 5})
+	g.Expect(err).To(MatchError("count 0: want at least 1"), "a fixed config is validated")
+}

@@ -193,6 +193,20 @@ func Load(pc PluginConfig, conf Validator) error {
 	return nil
 }
 
+// LoadOrFixed returns the plugin's config: a copy of *fixed, validated,
+// when it is set (the plugin's UseConf option), else def with the
+// plugin's file decoded over it (Load).
+func LoadOrFixed[T any, PT interface {
+	*T
+	Validator
+}](pc PluginConfig, fixed *T, def T) (T, error) {
+	if fixed != nil {
+		c := *fixed
+		return c, PT(&c).Validate()
+	}
+	return def, Load(pc, PT(&def))
+}
+
 // SourceName is the file pc reads, or "defaults" when there is none.
 func SourceName(pc PluginConfig) string {
 	if name := pc.GetConfigName(); name != "" {

@@ -69,12 +69,7 @@ func (p *Plugin) Init() error {
 }
 
 func (p *Plugin) loadConfig() (Config, error) {
-	if p.fixedConf != nil {
-		c := *p.fixedConf
-		return c, c.Validate()
-	}
-	c := DefaultConfig()
-	return c, config.Load(p.Cfg, &c)
+	return config.LoadOrFixed(p.Cfg, p.fixedConf, DefaultConfig())
 }
 
 // AfterInit starts polling the probes every probe-interval, the first

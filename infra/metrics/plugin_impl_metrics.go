@@ -72,12 +72,7 @@ func (p *Plugin) Init() error {
 }
 
 func (p *Plugin) loadConfig() (Config, error) {
-	if p.fixedConf != nil {
-		c := *p.fixedConf
-		return c, c.Validate()
-	}
-	c := DefaultConfig()
-	return c, config.Load(p.Cfg, &c)
+	return config.LoadOrFixed(p.Cfg, p.fixedConf, DefaultConfig())
 }
 
 // handler serves the live registry; a failing collector is logged and the

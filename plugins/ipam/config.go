@@ -44,10 +44,5 @@ func (c *Config) Validate() error {
 // loadConfig returns the config given with UseConf, else ipam.conf on top
 // of the defaults.
 func (p *Plugin) loadConfig() (Config, error) {
-	if p.fixedConf != nil {
-		c := *p.fixedConf
-		return c, c.Validate()
-	}
-	c := DefaultConfig()
-	return c, config.Load(p.Cfg, &c)
+	return config.LoadOrFixed(p.Cfg, p.fixedConf, DefaultConfig())
 }
