@@ -2,6 +2,7 @@ package ipam
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -21,6 +22,10 @@ func (p *Plugin) AllocatePodIP(podID podmodel.ID, ipamType, ipamData string) (ne
 	if err := checkPodID(podID); err != nil {
 		return nil, err
 	}
+	if err := p.checkNodeID(); err != nil {
+		p.metrics.failed.Inc()
+		return nil, err
+	}
 	rep := p.keeper.do(&request{kind: reqAllocate, pod: podID, data: ipamData})
 	if rep.err != nil {
 		return nil, rep.err
@@ -29,6 +34,23 @@ func (p *Plugin) AllocatePodIP(podID podmodel.ID, ipamType, ipamData string) (ne
 		p.Log.Debug("pod IP allocated", "pod", podID.String(), "ip", rep.addr.String(), "ipam-type", ipamType)
 	}
 	return toIP(rep.addr), nil
+}
+
+// ErrNodeIDLost: nodesync no longer reports the node ID the pod subnet
+// was cut with (another node took it); no address is handed out, since it
+// could be another node's.
+var ErrNodeIDLost = errors.New("this node no longer holds the node ID its pod subnet was cut with")
+
+// checkNodeID refuses to serve addresses of a node ID this node lost.
+func (p *Plugin) checkNodeID() error {
+	st := p.st.Load()
+	if st == nil {
+		return nil // the keeper answers errNotReady
+	}
+	if now := p.NodeSync.GetNodeID(); now != st.nodeID {
+		return fmt.Errorf("pod subnet %s of node ID %d (nodesync reports %d): %w", st.podThis, st.nodeID, now, ErrNodeIDLost)
+	}
+	return nil
 }
 
 // checkPodID refuses IDs that cannot be a Kubernetes pod's.

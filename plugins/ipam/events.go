@@ -40,14 +40,11 @@ func (p *Plugin) Resync(ev api.Event, ks api.KubeStateData, _ int, _ api.ResyncO
 	if err != nil {
 		return api.NewFatalError(fmt.Errorf("ipam resync: %w", err))
 	}
-	in := &resyncInput{st: st, ks: ks, live: liveness(ev)}
+	in := &resyncInput{st: st, ks: ks, live: liveness(ev), event: ev.GetName()}
 	if err := p.keeper.do(&request{kind: reqResync, rs: in}).err; err != nil {
 		return api.NewFatalError(fmt.Errorf("ipam resync: %w", err))
 	}
 	p.st.Store(st)
-	p.Log.Info("ipam initialised", "node-id", st.nodeID, "pod-subnet", st.podThis.String(),
-		"gateway", st.podGW.String(), "vpp-host-subnet", st.hostThis.String(),
-		"allocated", p.keeper.held.Load(), "event", ev.GetName())
 	return nil
 }
 

@@ -385,3 +385,17 @@ func TestCloseFinishesTheBatchInFlightAndFailsTheQueue(t *testing.T) {
 	_, err := i.AllocatePodIP(pod3, "", "")
 	g.Expect(err).To(MatchError(ContainSubstring("IPAM is closed")))
 }
+
+// When nodesync loses the node ID (another node took it), IPAM hands out
+// no address of the old pod subnet: it could be the other node's.
+func TestNoAddressAfterTheNodeIDIsLost(t *testing.T) {
+	g := NewWithT(t)
+	f := mustFixture(t, fixtureOpts{}, nil)
+	_, err := f.ipam.AllocatePodIP(pod1, "", "")
+	g.Expect(err).NotTo(HaveOccurred())
+	f.sync.id.Store(0)
+	_, err = f.ipam.AllocatePodIP(pod2, "", "")
+	g.Expect(err).To(MatchError(ipam.ErrNodeIDLost))
+	g.Expect(err).To(MatchError(ContainSubstring("pod subnet 1.2.128.8/29 of node ID 1 (nodesync reports 0)")))
+	g.Expect(f.ipam.GetPodIP(pod2)).To(BeNil())
+}

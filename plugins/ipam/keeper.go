@@ -28,10 +28,6 @@ type keeper struct {
 	stopped chan struct{}
 	running atomic.Bool
 
-	// held and size are published by run for the metrics.
-	held atomic.Int64
-	size atomic.Uint64
-
 	// Owned by run.
 	tab    *table                    // nil before the first resync
 	view   kubeView                  // the pods of the Kubernetes state
@@ -181,7 +177,6 @@ func (k *keeper) run() {
 			return
 		}
 		k.armSweep()
-		k.publish()
 	}
 }
 
@@ -276,15 +271,6 @@ func (k *keeper) decide(r *request, b *batch) {
 	default:
 		k.release(r, b)
 	}
-}
-
-// publish makes the counts visible to the metrics.
-func (k *keeper) publish() {
-	if k.tab == nil {
-		return
-	}
-	k.held.Store(int64(k.tab.len()))
-	k.size.Store(k.tab.size())
 }
 
 // ctx bounds one store operation.

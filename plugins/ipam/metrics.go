@@ -3,7 +3,7 @@ package ipam
 import "github.com/prometheus/client_golang/prometheus"
 
 // ipamMetrics are the plugin's Prometheus metrics; the gauges are read at
-// scrape time from what the keeper publishes.
+// scrape time from the keeper (after the writes in flight).
 type ipamMetrics struct {
 	p         *Plugin
 	failed    prometheus.Counter
@@ -42,10 +42,9 @@ func (m *ipamMetrics) Describe(ch chan<- *prometheus.Desc) {
 func (m *ipamMetrics) Collect(ch chan<- prometheus.Metric) {
 	m.failed.Collect(ch)
 	m.reclaimed.Collect(ch)
-	m.p.read(func(st *state) {
-		subnet := st.podThis.String()
-		k := m.p.keeper
-		ch <- prometheus.MustNewConstMetric(m.size, prometheus.GaugeValue, float64(k.size.Load()), subnet)
-		ch <- prometheus.MustNewConstMetric(m.allocated, prometheus.GaugeValue, float64(k.held.Load()), subnet)
+	m.p.keeper.read(func(t *table) {
+		subnet := t.st.podThis.String()
+		ch <- prometheus.MustNewConstMetric(m.size, prometheus.GaugeValue, float64(t.size()), subnet)
+		ch <- prometheus.MustNewConstMetric(m.allocated, prometheus.GaugeValue, float64(t.len()), subnet)
 	})
 }

@@ -63,6 +63,10 @@ func (p *Plugin) ipamHandler(f *rest.Formatter) http.HandlerFunc {
 			f.Error(w, http.StatusServiceUnavailable, errNotReady)
 			return
 		}
+		if err := p.checkNodeID(); err != nil {
+			f.Error(w, http.StatusServiceUnavailable, err)
+			return
+		}
 		info := p.nodeInfo()
 		if info.NodeIP == "" {
 			f.Error(w, http.StatusInternalServerError, errNodeIP)

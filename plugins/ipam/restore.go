@@ -25,6 +25,8 @@ type resyncInput struct {
 	// previous resync said (healing resyncs and PodCIDRChange use the
 	// loop's state, which the watch keeps current).
 	live *bool
+	// event names the resync in the log.
+	event string
 }
 
 // record is one stored allocation.
@@ -83,11 +85,20 @@ func (k *keeper) resync(in *resyncInput) error {
 	}
 	k.setCursor(cursor)
 	k.commit(k.tidyWrites(p))
-	k.publish()
 	if p.dropped > 0 {
 		k.log.Warn("dropped pod allocations outside this node's pod subnet", "records", p.dropped, "pod-subnet", in.st.podThis.String())
 	}
+	k.log.Info("ipam initialised", "node-id", in.st.nodeID, "pod-subnet", in.st.podThis.String(),
+		"gateway", in.st.podGW.String(), "vpp-host-subnet", in.st.hostThis.String(), "allocated", t.len(),
+		"absent", len(k.absent), "kube-state", kubeSource(live), "event", in.event)
 	return nil
+}
+
+func kubeSource(live bool) string {
+	if live {
+		return "etcd"
+	}
+	return "local mirror"
 }
 
 // kubePodsOf lists the pods of the Kubernetes state by key.
