@@ -107,7 +107,7 @@ func (a *ContivAgent) addControllerAndHandlers(reg *logging.Registry) {
 		d.LogRegistry = reg
 		d.ContivConf, d.NodeSync, d.ServiceLabel = a.ContivConf, a.NodeSync, a.ServiceLabel
 		d.LocalDB = a.Bolt
-		d.HTTP, d.Metrics = a.HTTP, a.Metrics
+		d.HTTP, d.Metrics, d.StatusCheck = a.HTTP, a.Metrics, a.Health
 	}))
 	a.Controller = controller.NewPlugin(controller.UseLoopRef(loop),
 		controller.UseHandlers(a.ContivConf, a.NodeSync, a.IPAM),

@@ -27,6 +27,9 @@ func (p *Plugin) AllocatePodIP(podID podmodel.ID, ipamType, ipamData string) (ne
 		return nil, err
 	}
 	rep := p.keeper.do(&request{kind: reqAllocate, pod: podID, data: ipamData})
+	if errors.Is(rep.err, errNotReady) {
+		return nil, p.notReady()
+	}
 	if rep.err != nil {
 		return nil, rep.err
 	}

@@ -237,17 +237,6 @@ func TestExternalIPAMWithoutAPodCIDRUsesTheConfig(t *testing.T) {
 	g.Expect(i.PodSubnetThisNode().String()).To(Equal("1.2.128.8/29"))
 }
 
-// Bug 4 of spec §2.16: the original swallowed the gateway error and ran
-// with no gateway.
-func TestExternalPodCIDRTooSmallIsAnError(t *testing.T) {
-	g := NewWithT(t)
-	_, err := newFixture(t, fixtureOpts{yaml: externalConfig}, nodeWithCIDR("1.2.200.9/32"))
-	g.Expect(err).To(MatchError(ContainSubstring("1.2.200.9/32")))
-	g.Expect(api.IsFatal(err)).To(BeTrue())
-	_, err = newFixture(t, fixtureOpts{yaml: externalConfig}, nodeWithCIDR("1.2.300.0/24"))
-	g.Expect(err).To(MatchError(ContainSubstring(`pod_CIDR "1.2.300.0/24"`)))
-}
-
 // Bug 2 of spec §2.16: the original compared pointers, so every NodeUpdate
 // of this node produced a PodCIDRChange.
 func TestPodCIDRChangeOnlyWhenTheCIDRMoves(t *testing.T) {

@@ -1,9 +1,12 @@
 package ipam
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 
+	"github.com/contiv-ipam/agent/infra/health"
+	"github.com/contiv-ipam/agent/plugins/contivconf"
 	"github.com/contiv-ipam/agent/plugins/controller/api"
 	podmodel "github.com/contiv-ipam/agent/plugins/ksr/model/pod"
 	"github.com/contiv-ipam/agent/plugins/nodesync"
@@ -34,17 +37,26 @@ func (p *Plugin) externalIPAM() bool {
 // Resync (re)initialises IPAM at every resync: the addressing is derived
 // again, and the keeper rebuilds the pod addresses from the store and the
 // Kubernetes state once the writes in flight are durable (see doc.go).
-// Every error is fatal: the agent cannot run without addresses.
+// An invalid pod CIDR of this node in the Kubernetes state (external IPAM)
+// never stops the agent: the last good pod subnet stays; without one
+// IPAM waits, unready with the reason, until a valid value arrives. Every
+// other error is fatal: the agent cannot run without addresses.
 func (p *Plugin) Resync(ev api.Event, ks api.KubeStateData, _ int, _ api.ResyncOperations) error {
 	st, err := p.newState(ks)
+	var wait *waitError
+	if errors.As(err, &wait) {
+		p.waitFor(wait)
+		return nil
+	}
 	if err != nil {
 		return api.NewFatalError(fmt.Errorf("ipam resync: %w", err))
 	}
-	in := &resyncInput{st: st, ks: ks, live: liveness(ev), event: ev.GetName()}
+	in := &resyncInput{st: st, ks: ks, live: liveness(ev), event: ev.GetName(), hostIPs: p.thisNodeIPs()}
 	if err := p.keeper.do(&request{kind: reqResync, rs: in}).err; err != nil {
 		return api.NewFatalError(fmt.Errorf("ipam resync: %w", err))
 	}
 	p.st.Store(st)
+	p.setWaiting(nil)
 	return nil
 }
 
@@ -59,13 +71,99 @@ func liveness(ev api.Event) *bool {
 	return &live
 }
 
+// waitError: IPAM cannot initialise before a valid value arrives.
+type waitError struct{ cause error }
+
+func (e *waitError) Error() string {
+	return fmt.Sprintf("IPAM waits for a valid pod CIDR of this node: %v", e.cause)
+}
+
+func (e *waitError) Unwrap() error { return e.cause }
+
 // newState derives the addresses of this node.
 func (p *Plugin) newState(ks api.KubeStateData) (*state, error) {
 	cfg := p.ContivConf.GetIPAMConfig()
 	if cfg == nil {
 		return nil, fmt.Errorf("contivconf has no IPAM config")
 	}
-	return buildState(cfg, p.NodeSync.GetNodeID(), p.ServiceLabel.GetAgentLabel(), p.ContivConf.GetStaticDefaultGW(), ks)
+	podThis, err := p.podCIDRFromKube(cfg, ks)
+	if err != nil {
+		return nil, err
+	}
+	return buildState(cfg, p.NodeSync.GetNodeID(), p.ServiceLabel.GetAgentLabel(), p.ContivConf.GetStaticDefaultGW(), podThis)
+}
+
+// podCIDRFromKube is, with external IPAM, this node's pod CIDR from the
+// Kubernetes state (invalid Prefix: none, use the config). An invalid
+// value is logged and counted, and the pod subnet in use stays; with none
+// in use the error is a *waitError.
+func (p *Plugin) podCIDRFromKube(cfg *contivconf.IPAMConfig, ks api.KubeStateData) (netip.Prefix, error) {
+	if !cfg.UseExternalIPAM {
+		return netip.Prefix{}, nil
+	}
+	pfx, found, err := externalPodCIDR(cfg, p.ServiceLabel.GetAgentLabel(), ks)
+	if !found || err == nil {
+		return pfx, nil
+	}
+	cur := p.st.Load()
+	p.invalidValue("pod_CIDR", err, cur)
+	if cur == nil {
+		return netip.Prefix{}, &waitError{cause: err}
+	}
+	return cur.podThis, nil
+}
+
+// invalidValue logs and counts a value of the Kubernetes state that IPAM
+// cannot use.
+func (p *Plugin) invalidValue(what string, err error, cur *state) {
+	p.metrics.invalid.WithLabelValues(what).Inc()
+	if cur == nil {
+		p.Log.Error("invalid value in the Kubernetes state; no good one yet", "value", what, "error", err)
+		return
+	}
+	p.Log.Error("invalid value in the Kubernetes state ignored; the one in use stays", "value", what,
+		"error", err, "in-use", cur.podThis.String())
+}
+
+// waitFor makes IPAM unready with the reason (in /readiness).
+func (p *Plugin) waitFor(w *waitError) {
+	p.setWaiting(w)
+	p.Log.Warn("ipam not initialised", "reason", w.Error())
+}
+
+// setWaiting records why IPAM is not initialised (nil: it is) and reports
+// it to the health plugin.
+func (p *Plugin) setWaiting(w *waitError) {
+	if w == nil {
+		p.waiting.Store(nil)
+		p.report(health.OK, nil)
+		return
+	}
+	p.waiting.Store(w)
+	p.report(health.Init, w)
+}
+
+// report tells the health plugin, when there is one.
+func (p *Plugin) report(s health.State, err error) {
+	if p.StatusCheck != nil {
+		p.StatusCheck.ReportStateChange(p.String(), s, err)
+	}
+}
+
+// thisNodeIPs are the management addresses of this node in Kubernetes
+// (a pod whose host address is one of them runs here).
+func (p *Plugin) thisNodeIPs() map[netip.Addr]struct{} {
+	out := map[netip.Addr]struct{}{}
+	n := p.NodeSync.GetAllNodes()[p.ServiceLabel.GetAgentLabel()]
+	if n == nil {
+		return out
+	}
+	for _, ip := range n.MgmtIPAddresses {
+		if a, ok := toAddr(ip); ok {
+			out[a] = struct{}{}
+		}
+	}
+	return out
 }
 
 // Update pushes PodCIDRChange when the Kubernetes pod CIDR of this node
@@ -81,16 +179,29 @@ func (p *Plugin) Update(ev api.Event, txn api.UpdateOperations) (string, error) 
 	return "", nil
 }
 
+// nodeUpdate pushes PodCIDRChange when this node's pod CIDR moved to a
+// valid subnet. An invalid one is logged, counted and recorded in the
+// event history (the returned description), and the pod subnet in use
+// stays.
 func (p *Plugin) nodeUpdate(e *nodesync.NodeUpdate, txn api.UpdateOperations) (string, error) {
 	if e.NewState == nil || e.NewState.PodCIDR == nil {
 		return "", nil
 	}
-	next, ok := toPrefix(e.NewState.PodCIDR)
-	if !ok {
-		return "", fmt.Errorf("node %s: pod CIDR %v is not a valid subnet", e.NodeName, e.NewState.PodCIDR)
-	}
+	cur := p.st.Load()
 	var current netip.Prefix
-	p.read(func(st *state) { current = st.podThis })
+	if cur != nil {
+		current = cur.podThis
+	}
+	next, ok := toPrefix(e.NewState.PodCIDR)
+	err := errors.New("not a subnet")
+	if ok {
+		err = checkPodCIDR(p.ContivConf.GetIPAMConfig(), next)
+	}
+	if err != nil {
+		err = fmt.Errorf("pod CIDR %v of node %s: %w", e.NewState.PodCIDR, e.NodeName, err)
+		p.invalidValue("pod_CIDR", err, cur)
+		return fmt.Sprintf("ignored: %v; the pod subnet in use (%s) stays", err, current), nil
+	}
 	if next == current {
 		return "", nil
 	}

@@ -3,12 +3,15 @@ package ipam_test
 import (
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/contiv-ipam/agent/infra/config"
 	"github.com/contiv-ipam/agent/infra/kvdb"
@@ -73,10 +76,25 @@ func (l fakeLabel) GetDifferentAgentPrefix(label string) string {
 func (l fakeLabel) GetAllAgentsPrefix() string { return servicelabel.AllAgentsPrefix }
 
 // fakeNodeSync gives a fixed ID to this node.
-type fakeNodeSync struct{ id atomic.Uint32 }
+type fakeNodeSync struct {
+	id    atomic.Uint32
+	mu    sync.Mutex
+	nodes nodesync.Nodes
+}
 
-func (n *fakeNodeSync) GetNodeID() uint32           { return n.id.Load() }
-func (n *fakeNodeSync) GetAllNodes() nodesync.Nodes { return nodesync.Nodes{} }
+func (n *fakeNodeSync) GetNodeID() uint32 { return n.id.Load() }
+
+func (n *fakeNodeSync) GetAllNodes() nodesync.Nodes {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return maps.Clone(n.nodes)
+}
+
+func (n *fakeNodeSync) setNodes(nodes nodesync.Nodes) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.nodes = nodes
+}
 func (n *fakeNodeSync) PublishNodeIPs([]*nodesync.IPWithNetwork, nodesync.IPVersion) error {
 	return nil
 }
@@ -110,11 +128,13 @@ type fixture struct {
 
 // fixtureOpts tune newFixture.
 type fixtureOpts struct {
-	yaml   string
-	nodeID uint32
-	db     kvdb.Broker
-	clock  *fakeClock    // nil: the real clock
-	grace  time.Duration // absentPodGracePeriod; 0: the default
+	yaml    string
+	nodeID  uint32
+	db      kvdb.Broker
+	clock   *fakeClock    // nil: the real clock
+	grace   time.Duration // absentPodGracePeriod; 0: the default
+	health  *fakeHealth   // nil: no StatusCheck
+	metrics *prometheus.Registry
 }
 
 // newContivConf decodes yaml strictly and starts ContivConf with it.
@@ -148,6 +168,12 @@ func build(t testing.TB, o fixtureOpts) (*fixture, error) {
 	opts := []ipam.Option{ipam.UseDeps(func(d *ipam.Deps) {
 		d.Log, d.ContivConf, d.NodeSync = quietLog(), conf, f.sync
 		d.ServiceLabel, d.LocalDB = fakeLabel{thisNode}, o.db
+		if o.health != nil {
+			d.StatusCheck = o.health
+		}
+		if o.metrics != nil {
+			d.Metrics = fakeMetrics{o.metrics}
+		}
 	})}
 	if o.clock != nil {
 		opts = append(opts, ipam.UseClock(o.clock))

@@ -3,6 +3,8 @@ package ipam_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -220,4 +222,35 @@ func TestRestartWithEtcdDownKeepsTheNodeAndItsPods(t *testing.T) {
 	g.Expect(second.ipam.GetPodIP(pod1).IP).To(Equal(ip))
 	g.Eventually(func() string { _, b := second.http.Get(controller.EventHistoryPath); return b }, 5*time.Second).
 		Should(ContainSubstring("DB Resync (local DB"))
+}
+
+// Bad values in etcd never take the node down: with external IPAM, a
+// node pod_CIDR that is garbage or too small at start leaves IPAM waiting
+// (the agent runs); a valid one initialises it; a bad one later is
+// ignored and recorded in the event history, and the loop goes on.
+func TestBadPodCIDRsInEtcdNeverStopTheAgent(t *testing.T) {
+	g := NewWithT(t)
+	srv := etcdtest.Start(t)
+	putNodeRecord(t, srv, "garbage")
+	s := startStack(t, srv.Endpoint(), `
+ipamConfig:
+  useExternalIPAM: true
+  nodeInterconnectCIDR: 192.168.16.0/24
+`)
+	reply := func() string { st, b := s.http.Get(ipam.IPAMPath); return fmt.Sprint(st, " ", b) }
+	g.Eventually(reply, 10*time.Second).Should(And(HavePrefix(fmt.Sprint(http.StatusServiceUnavailable)),
+		ContainSubstring(`pod_CIDR \"garbage\"`)), "waiting, with the reason")
+
+	putNodeRecord(t, srv, "10.1.9.0/31")
+	putNodeRecord(t, srv, "10.1.9.0/24")
+	g.Eventually(s.podSubnet, 10*time.Second).Should(Equal("10.1.9.0/24"))
+
+	putNodeRecord(t, srv, "10.1.10.0/31")
+	history := func() string { _, b := s.http.Get(controller.EventHistoryPath); return b }
+	g.Eventually(history, 10*time.Second).Should(ContainSubstring("10.1.10.0/31"))
+	g.Expect(history()).To(ContainSubstring("ignored"))
+	g.Expect(s.podSubnet()).To(Equal("10.1.9.0/24"))
+
+	putNodeRecord(t, srv, "10.1.11.0/24")
+	g.Eventually(s.podSubnet, 10*time.Second).Should(Equal("10.1.11.0/24"), "the loop is alive")
 }

@@ -8,6 +8,7 @@ type ipamMetrics struct {
 	p         *Plugin
 	failed    prometheus.Counter
 	reclaimed *prometheus.CounterVec
+	invalid   *prometheus.CounterVec
 	size      *prometheus.Desc
 	allocated *prometheus.Desc
 }
@@ -23,6 +24,10 @@ func newIPAMMetrics(p *Plugin) *ipamMetrics {
 			Name: "contiv_ipam_pod_ips_reclaimed_total",
 			Help: "Addresses released without a CNI DEL: reason=absent, the pod was missing from Kubernetes for the grace period; reason=deleted, it was deleted while the watch was cut off.",
 		}, []string{"reason"}),
+		invalid: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "contiv_ipam_invalid_values_total",
+			Help: "Values of the Kubernetes state IPAM could not use and ignored (value=pod_CIDR: this node's pod CIDR with external IPAM).",
+		}, []string{"value"}),
 		size: prometheus.NewDesc("contiv_ipam_pod_ip_pool_size",
 			"Addresses of this node's pod subnet that can be handed out to pods.", []string{"subnet"}, nil),
 		allocated: prometheus.NewDesc("contiv_ipam_pod_ips_allocated",
@@ -34,6 +39,7 @@ func newIPAMMetrics(p *Plugin) *ipamMetrics {
 func (m *ipamMetrics) Describe(ch chan<- *prometheus.Desc) {
 	m.failed.Describe(ch)
 	m.reclaimed.Describe(ch)
+	m.invalid.Describe(ch)
 	ch <- m.size
 	ch <- m.allocated
 }
@@ -42,6 +48,7 @@ func (m *ipamMetrics) Describe(ch chan<- *prometheus.Desc) {
 func (m *ipamMetrics) Collect(ch chan<- prometheus.Metric) {
 	m.failed.Collect(ch)
 	m.reclaimed.Collect(ch)
+	m.invalid.Collect(ch)
 	m.p.keeper.read(func(t *table) {
 		subnet := t.st.podThis.String()
 		ch <- prometheus.MustNewConstMetric(m.size, prometheus.GaugeValue, float64(t.size()), subnet)

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 
 	"github.com/contiv-ipam/agent/infra"
+	"github.com/contiv-ipam/agent/infra/health"
 	"github.com/contiv-ipam/agent/infra/kvdb"
 	"github.com/contiv-ipam/agent/infra/metrics"
 	"github.com/contiv-ipam/agent/infra/rest"
@@ -31,6 +32,10 @@ type Deps struct {
 	LocalDB kvdb.Broker
 	HTTP    rest.HTTPHandlers // optional
 	Metrics metrics.API       // optional
+	// StatusCheck hears whether IPAM is initialised (optional): it is
+	// not ready before the first resync, nor while it waits for a valid
+	// pod CIDR of this node.
+	StatusCheck health.Reporter
 }
 
 // Plugin is the IPAM plugin.
@@ -44,6 +49,7 @@ type Plugin struct {
 	// st is the derived addressing, replaced whole at each resync (by the
 	// event loop's goroutine) and read by any API caller.
 	st      atomic.Pointer[state]
+	waiting atomic.Pointer[waitError] // why st is nil after a resync
 	keeper  *keeper
 	metrics *ipamMetrics
 }
@@ -102,6 +108,9 @@ func (p *Plugin) Init() error {
 	}
 	if p.HTTP != nil {
 		p.registerHandlers()
+	}
+	if p.StatusCheck != nil {
+		p.StatusCheck.Register(p.String(), nil)
 	}
 	return nil
 }
@@ -253,6 +262,14 @@ func (p *Plugin) NodeIDFromPodIP(podIP net.IP) (id uint32, err error) {
 		id, err = nodeIDOf(st.podAll, st.podThis.Bits(), a)
 	})
 	return id, err
+}
+
+// notReady says why IPAM has no addressing yet.
+func (p *Plugin) notReady() error {
+	if w := p.waiting.Load(); w != nil {
+		return fmt.Errorf("%w: %w", errNotReady, w)
+	}
+	return errNotReady
 }
 
 // errNotReady is returned before the first resync.

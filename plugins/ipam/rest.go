@@ -60,7 +60,7 @@ func (p *Plugin) registerHandlers() {
 func (p *Plugin) ipamHandler(f *rest.Formatter) http.HandlerFunc {
 	return func(w http.ResponseWriter, _ *http.Request) {
 		if !p.ready() {
-			f.Error(w, http.StatusServiceUnavailable, errNotReady)
+			f.Error(w, http.StatusServiceUnavailable, p.notReady())
 			return
 		}
 		if err := p.checkNodeID(); err != nil {

@@ -2,6 +2,7 @@ package ipam
 
 import (
 	"cmp"
+	"encoding/json"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -27,6 +28,9 @@ type resyncInput struct {
 	live *bool
 	// event names the resync in the log.
 	event string
+	// hostIPs are this node's addresses: a pod whose host address is one
+	// of them runs here.
+	hostIPs map[netip.Addr]struct{}
 }
 
 // record is one stored allocation.
@@ -44,13 +48,14 @@ type kubePod struct {
 
 // plan is what a resync decided: the new table, and the records to write.
 type plan struct {
-	t       *table
-	stale   []string                   // record keys to delete
-	learned map[podmodel.ID]netip.Addr // records to (re)write from Kubernetes
-	reclaim map[podmodel.ID]string     // held pods to release now, with the reason
-	absent  map[podmodel.ID]time.Time  // held pods in their grace period
-	inKube  map[podmodel.ID]struct{}   // the pods of the new state
-	dropped int                        // records outside the pod subnet
+	t         *table
+	stale     []string                   // record keys to delete
+	conflicts []conflict                 // records to move aside
+	learned   map[podmodel.ID]netip.Addr // records to (re)write from Kubernetes
+	reclaim   map[podmodel.ID]string     // held pods to release now, with the reason
+	absent    map[podmodel.ID]time.Time  // held pods in their grace period
+	inKube    map[podmodel.ID]struct{}   // the pods of the new state
+	dropped   int                        // records outside the pod subnet
 }
 
 // resync rebuilds the table from the store and the Kubernetes state. It
@@ -71,7 +76,7 @@ func (k *keeper) resync(in *resyncInput) error {
 	}
 	p := &plan{t: t, learned: map[podmodel.ID]netip.Addr{}, reclaim: map[podmodel.ID]string{},
 		absent: map[podmodel.ID]time.Time{}, inKube: map[podmodel.ID]struct{}{}}
-	kube := kubePodsOf(in.ks)
+	kube := k.kubePods(in)
 	k.claimRecords(p, recs, kube)
 	k.claimKube(p, kube)
 	if live {
@@ -85,6 +90,7 @@ func (k *keeper) resync(in *resyncInput) error {
 	}
 	k.setCursor(cursor)
 	k.commit(k.tidyWrites(p))
+	k.moveAside(p.conflicts)
 	if p.dropped > 0 {
 		k.log.Warn("dropped pod allocations outside this node's pod subnet", "records", p.dropped, "pod-subnet", in.st.podThis.String())
 	}
@@ -101,27 +107,46 @@ func kubeSource(live bool) string {
 	return "local mirror"
 }
 
-// kubePodsOf lists the pods of the Kubernetes state by key.
-func kubePodsOf(ks api.KubeStateData) []kubePod {
-	keys := make([]string, 0, len(ks[podResource]))
-	for key := range ks[podResource] {
+// kubePods lists the pods of the Kubernetes state by key. A pod whose
+// key and value disagree on its name or namespace is logged and skipped;
+// so is the address of a pod that runs on this node (its host address is
+// this node's) outside this node's pod subnet.
+func (k *keeper) kubePods(in *resyncInput) []kubePod {
+	keys := make([]string, 0, len(in.ks[podResource]))
+	for key := range in.ks[podResource] {
 		keys = append(keys, key)
 	}
 	slices.Sort(keys)
 	out := make([]kubePod, 0, len(keys))
 	for _, key := range keys {
-		pod, ok := ks[podResource][key].(*podmodel.Pod)
+		pod, ok := in.ks[podResource][key].(*podmodel.Pod)
 		if !ok {
 			continue
 		}
 		kp := kubePod{id: podmodel.GetID(pod)}
-		if checkPodID(kp.id) != nil {
+		if checkPodID(kp.id) != nil || podmodel.Key(kp.id.Name, kp.id.Namespace) != key {
+			k.log.Warn("skipping a pod of the Kubernetes state whose key and value disagree", "key", key, "pod", kp.id.String())
 			continue
 		}
 		kp.addr, _ = netip.ParseAddr(pod.GetIpAddress())
+		if kp.addr.IsValid() && !in.st.podThis.Contains(kp.addr) && k.runsHere(in, pod) {
+			k.log.Warn("ignoring the address of a pod of this node outside its pod subnet", "pod", kp.id.String(),
+				"ip", kp.addr.String(), "pod-subnet", in.st.podThis.String())
+			kp.addr = netip.Addr{}
+		}
 		out = append(out, kp)
 	}
 	return out
+}
+
+// runsHere tells whether the pod's host address is this node's.
+func (k *keeper) runsHere(in *resyncInput, pod *podmodel.Pod) bool {
+	a, err := netip.ParseAddr(pod.GetHostIpAddress())
+	if err != nil {
+		return false
+	}
+	_, ok := in.hostIPs[a.Unmap()]
+	return ok
 }
 
 // claimRecords restores the stored allocations. Two records of one
@@ -146,6 +171,12 @@ func (k *keeper) claimRecords(p *plan, recs []record, kube []kubePod) {
 		if !p.t.st.podThis.Contains(r.addr) {
 			p.dropped++
 			p.stale = append(p.stale, podKey(r.id))
+			continue
+		}
+		if winner, ok := p.t.owner(r.addr); ok {
+			k.log.Warn("two stored records hold one address: the record is moved aside", "ip", r.addr.String(),
+				"kept", winner.String(), "moved", r.id.String(), "to", conflictKey(r.id))
+			p.conflicts = append(p.conflicts, conflict{rec: r, winner: winner})
 			continue
 		}
 		if err := p.t.claim(r.id, r.addr); err != nil {
@@ -173,6 +204,11 @@ func (k *keeper) claimKube(p *plan, kube []kubePod) {
 			if held != kp.addr {
 				differ++
 			}
+			continue
+		}
+		if winner, ok := p.t.owner(kp.addr); ok {
+			k.log.Warn("two pods hold one address in Kubernetes: the address stays with the first", "ip", kp.addr.String(),
+				"kept", winner.String(), "ignored", kp.id.String())
 			continue
 		}
 		if err := p.t.claim(kp.id, kp.addr); err != nil {
@@ -357,4 +393,41 @@ func parseAllocation(key string, value []byte) (podmodel.ID, netip.Addr, error) 
 		return id, netip.Addr{}, fmt.Errorf("key %q: value %q: not an IP address", key, value)
 	}
 	return id, a, nil
+}
+
+// ConflictPrefix keeps the records that lost a clash (two records of one
+// address): ConflictPrefix + "<namespace>/<name>" -> JSON {ip, keptFor,
+// at}. Nothing reads them back; they are for an operator.
+const ConflictPrefix = "/contiv-agent/ipam/conflicts/"
+
+// conflict is a record that lost a clash to winner.
+type conflict struct {
+	rec    record
+	winner podmodel.ID
+}
+
+func conflictKey(id podmodel.ID) string { return ConflictPrefix + id.Namespace + "/" + id.Name }
+
+// moveAside moves each losing record under ConflictPrefix, each in one
+// transaction (the copy and the delete land together or not at all). A
+// failure leaves the record in place: the next resync decides the same
+// way and tries again.
+func (k *keeper) moveAside(cs []conflict) {
+	if k.db == nil {
+		return
+	}
+	for _, c := range cs {
+		value, _ := json.Marshal(struct {
+			IP      string `json:"ip"`
+			KeptFor string `json:"keptFor"`
+			At      string `json:"at"`
+		}{c.rec.addr.String(), c.winner.String(), k.clock.Now().UTC().Format(time.RFC3339)})
+		ops := []kvdb.Op{kvdb.PutOp(conflictKey(c.rec.id), value), kvdb.DeleteOp(podKey(c.rec.id))}
+		ctx, cancel := k.ctx()
+		_, err := k.db.Txn(ctx, nil, ops)
+		cancel()
+		if err != nil {
+			k.log.Warn("moving a conflicting record aside failed; the next resync tries again", "pod", c.rec.id.String(), "error", err)
+		}
+	}
 }

@@ -13,9 +13,10 @@ import (
 )
 
 // buildState derives every subnet and address of this node from the
-// config, the node ID and (with external IPAM) the Kubernetes node's pod
-// CIDR. Every error names the value at fault.
-func buildState(cfg *contivconf.IPAMConfig, id uint32, name string, gw netip.Addr, ks api.KubeStateData) (*state, error) {
+// config, the node ID and podThis: with external IPAM, the Kubernetes
+// node's pod CIDR (already checked by externalPodCIDR); invalid, the
+// node's slice of podSubnetCIDR. Every error names the value at fault.
+func buildState(cfg *contivconf.IPAMConfig, id uint32, name string, gw netip.Addr, podThis netip.Prefix) (*state, error) {
 	if id == 0 {
 		return nil, errors.New("this node has no node ID (nodesync did not assign one)")
 	}
@@ -24,8 +25,11 @@ func buildState(cfg *contivconf.IPAMConfig, id uint32, name string, gw netip.Add
 	if st.podAll, err = prefixOf("podSubnetCIDR", cfg.PodSubnetCIDR); err != nil {
 		return nil, err
 	}
-	if st.podThis, err = podSubnetThisNode(cfg, st.podAll, id, name, ks); err != nil {
-		return nil, err
+	st.podThis = podThis
+	if !podThis.IsValid() {
+		if st.podThis, err = dissect(st.podAll, cfg.PodSubnetOneNodePrefixLen, id); err != nil {
+			return nil, fmt.Errorf("pod subnet of node ID %d: %w", id, err)
+		}
 	}
 	if err = st.initPodAddresses(); err != nil {
 		return nil, err
@@ -54,31 +58,46 @@ func prefixOf(key string, p netip.Prefix) (netip.Prefix, error) {
 	return p.Masked(), nil
 }
 
-// podSubnetThisNode is the node's slice of the pod subnet, or with external
-// IPAM the Kubernetes node's pod CIDR when it has one (spec §2.4.6).
-func podSubnetThisNode(cfg *contivconf.IPAMConfig, all netip.Prefix, id uint32, name string, ks api.KubeStateData) (netip.Prefix, error) {
-	if cfg.UseExternalIPAM {
-		if n, ok := ks[nodeResource][node.Key(name)].(*node.Node); ok && n.GetPod_CIDR() != "" {
-			p, err := netip.ParsePrefix(n.GetPod_CIDR())
-			if err != nil {
-				return netip.Prefix{}, fmt.Errorf("pod_CIDR %q of Kubernetes node %q: %w", n.GetPod_CIDR(), name, err)
-			}
-			return p.Masked(), nil
-		}
+// externalPodCIDR reads this node's pod CIDR from the Kubernetes state
+// (spec §2.4.6): found is false when the node has none (the config's
+// slice is used then); err says why a value that is there cannot be used.
+func externalPodCIDR(cfg *contivconf.IPAMConfig, name string, ks api.KubeStateData) (p netip.Prefix, found bool, err error) {
+	n, ok := ks[nodeResource][node.Key(name)].(*node.Node)
+	if !ok || n.GetPod_CIDR() == "" {
+		return netip.Prefix{}, false, nil
 	}
-	sub, err := dissect(all, cfg.PodSubnetOneNodePrefixLen, id)
+	p, err = netip.ParsePrefix(n.GetPod_CIDR())
 	if err != nil {
-		return netip.Prefix{}, fmt.Errorf("pod subnet of node ID %d: %w", id, err)
+		return netip.Prefix{}, true, fmt.Errorf("pod_CIDR %q of Kubernetes node %q: not a subnet", n.GetPod_CIDR(), name)
 	}
-	return sub, nil
+	if err := checkPodCIDR(cfg, p.Masked()); err != nil {
+		return netip.Prefix{}, true, fmt.Errorf("pod_CIDR %q of Kubernetes node %q: %w", n.GetPod_CIDR(), name, err)
+	}
+	return p.Masked(), true, nil
+}
+
+// minPodHostBits: a pod subnet needs the network address, the gateway, at
+// least one pod, the NAT loopback and the broadcast address.
+const minPodHostBits = 3
+
+// checkPodCIDR tells whether an external pod CIDR can be this node's pod
+// subnet: the family of podSubnetCIDR, and room for pods.
+func checkPodCIDR(cfg *contivconf.IPAMConfig, p netip.Prefix) error {
+	if all := cfg.PodSubnetCIDR; all.IsValid() && all.Addr().Is4() != p.Addr().Is4() {
+		return fmt.Errorf("not of the family of podSubnetCIDR %s", all)
+	}
+	if cidr.HostBits(p) < minPodHostBits {
+		return fmt.Errorf("too small: a pod subnet needs at least %d addresses (network, gateway, pods, NAT loopback, broadcast)", 1<<minPodHostBits)
+	}
+	return nil
 }
 
 // initPodAddresses sets the gateway (host 1) and the NAT loopback (the
 // address before the last); the pods get the addresses between them. Errors are returned,
 // never swallowed (spec §2.16 bug 4).
 func (st *state) initPodAddresses() error {
-	if cidr.HostBits(st.podThis) < 2 {
-		return fmt.Errorf("pod subnet %s of this node is too small: it needs at least 4 addresses (network, gateway, NAT loopback, broadcast)", st.podThis)
+	if cidr.HostBits(st.podThis) < minPodHostBits {
+		return fmt.Errorf("pod subnet %s of this node is too small: it needs at least %d addresses (network, gateway, pods, NAT loopback, broadcast)", st.podThis, 1<<minPodHostBits)
 	}
 	gw, err := cidr.Addr(st.podThis, 1)
 	if err != nil {

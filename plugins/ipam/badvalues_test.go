@@ -1,0 +1,197 @@
+package ipam_test
+
+import (
+	"context"
+	"net"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/contiv-ipam/agent/infra/health"
+	"github.com/contiv-ipam/agent/plugins/controller/api"
+	"github.com/contiv-ipam/agent/plugins/controller/controllertest"
+	"github.com/contiv-ipam/agent/plugins/ipam"
+	podmodel "github.com/contiv-ipam/agent/plugins/ksr/model/pod"
+	"github.com/contiv-ipam/agent/plugins/nodesync"
+)
+
+// Bad values in the Kubernetes state never take the node down: they are
+// logged, counted and (for an event) recorded in the event history; the
+// last good value stays, and without one IPAM waits, unready with the
+// reason, until a valid value arrives.
+
+// fakeHealth records the states IPAM reports.
+type fakeHealth struct {
+	mu     sync.Mutex
+	states []health.State
+	errs   []string
+}
+
+func (h *fakeHealth) Register(string, health.Probe) {}
+
+func (h *fakeHealth) ReportStateChange(_ string, s health.State, err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.states = append(h.states, s)
+	msg := ""
+	if err != nil {
+		msg = err.Error()
+	}
+	h.errs = append(h.errs, msg)
+}
+
+func (h *fakeHealth) last() (health.State, string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.states) == 0 {
+		return health.Init, ""
+	}
+	return h.states[len(h.states)-1], h.errs[len(h.errs)-1]
+}
+
+func nodeUpdateTo(cidrText string) *nodesync.NodeUpdate {
+	_, n, _ := net.ParseCIDR(cidrText)
+	if n == nil {
+		n = &net.IPNet{IP: net.IP{1, 2, 3, 4}, Mask: net.CIDRMask(40, 32)} // not a valid subnet
+	}
+	return &nodesync.NodeUpdate{NodeName: thisNode, NewState: &nodesync.Node{ID: 1, Name: thisNode, PodCIDR: n}}
+}
+
+func invalidCount(g Gomega, reg *prometheus.Registry) float64 {
+	n, err := testutil.GatherAndCount(reg, "contiv_ipam_invalid_values_total")
+	g.Expect(err).NotTo(HaveOccurred())
+	if n == 0 {
+		return 0
+	}
+	mfs, err := reg.Gather()
+	g.Expect(err).NotTo(HaveOccurred())
+	for _, mf := range mfs {
+		if mf.GetName() == "contiv_ipam_invalid_values_total" {
+			return mf.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	return 0
+}
+
+// At start, a pod_CIDR that cannot be this node's pod subnet makes IPAM
+// wait (not a fatal error: the agent stays up), unready with the reason;
+// a valid value that arrives later initialises it.
+func TestAnInvalidPodCIDRAtStartMakesIPAMWait(t *testing.T) {
+	for _, bad := range []string{"10.1.9.0/31", "1.2.200.9/32", "1.2.200.0/30", "garbage", "1.2.300.0/24", "fe80::/64"} {
+		t.Run(bad, func(t *testing.T) {
+			g := NewWithT(t)
+			h, reg := &fakeHealth{}, prometheus.NewRegistry()
+			f, err := build(t, fixtureOpts{yaml: externalConfig, health: h, metrics: reg})
+			g.Expect(err).NotTo(HaveOccurred())
+			ks := nodeWithCIDR(bad)
+			err = f.ipam.Resync(&api.DBResync{KubeState: ks}, ks, 1, nil)
+			g.Expect(err).NotTo(HaveOccurred(), "an invalid value is never fatal")
+			g.Expect(f.ipam.PodSubnetThisNode()).To(BeNil())
+			_, err = f.ipam.AllocatePodIP(pod1, "x", `{"address":"1.2.200.7/24"}`)
+			g.Expect(err).To(MatchError(ContainSubstring("waits for a valid pod CIDR")))
+			g.Expect(err).To(MatchError(ContainSubstring(bad)))
+			state, reason := h.last()
+			g.Expect(state).To(Equal(health.Init), "unready")
+			g.Expect(reason).To(ContainSubstring(bad))
+			g.Expect(invalidCount(g, reg)).To(Equal(1.0))
+
+			txn := &controllertest.Txn{OnFollowUp: f.loop.PushEvent}
+			_, err = f.ipam.Update(nodeUpdateTo("1.2.200.0/24"), txn)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(f.loop.pushed()).To(HaveLen(1), "a valid value triggers the re-initialisation")
+			ks = nodeWithCIDR("1.2.200.0/24")
+			g.Expect(f.ipam.Resync(f.loop.pushed()[0], ks, 2, nil)).To(Succeed())
+			g.Expect(f.ipam.PodSubnetThisNode().String()).To(Equal("1.2.200.0/24"))
+			state, _ = h.last()
+			g.Expect(state).To(Equal(health.OK))
+		})
+	}
+}
+
+// While running, an invalid pod CIDR (an update or a resync that carries
+// it) is ignored: the pod subnet and the allocations in use stay.
+func TestAnInvalidPodCIDRWhileRunningKeepsTheGoodOne(t *testing.T) {
+	g := NewWithT(t)
+	h, reg := &fakeHealth{}, prometheus.NewRegistry()
+	f, err := build(t, fixtureOpts{yaml: externalConfig, health: h, metrics: reg})
+	g.Expect(err).NotTo(HaveOccurred())
+	ks := nodeWithCIDR("1.2.200.0/24")
+	g.Expect(f.ipam.Resync(&api.DBResync{KubeState: ks}, ks, 1, nil)).To(Succeed())
+	_, err = f.ipam.AllocatePodIP(pod1, "x", `{"address":"1.2.200.7/24"}`)
+	g.Expect(err).NotTo(HaveOccurred())
+
+	txn := &controllertest.Txn{OnFollowUp: f.loop.PushEvent}
+	desc, err := f.ipam.Update(nodeUpdateTo("10.1.9.0/31"), txn)
+	g.Expect(err).NotTo(HaveOccurred(), "no error: the event must not schedule a healing resync")
+	g.Expect(desc).To(ContainSubstring("ignored"), "recorded in the event history")
+	g.Expect(desc).To(ContainSubstring("10.1.9.0/31"))
+	g.Expect(desc).To(ContainSubstring("1.2.200.0/24"))
+	g.Expect(f.loop.pushed()).To(BeEmpty())
+
+	ks = nodeWithCIDR("10.1.9.0/31")
+	g.Expect(f.ipam.Resync(&api.HealingResync{Type: api.AfterError}, ks, 2, nil)).To(Succeed())
+	g.Expect(f.ipam.PodSubnetThisNode().String()).To(Equal("1.2.200.0/24"))
+	g.Expect(f.ipam.GetPodIP(pod1)).NotTo(BeNil())
+	g.Expect(invalidCount(g, reg)).To(Equal(2.0))
+	state, _ := h.last()
+	g.Expect(state).To(Equal(health.OK))
+}
+
+// Two pods holding one address in the Kubernetes state: the first by key
+// wins, every time; the other one gets nothing (and is logged).
+func TestTwoPodsWithOneAddressInKubernetesHaveADeterministicWinner(t *testing.T) {
+	for range 5 {
+		g := NewWithT(t)
+		ks := kubePods(&podmodel.Pod{Name: "b", Namespace: "default", IpAddress: "1.2.128.10"},
+			&podmodel.Pod{Name: "a", Namespace: "default", IpAddress: "1.2.128.10"})
+		i := mustFixture(t, fixtureOpts{}, ks).ipam
+		g.Expect(i.GetPodIP(podmodel.ID{Name: "a", Namespace: "default"}).String()).To(Equal("1.2.128.10/32"))
+		g.Expect(i.GetPodIP(podmodel.ID{Name: "b", Namespace: "default"})).To(BeNil())
+	}
+}
+
+// Two stored records of one address: the one Kubernetes confirms wins
+// (else the newest); the other is moved under ConflictPrefix, not lost.
+func TestAConflictingRecordIsMovedAsideNotDeleted(t *testing.T) {
+	g := NewWithT(t)
+	db := openBolt(t, filepath.Join(t.TempDir(), "bolt.db"))
+	defer db.Close()
+	ctx := context.Background()
+	g.Expect(db.Put(ctx, ipam.AllocationPrefix+"default/pod1", []byte("1.2.128.10"))).To(Succeed())
+	g.Expect(db.Put(ctx, ipam.AllocationPrefix+"default/pod2", []byte("1.2.128.10"))).To(Succeed())
+	ks := kubePods(&podmodel.Pod{Name: "pod1", Namespace: "default", IpAddress: "1.2.128.10"},
+		&podmodel.Pod{Name: "pod2", Namespace: "default"})
+	i := mustFixture(t, fixtureOpts{db: db}, ks).ipam
+	g.Expect(i.GetPodIP(pod1).String()).To(Equal("1.2.128.10/32"), "Kubernetes confirms pod1")
+	g.Expect(i.GetPodIP(pod2)).To(BeNil())
+	kv, found, err := db.Get(ctx, ipam.ConflictPrefix+"default/pod2")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(found).To(BeTrue(), "the losing record is kept for an operator")
+	g.Expect(string(kv.Value)).To(ContainSubstring(`"ip":"1.2.128.10"`))
+	g.Expect(string(kv.Value)).To(ContainSubstring(`"keptFor":"default/pod1"`))
+	_, found, err = db.Get(ctx, ipam.AllocationPrefix+"default/pod2")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(found).To(BeFalse())
+}
+
+// A pod whose key and value disagree is skipped; so is the address of a
+// pod of this node outside its pod subnet.
+func TestInconsistentPodsAreSkipped(t *testing.T) {
+	g := NewWithT(t)
+	ks := kubePods(&podmodel.Pod{Name: "ok", Namespace: "default", IpAddress: "1.2.128.11"})
+	ks["pod"][podmodel.Key("other-name", "default")] = &podmodel.Pod{Name: "liar", Namespace: "default", IpAddress: "1.2.128.10"}
+	ks["pod"][podmodel.Key("here", "default")] = &podmodel.Pod{Name: "here", Namespace: "default", IpAddress: "9.9.9.9", HostIpAddress: "192.168.16.1"}
+	f, err := build(t, fixtureOpts{})
+	g.Expect(err).NotTo(HaveOccurred())
+	f.sync.setNodes(nodesync.Nodes{thisNode: {ID: 1, Name: thisNode, MgmtIPAddresses: []net.IP{net.ParseIP("192.168.16.1")}}})
+	g.Expect(f.ipam.Resync(&api.DBResync{KubeState: ks}, ks, 1, nil)).To(Succeed())
+	g.Expect(f.ipam.GetPodIP(podmodel.ID{Name: "liar", Namespace: "default"})).To(BeNil())
+	_, held := f.ipam.GetPodFromIP(net.ParseIP("1.2.128.10"))
+	g.Expect(held).To(BeFalse(), "the value of a key that names another pod is not used")
+	g.Expect(f.ipam.GetPodIP(podmodel.ID{Name: "ok", Namespace: "default"}).String()).To(Equal("1.2.128.11/32"))
+	g.Expect(f.ipam.GetPodIP(podmodel.ID{Name: "here", Namespace: "default"})).To(BeNil())
+}
