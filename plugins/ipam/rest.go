@@ -45,8 +45,6 @@ type Allocations struct {
 }
 
 // errNodeIP is Contiv's reply when the node IP cannot be computed.
-//
-//lint:ignore ST1005 the text of Contiv's REST API, which clients match
 var errNodeIP = errors.New("Error getting node IP")
 
 func (p *Plugin) registerHandlers() {
