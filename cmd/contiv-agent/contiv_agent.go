@@ -95,6 +95,7 @@ func (a *ContivAgent) addControllerAndHandlers(reg *logging.Registry) {
 	a.ContivConf = contivconf.NewPlugin(contivconf.UseDeps(func(d *contivconf.Deps) {
 		d.LogRegistry = reg
 		d.ServiceLabel = a.ServiceLabel
+		d.Metrics, d.StatusCheck = a.Metrics, a.Health
 	}))
 	a.NodeSync = nodesync.NewPlugin(nodesync.UseDeps(func(d *nodesync.Deps) {
 		d.LogRegistry = reg

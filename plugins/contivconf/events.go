@@ -80,8 +80,9 @@ func (p *Plugin) ownsChange(ksc *api.KubeStateChange) bool {
 
 // Resync re-reads this node's NodeConfig CRD from the kube state (when CRD
 // node configuration is enabled): it takes priority over the nodeConfig
-// entry of contiv.conf. A CRD value that does not convert or validate is an
-// error naming its key; the previous configuration is then kept.
+// entry of contiv.conf. A CRD value that does not convert or validate is
+// never an error (it would stop the agent at every resync): it is logged
+// and counted, and the configuration in use stays (see invalidCRD).
 func (p *Plugin) Resync(_ api.Event, ks api.KubeStateData, _ int, _ api.ResyncOperations) error {
 	if p.parsed == nil {
 		return errors.New("contivconf: Resync before Init")
@@ -92,12 +93,14 @@ func (p *Plugin) Resync(_ api.Event, ks api.KubeStateData, _ int, _ api.ResyncOp
 		if v := ks[NodeConfigResource][key]; v != nil {
 			n, err := nodeConfigFromKube(key, p.nodeName, v, p.parsed.gwFamily)
 			if err != nil {
-				return err
+				p.invalidCRD(err)
+				return nil
 			}
 			crd = n
 		}
 	}
 	p.setCRDNode(crd)
+	p.validCRD()
 	return nil
 }
 
@@ -113,11 +116,14 @@ func (p *Plugin) Update(ev api.Event, txn api.UpdateOperations) (string, error) 
 	if ksc.NewValue != nil {
 		n, err := nodeConfigFromKube(ksc.Key, p.nodeName, ksc.NewValue, p.parsed.gwFamily)
 		if err != nil {
-			return "", err
+			p.invalidCRD(err)
+			return fmt.Sprintf("ignored: %v; the node configuration in use stays", err), nil
 		}
 		crd = n
 	}
-	if !p.setCRDNode(crd) {
+	changed := p.setCRDNode(crd)
+	p.validCRD()
+	if !changed {
 		return "", nil
 	}
 	change := &NodeConfigChange{NodeName: p.nodeName, NodeConfig: p.GetNodeConfig()}

@@ -7,9 +7,12 @@ import (
 	"testing"
 
 	. "github.com/onsi/gomega"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/contiv-ipam/agent/infra/health"
 	"github.com/contiv-ipam/agent/plugins/controller/api"
 	"github.com/contiv-ipam/agent/plugins/controller/controllertest"
 )
@@ -54,6 +57,15 @@ func crdValue(t *testing.T, m map[string]any) *structpb.Struct {
 // crdPlugin has CRD node configuration enabled and a file entry for "node"
 // with gateway .194.
 func crdPlugin(t *testing.T, mod ...func(*Config)) *Plugin {
+	return crdPluginWith(t, mod, nil)
+}
+
+// withReporting wires a fake health reporter and a metrics registry.
+func withReporting(h *fakeHealth, reg *prometheus.Registry) Option {
+	return UseDeps(func(d *Deps) { d.StatusCheck, d.Metrics = h, fakeMetrics{reg} })
+}
+
+func crdPluginWith(t *testing.T, mod []func(*Config), extra Option) *Plugin {
 	t.Helper()
 	c := ipamFixture()
 	c.CRDNodeConfigurationDisabled = false
@@ -61,7 +73,11 @@ func crdPlugin(t *testing.T, mod ...func(*Config)) *Plugin {
 	for _, m := range mod {
 		m(&c)
 	}
-	p := NewPlugin(UseConf(c), testDeps("node"))
+	opts := []Option{UseConf(c), testDeps("node")}
+	if extra != nil {
+		opts = append(opts, extra)
+	}
+	p := NewPlugin(opts...)
 	NewWithT(t).Expect(p.Init()).To(Succeed())
 	return p
 }
@@ -195,13 +211,32 @@ func TestCRDOfOtherMessageTypes(t *testing.T) {
 	g.Expect(err).To(MatchError(ContainSubstring(`nodeconfig key "k8s/nodeconfig/node"`)))
 }
 
-func TestResyncWithABadCRDFailsAndKeepsTheConfig(t *testing.T) {
+// A malformed CRD never fails a resync (the agent would crash-loop): it is
+// ignored and counted; without a good CRD value the plugin is unready with
+// the reason and the file's entry applies; a valid value makes it ready.
+func TestResyncWithABadCRDKeepsTheConfigAndWaits(t *testing.T) {
 	g := NewWithT(t)
-	p := crdPlugin(t)
+	h, reg := &fakeHealth{}, prometheus.NewRegistry()
+	p := crdPluginWith(t, nil, withReporting(h, reg))
 	ks := api.KubeStateData{"nodeconfig": {"k8s/nodeconfig/node": crdValue(t, map[string]any{"gateway": "bad"})}}
-	err := p.Resync(&api.DBResync{}, ks, 1, nil)
-	g.Expect(err).To(MatchError(ContainSubstring(`nodeconfig key "k8s/nodeconfig/node": gateway "bad"`)))
-	g.Expect(p.GetStaticDefaultGW()).To(Equal(netip.MustParseAddr("3.4.5.194")))
+	g.Expect(p.Resync(&api.DBResync{}, ks, 1, nil)).To(Succeed(), "never fatal")
+	g.Expect(p.GetStaticDefaultGW()).To(Equal(netip.MustParseAddr("3.4.5.194")), "contiv.conf's entry applies")
+	state, reason := h.last()
+	g.Expect(state).To(Equal(health.Init))
+	g.Expect(reason).To(ContainSubstring(`nodeconfig key "k8s/nodeconfig/node": gateway "bad"`))
+	g.Expect(testutil.ToFloat64(p.report.invalid)).To(Equal(1.0))
+
+	ks = api.KubeStateData{"nodeconfig": {"k8s/nodeconfig/node": crdValue(t, map[string]any{"gateway": "3.4.5.197"})}}
+	g.Expect(p.Resync(&api.HealingResync{}, ks, 2, nil)).To(Succeed())
+	g.Expect(p.GetStaticDefaultGW()).To(Equal(netip.MustParseAddr("3.4.5.197")))
+	state, _ = h.last()
+	g.Expect(state).To(Equal(health.OK))
+
+	ks = api.KubeStateData{"nodeconfig": {"k8s/nodeconfig/node": crdValue(t, map[string]any{"gateway": "x"})}}
+	g.Expect(p.Resync(&api.HealingResync{}, ks, 3, nil)).To(Succeed())
+	g.Expect(p.GetStaticDefaultGW()).To(Equal(netip.MustParseAddr("3.4.5.197")), "the last good CRD stays")
+	state, _ = h.last()
+	g.Expect(state).To(Equal(health.OK), "a good value is in use: still ready")
 }
 
 func TestUpdatePushesNodeConfigChange(t *testing.T) {
@@ -244,9 +279,11 @@ func TestUpdatePushesNodeConfigChange(t *testing.T) {
 	g.Expect(loop.pushed()).To(HaveLen(2))
 	g.Expect(loop.pushed()[1].String()).To(ContainSubstring(`"gateway":"3.4.5.194"`))
 
-	// A bad value is an error naming the key; nothing changes.
-	_, err = p.Update(&api.KubeStateChange{Resource: NodeConfigResource, Key: key, NewValue: crdValue(t, map[string]any{"gateway": "x"})}, followUpsTo(loop))
-	g.Expect(err).To(MatchError(ContainSubstring(`nodeconfig key "k8s/nodeconfig/node": gateway "x"`)))
+	// A bad value is ignored and recorded (the description); no error, so
+	// no healing resync; nothing changes.
+	desc, err = p.Update(&api.KubeStateChange{Resource: NodeConfigResource, Key: key, NewValue: crdValue(t, map[string]any{"gateway": "x"})}, followUpsTo(loop))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(desc).To(ContainSubstring(`ignored: nodeconfig key "k8s/nodeconfig/node": gateway "x"`))
 	g.Expect(loop.pushed()).To(HaveLen(2))
 
 	// Events not ours are ignored.
@@ -299,3 +336,35 @@ func TestResyncBeforeInit(t *testing.T) {
 	g.Expect(p.Resync(&api.DBResync{}, nil, 1, nil)).To(MatchError(ContainSubstring("before Init")))
 	g.Expect(p.HandlesEvent(&api.KubeStateChange{Resource: NodeConfigResource, Key: NodeConfigKeyPrefix})).To(BeFalse())
 }
+
+// fakeHealth records the states the plugin reports.
+type fakeHealth struct {
+	mu     sync.Mutex
+	states []health.State
+	errs   []string
+}
+
+func (h *fakeHealth) Register(string, health.Probe) {}
+
+func (h *fakeHealth) ReportStateChange(_ string, s health.State, err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.states = append(h.states, s)
+	msg := ""
+	if err != nil {
+		msg = err.Error()
+	}
+	h.errs = append(h.errs, msg)
+}
+
+func (h *fakeHealth) last() (health.State, string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.states[len(h.states)-1], h.errs[len(h.errs)-1]
+}
+
+// fakeMetrics registers on a test registry.
+type fakeMetrics struct{ reg *prometheus.Registry }
+
+func (m fakeMetrics) Registerer() prometheus.Registerer     { return m.reg }
+func (m fakeMetrics) Register(c prometheus.Collector) error { return m.reg.Register(c) }

@@ -9,6 +9,8 @@ import (
 
 	"github.com/contiv-ipam/agent/infra"
 	"github.com/contiv-ipam/agent/infra/config"
+	"github.com/contiv-ipam/agent/infra/health"
+	"github.com/contiv-ipam/agent/infra/metrics"
 	"github.com/contiv-ipam/agent/infra/servicelabel"
 	"github.com/contiv-ipam/agent/plugins/controller/api"
 )
@@ -18,6 +20,12 @@ type Deps struct {
 	infra.PluginDeps
 	// ServiceLabel gives this node's name (its agent label); required.
 	ServiceLabel servicelabel.ReaderAPI
+	// Metrics counts the NodeConfig CRD values that could not be used
+	// (optional).
+	Metrics metrics.API
+	// StatusCheck hears that the plugin waits for a valid NodeConfig CRD
+	// (optional).
+	StatusCheck health.Reporter
 }
 
 // Plugin reads contiv.conf in Init and serves it through API. As an event
@@ -32,6 +40,8 @@ type Plugin struct {
 	parsed   *Parsed
 	nodeName string
 	fileNode *NodeConfig // this node's nodeConfig entry, nil if none
+
+	report reporting // set by Init
 
 	mu      sync.RWMutex
 	crdNode *NodeConfig // this node's NodeConfig CRD, nil if none
@@ -68,6 +78,9 @@ func (p *Plugin) Init() error {
 	p.mu.Lock()
 	p.gw = staticDefaultGW(&p.parsed.IPAM, p.effectiveNode())
 	p.mu.Unlock()
+	if err := p.initReporting(); err != nil {
+		return err
+	}
 	ipam := &parsed.IPAM
 	p.Log.Info("contiv.conf loaded", "source", source, "node", p.nodeName,
 		"podSubnetCIDR", ipam.PodSubnetCIDR.String(), "podSubnetOneNodePrefixLen", ipam.PodSubnetOneNodePrefixLen,
