@@ -13,7 +13,7 @@ STATICCHECK := $(BIN)/staticcheck
 ERRCHECK    := $(BIN)/errcheck
 PROTOC_GEN_GO_VERSION := v1.36.11
 
-.PHONY: all build run test test-unit test-race check lint bench fuzz clean tools generate
+.PHONY: all build run test test-unit test-race check lint bench chaos fuzz clean tools generate
 
 all: build
 
@@ -69,6 +69,11 @@ generate:
 	  $$SUDO apt-get update && $$SUDO apt-get install -y protobuf-compiler; }
 	GOBIN=$(BIN) $(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)
 	PATH=$(BIN):$$PATH protoc --go_out=paths=source_relative:. $$(find plugins -name '*.proto' | LC_ALL=C sort)
+
+## chaos: the chaos test for CHAOS_DURATION (default 2m): random Kubernetes state, etcd restarts, agent SIGKILLs
+CHAOS_DURATION ?= 2m
+chaos:
+	CHAOS_DURATION=$(CHAOS_DURATION) $(GO) test -count=1 -run '^TestChaos$$' -v -timeout 30m ./plugins/ipam/
 
 ## bench: every benchmark, with allocations
 bench:

@@ -102,7 +102,7 @@ func (a *ContivAgent) addControllerAndHandlers(reg *logging.Registry) {
 		d.ServiceLabel, d.DB, d.EventLoop = a.ServiceLabel, a.ETCD, loop
 		// etcd's leases refuse a second live agent with this node name;
 		// bolt keeps the last node ID so that a change is never silent.
-		d.Presence, d.LocalDB, d.Metrics = a.ETCD, a.Bolt, a.Metrics
+		d.Presence, d.LocalDB, d.Metrics, d.StatusCheck = a.ETCD, a.Bolt, a.Metrics, a.Health
 	}))
 	a.IPAM = ipam.NewPlugin(ipam.UseDeps(func(d *ipam.Deps) {
 		d.LogRegistry = reg

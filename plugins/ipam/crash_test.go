@@ -23,6 +23,13 @@ import (
 const crashChildEnv = "IPAM_CRASH_CHILD_BOLT"
 
 func TestMain(m *testing.M) {
+	if mode := os.Getenv(chaosChildEnv); mode != "" {
+		if err := chaosChild(mode); err != nil {
+			fmt.Fprintln(os.Stderr, "chaos child:", err)
+			os.Exit(3)
+		}
+		os.Exit(0)
+	}
 	if path := os.Getenv(crashChildEnv); path != "" {
 		if err := crashChild(path); err != nil {
 			fmt.Fprintln(os.Stderr, "crash child:", err)

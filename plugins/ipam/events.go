@@ -71,20 +71,28 @@ func liveness(ev api.Event) *bool {
 	return &live
 }
 
-// waitError: IPAM cannot initialise before a valid value arrives.
-type waitError struct{ cause error }
-
-func (e *waitError) Error() string {
-	return fmt.Sprintf("IPAM waits for a valid pod CIDR of this node: %v", e.cause)
+// waitError: IPAM cannot initialise before a valid value arrives (this
+// node's pod CIDR, or its node ID).
+type waitError struct {
+	what  string
+	cause error
 }
 
+func (e *waitError) Error() string { return fmt.Sprintf("IPAM waits for %s: %v", e.what, e.cause) }
+
 func (e *waitError) Unwrap() error { return e.cause }
+
+// errNoNodeID: nodesync has no node ID yet (its claim waits for etcd).
+var errNoNodeID = errors.New("nodesync has not claimed it yet")
 
 // newState derives the addresses of this node.
 func (p *Plugin) newState(ks api.KubeStateData) (*state, error) {
 	cfg := p.ContivConf.GetIPAMConfig()
 	if cfg == nil {
 		return nil, fmt.Errorf("contivconf has no IPAM config")
+	}
+	if p.NodeSync.GetNodeID() == 0 {
+		return nil, &waitError{what: "this node's ID", cause: errNoNodeID}
 	}
 	podThis, err := p.podCIDRFromKube(cfg, ks)
 	if err != nil {
@@ -108,7 +116,7 @@ func (p *Plugin) podCIDRFromKube(cfg *contivconf.IPAMConfig, ks api.KubeStateDat
 	cur := p.st.Load()
 	p.invalidValue("pod_CIDR", err, cur)
 	if cur == nil {
-		return netip.Prefix{}, &waitError{cause: err}
+		return netip.Prefix{}, &waitError{what: "a valid pod CIDR of this node", cause: err}
 	}
 	return cur.podThis, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -17,6 +18,7 @@ import (
 	"github.com/contiv-ipam/agent/infra/kvdb/bolt"
 	"github.com/contiv-ipam/agent/infra/kvdb/etcd"
 	"github.com/contiv-ipam/agent/infra/kvdb/etcd/etcdtest"
+	"github.com/contiv-ipam/agent/infra/rest"
 	"github.com/contiv-ipam/agent/infra/rest/resttest"
 	"github.com/contiv-ipam/agent/infra/servicelabel"
 	"github.com/contiv-ipam/agent/plugins/contivconf"
@@ -49,56 +51,88 @@ type stackOpts struct {
 	endpoint, yaml string
 	boltPath       string // "" = a fresh file
 	etcdDown       bool   // etcd is down: start anyway, resync from the bolt mirror
+	presence       bool   // nodesync holds a presence lease (1s) and stores its ID in bolt
+	grace          time.Duration
 }
 
 func startStackWith(t *testing.T, o stackOpts) *stack {
 	t.Helper()
-	endpoint, yaml := o.endpoint, o.yaml
+	if o.boltPath == "" {
+		o.boltPath = filepath.Join(t.TempDir(), "bolt.db")
+	}
+	srv := resttest.New(t)
+	s, err := buildStack(o, quietLog(), srv.Plugin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.http = srv
+	t.Cleanup(func() { _ = s.agent.Stop() })
+	return s
+}
+
+// buildStack starts the stack (without a *testing.T: the chaos test's
+// child process builds it too); httpP may be nil.
+func buildStack(o stackOpts, log *slog.Logger, httpP rest.HTTPHandlers) (*stack, error) {
 	ec := etcd.DefaultConfig()
-	ec.Endpoints = []string{endpoint}
+	ec.Endpoints = []string{o.endpoint}
 	if o.etcdDown {
 		ec.AllowDelayedStart = true
 		ec.DialTimeout = 300 * time.Millisecond
 	}
 	etcdP := etcd.NewPlugin(etcd.UseConf(ec), etcd.UseEnv(noEnv), etcd.UseDeps(func(d *etcd.Deps) {
-		d.Cfg, d.Log = config.NoFile, quietLog()
+		d.Cfg, d.Log = config.NoFile, log
 	}))
 	bc := bolt.DefaultConfig()
 	bc.DBPath = o.boltPath
-	if bc.DBPath == "" {
-		bc.DBPath = filepath.Join(t.TempDir(), "bolt.db")
+	boltP := bolt.NewPlugin(bolt.UseConf(bc), bolt.UseDeps(func(d *bolt.Deps) { d.Cfg, d.Log = config.NoFile, log }))
+	label := servicelabel.NewPlugin(servicelabel.UseLabel(thisNode), servicelabel.UseDeps(func(d *servicelabel.Deps) { d.Log = log }))
+	cfg, err := contivconf.DecodeConfig([]byte(o.yaml), "test contiv.conf")
+	if err != nil {
+		return nil, err
 	}
-	boltP := bolt.NewPlugin(bolt.UseConf(bc), bolt.UseDeps(func(d *bolt.Deps) { d.Cfg, d.Log = config.NoFile, quietLog() }))
-	label := servicelabel.NewPlugin(servicelabel.UseLabel(thisNode), servicelabel.UseDeps(func(d *servicelabel.Deps) { d.Log = quietLog() }))
-	s := &stack{http: resttest.New(t)}
+	s := &stack{}
 	loop := &controller.LoopRef{}
-	conf := contivconf.NewPlugin(contivconf.UseConf(decodeContivConf(t, yaml)), contivconf.UseDeps(func(d *contivconf.Deps) {
-		d.Log, d.ServiceLabel = quietLog(), label
+	conf := contivconf.NewPlugin(contivconf.UseConf(cfg), contivconf.UseDeps(func(d *contivconf.Deps) {
+		d.Log, d.ServiceLabel = log, label
 	}))
-	ns := nodesync.NewPlugin(nodesync.UseDeps(func(d *nodesync.Deps) {
-		d.Log, d.ServiceLabel, d.DB, d.EventLoop = quietLog(), label, etcdP, loop
-	}))
-	s.ipam = ipam.NewPlugin(ipam.UseDeps(func(d *ipam.Deps) {
-		d.Log, d.ContivConf, d.NodeSync, d.ServiceLabel = quietLog(), conf, ns, label
-		d.LocalDB, d.HTTP = boltP, s.http.Plugin
-	}))
+	nsOpts := []nodesync.Option{nodesync.UseDeps(func(d *nodesync.Deps) {
+		d.Log, d.ServiceLabel, d.DB, d.EventLoop = log, label, etcdP, loop
+		if o.presence {
+			d.Presence, d.LocalDB = etcdP, boltP
+		}
+	})}
+	if o.presence {
+		nc := nodesync.DefaultConfig()
+		nc.PresenceTTL = time.Second
+		nsOpts = append(nsOpts, nodesync.UseConf(nc))
+	}
+	ns := nodesync.NewPlugin(nsOpts...)
+	ipamOpts := []ipam.Option{ipam.UseDeps(func(d *ipam.Deps) {
+		d.Log, d.ContivConf, d.NodeSync, d.ServiceLabel = log, conf, ns, label
+		d.LocalDB, d.HTTP = boltP, httpP
+	})}
+	if o.grace != 0 {
+		ic := ipam.DefaultConfig()
+		ic.AbsentPodGracePeriod = o.grace
+		ipamOpts = append(ipamOpts, ipam.UseConf(ic))
+	}
+	s.ipam = ipam.NewPlugin(ipamOpts...)
 	cc := controller.DefaultConfig()
 	cc.DelayLocalResync = 300 * time.Millisecond
 	s.ctrl = controller.NewPlugin(controller.UseConf(cc), controller.UseLoopRef(loop),
 		controller.UseHandlers(conf, ns, s.ipam), controller.UseDeps(func(d *controller.Deps) {
-			d.Cfg, d.Log = config.NoFile, quietLog()
-			d.RemoteDB, d.LocalDB, d.HTTP = etcdP, boltP, s.http.Plugin
+			d.Cfg, d.Log = config.NoFile, log
+			d.RemoteDB, d.LocalDB, d.HTTP = etcdP, boltP, httpP
 		}))
-	a, err := agent.NewAgent(agent.Plugins(etcdP, boltP, label, conf, ns, s.ipam, s.ctrl), agent.Args(nil), agent.Logger(quietLog()))
+	a, err := agent.NewAgent(agent.Plugins(etcdP, boltP, label, conf, ns, s.ipam, s.ctrl), agent.Args(nil), agent.Logger(log))
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	if err := a.Start(); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	s.agent = a
-	t.Cleanup(func() { _ = a.Stop() })
-	return s
+	return s, nil
 }
 
 func decodeContivConf(t *testing.T, yaml string) contivconf.Config {

@@ -62,15 +62,18 @@ func (p *Plugin) claim(me *Node) (uint32, error) {
 		return 0, p.loseID(conflictName, err)
 	}
 	if err != nil {
-		return fail(err)
+		return 0, &transientError{fmt.Errorf("unable to allocate node ID for node %q: %w", p.name, err)}
 	}
 	st, err := p.loadStoredID(ctx)
 	if err != nil {
 		return fail(err)
 	}
 	id, rec, err := p.claimNodeID(ctx, st.id)
-	if err != nil {
+	if errors.Is(err, ErrClaimGaveUp) || errors.Is(err, ErrNoDatabase) {
 		return 0, api.NewFatalError(err)
+	}
+	if err != nil {
+		return 0, &transientError{err} // etcd unreachable or timed out
 	}
 	if err := p.adoptID(st, id, "the claim in etcd"); err != nil {
 		return 0, api.NewFatalError(err)

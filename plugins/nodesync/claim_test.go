@@ -138,7 +138,10 @@ func TestClaimWithoutDatabase(t *testing.T) {
 	g.Expect(err.Error()).To(Equal(`fatal error: unable to allocate node ID for node "node-x": database is not provided`))
 }
 
-func TestClaimErrorsAreFatal(t *testing.T) {
+// An etcd that does not answer never stops the agent: the claim fails,
+// the node has no ID (IPAM waits), and a ClaimRetry is pushed after a
+// short delay.
+func TestClaimErrorsOfEtcdAreRetried(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		db   *fakeStore
@@ -151,32 +154,29 @@ func TestClaimErrorsAreFatal(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
-			p := newPlugin(t, "node-x", tc.db, &loop{})
-			err := resync(p, nil)
-			g.Expect(api.IsFatal(err)).To(BeTrue())
-			g.Expect(errors.Is(err, errBoom)).To(BeTrue())
-			g.Expect(err.Error()).To(ContainSubstring(tc.want))
+			l := &loop{}
+			p := newPlugin(t, "node-x", tc.db, l)
+			g.Expect(resync(p, nil)).To(Succeed(), "not fatal")
+			g.Expect(p.GetNodeID()).To(BeZero())
+			g.Eventually(l.retries).WithTimeout(5*time.Second).Should(BeNumerically(">=", 1), "a retry is pushed")
 		})
 	}
 }
 
-func TestClaimWithEtcdDownFailsThenTheNextResyncClaims(t *testing.T) {
+func TestClaimWithEtcdDownWaitsThenTheNextResyncClaims(t *testing.T) {
 	g := NewWithT(t)
 	srv := etcdtest.Start(t)
 	db := newDB(t, srv, shortTimeout)
 	putRecord(t, db, &vppnode.VppNode{Id: 1, Name: "node-a"})
-	p := newPlugin(t, "node-x", db, &loop{})
+	l := &loop{}
+	p := newPlugin(t, "node-x", db, l)
 	srv.Stop()
-	err := resync(p, nil)
-	g.Expect(api.IsFatal(err)).To(BeTrue())
-	// The presence comes first: no claim before this agent knows it is the
-	// only one serving node-x.
-	g.Expect(err.Error()).To(ContainSubstring(`unable to allocate node ID for node "node-x": cannot check that no other agent serves node "node-x"`))
+	g.Expect(resync(p, nil)).To(Succeed(), "etcd down is not fatal")
 	g.Expect(p.GetNodeID()).To(BeZero())
+	g.Eventually(l.retries).WithTimeout(10 * time.Second).Should(BeNumerically(">=", 1))
 
 	srv.Restart()
-	g.Eventually(func() error { return resync(p, nil) }, 10*time.Second, 100*time.Millisecond).Should(Succeed())
-	g.Expect(p.GetNodeID()).To(Equal(uint32(2)))
+	g.Eventually(func() uint32 { _ = resync(p, nil); return p.GetNodeID() }, 10*time.Second, 100*time.Millisecond).Should(Equal(uint32(2)))
 }
 
 // A restarted agent whose etcd is down starts from the bolt mirror: its
@@ -194,11 +194,10 @@ func TestLocalResyncTakesTheIDFromTheMirror(t *testing.T) {
 	g.Expect(p.GetAllNodes()).To(HaveKey("other"))
 
 	remote := newPlugin(t, "node-x", down, &loop{})
-	err := remote.Resync(&api.DBResync{KubeState: ks}, ks, 1, nil)
-	g.Expect(api.IsFatal(err)).To(BeTrue(), "a remote resync claims in etcd, which is down")
+	g.Expect(remote.Resync(&api.DBResync{KubeState: ks}, ks, 1, nil)).To(Succeed(), "etcd down: waits, not fatal")
+	g.Expect(remote.GetNodeID()).To(BeZero(), "a remote resync claims in etcd, which is down")
 
 	fresh := newPlugin(t, "node-new", down, &loop{})
-	err = fresh.Resync(&api.DBResync{Local: true, KubeState: ks}, ks, 1, nil)
-	g.Expect(api.IsFatal(err)).To(BeTrue(), "no record in the mirror: an ID needs etcd")
-	g.Expect(fresh.GetNodeID()).To(BeZero())
+	g.Expect(fresh.Resync(&api.DBResync{Local: true, KubeState: ks}, ks, 1, nil)).To(Succeed())
+	g.Expect(fresh.GetNodeID()).To(BeZero(), "no record in the mirror: an ID needs etcd")
 }

@@ -56,6 +56,19 @@ func (l *loop) PushEvent(ev api.Event) error {
 	return nil
 }
 
+// retries counts the ClaimRetry events pushed.
+func (l *loop) retries() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, ev := range l.events {
+		if _, ok := ev.(*nodesync.ClaimRetry); ok {
+			n++
+		}
+	}
+	return n
+}
+
 // take returns the NodeUpdates pushed since the last take (other events
 // are dropped).
 func (l *loop) take() []*nodesync.NodeUpdate {

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/contiv-ipam/agent/infra"
+	"github.com/contiv-ipam/agent/infra/health"
 	"github.com/contiv-ipam/agent/infra/kvdb"
 	"github.com/contiv-ipam/agent/infra/metrics"
 	"github.com/contiv-ipam/agent/infra/servicelabel"
@@ -45,6 +46,9 @@ type Deps struct {
 	LocalDB kvdb.Broker
 	// Metrics registers the plugin's metrics; optional.
 	Metrics metrics.API
+	// StatusCheck hears whether the node has its ID (optional): unready
+	// while a claim waits for etcd.
+	StatusCheck health.Reporter
 	// EventLoop receives the NodeUpdate and NodeIDCheck events (the
 	// controller).
 	EventLoop api.EventLoop
@@ -88,6 +92,8 @@ type Plugin struct {
 	presSet    chan struct{} // a new pres was set (buffer 1), for the keeper
 	stopKeeper context.CancelFunc
 	keeperDone chan struct{}
+
+	retry claimRetry // a claim that failed because etcd did not answer
 }
 
 var (
@@ -142,6 +148,9 @@ func (p *Plugin) Init() error {
 	if p.Presence == nil {
 		p.Log.Warn("no Presence store: a second live agent with this node name would not be detected")
 	}
+	if p.StatusCheck != nil {
+		p.StatusCheck.Register(p.String(), nil) // init until the ID is claimed
+	}
 	if p.LocalDB == nil {
 		p.Log.Warn("no LocalDB: a change of this node's ID across restarts would not be detected")
 	}
@@ -169,6 +178,7 @@ func (p *Plugin) AfterInit() error {
 // successor with this node name need not wait for the lease to expire. IDs
 // stay claimed. Safe twice.
 func (p *Plugin) Close() error {
+	p.stopRetry()
 	if p.stopKeeper != nil {
 		p.stopKeeper()
 		<-p.keeperDone
@@ -250,11 +260,19 @@ func (p *Plugin) Resync(ev api.Event, ks api.KubeStateData, resyncCount int, _ a
 		nodes[p.name] = me
 	}
 	id, err := p.resyncID(ev, me)
+	var transient *transientError
+	if errors.As(err, &transient) {
+		me.ID = 0
+		p.setNodes(nodes, me)
+		p.retryClaim(transient)
+		return nil
+	}
 	if err != nil {
 		me.ID = 0 // never list this node under an ID it does not hold
 		p.setNodes(nodes, me)
 		return err
 	}
+	p.claimed()
 	if me.ID != 0 && me.ID != id {
 		p.Log.Warn("kube state gives this node another ID; keeping the claimed one",
 			"node", p.name, "claimed", id, "kube-state", me.ID)
