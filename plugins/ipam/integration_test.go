@@ -135,15 +135,6 @@ func buildStack(o stackOpts, log *slog.Logger, httpP rest.HTTPHandlers) (*stack,
 	return s, nil
 }
 
-func decodeContivConf(t *testing.T, yaml string) contivconf.Config {
-	t.Helper()
-	cc := contivconf.DefaultConfig()
-	if err := config.Decode([]byte(yaml), &cc, "test contiv.conf"); err != nil {
-		t.Fatal(err)
-	}
-	return cc
-}
-
 func putNodeRecord(t *testing.T, srv *etcdtest.Server, podCIDR string) {
 	t.Helper()
 	data, err := codec.Marshal(&node.Node{Name: thisNode, Pod_CIDR: podCIDR,
