@@ -2,7 +2,9 @@ package ipam_test
 
 import (
 	"context"
+	"encoding/json"
 	"net"
+	"net/http"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -12,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/contiv-ipam/agent/infra/health"
+	"github.com/contiv-ipam/agent/infra/rest/resttest"
 	"github.com/contiv-ipam/agent/plugins/controller/api"
 	"github.com/contiv-ipam/agent/plugins/controller/controllertest"
 	"github.com/contiv-ipam/agent/plugins/ipam"
@@ -194,4 +197,39 @@ func TestInconsistentPodsAreSkipped(t *testing.T) {
 	g.Expect(held).To(BeFalse(), "the value of a key that names another pod is not used")
 	g.Expect(f.ipam.GetPodIP(podmodel.ID{Name: "ok", Namespace: "default"}).String()).To(Equal("1.2.128.11/32"))
 	g.Expect(f.ipam.GetPodIP(podmodel.ID{Name: "here", Namespace: "default"})).To(BeNil())
+}
+
+// GET /contiv/v1/ipam/conflicts lists the records moved aside.
+func TestRESTListsTheConflicts(t *testing.T) {
+	g := NewWithT(t)
+	srv := resttest.New(t)
+	db := openBolt(t, filepath.Join(t.TempDir(), "bolt.db"))
+	defer db.Close()
+	ctx := context.Background()
+	g.Expect(db.Put(ctx, ipam.AllocationPrefix+"default/pod1", []byte("1.2.128.10"))).To(Succeed())
+	g.Expect(db.Put(ctx, ipam.AllocationPrefix+"default/pod2", []byte("1.2.128.10"))).To(Succeed())
+	conf, err := newContivConf(t, defaultTestConfig)
+	g.Expect(err).NotTo(HaveOccurred())
+	ns := &fakeNodeSync{}
+	ns.id.Store(1)
+	i := ipam.NewPlugin(ipam.UseDeps(func(d *ipam.Deps) {
+		d.Log, d.ContivConf, d.NodeSync, d.ServiceLabel = quietLog(), conf, ns, fakeLabel{thisNode}
+		d.LocalDB, d.HTTP = db, srv.Plugin
+	}))
+	g.Expect(i.Init()).To(Succeed())
+	g.Expect(i.AfterInit()).To(Succeed())
+	t.Cleanup(func() { _ = i.Close() })
+	status, body := srv.Get(ipam.ConflictsPath)
+	g.Expect(status).To(Equal(http.StatusOK))
+	g.Expect(body).To(MatchJSON(`{"conflicts": []}`))
+
+	ks := kubePods()
+	g.Expect(i.Resync(&api.DBResync{KubeState: ks}, ks, 1, nil)).To(Succeed())
+	_, body = srv.Get(ipam.ConflictsPath)
+	var got ipam.Conflicts
+	g.Expect(json.Unmarshal([]byte(body), &got)).To(Succeed())
+	g.Expect(got.Conflicts).To(HaveLen(1), "no Kubernetes word: the newer record (pod2) wins")
+	g.Expect(got.Conflicts[0].PodID).To(Equal(ipam.PodName{Name: "pod1", Namespace: "default"}))
+	g.Expect(got.Conflicts[0].IP).To(Equal("1.2.128.10"))
+	g.Expect(got.Conflicts[0].KeptFor).To(Equal("default/pod2"))
 }

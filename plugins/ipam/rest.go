@@ -1,9 +1,13 @@
 package ipam
 
 import (
+	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"sort"
+	"strings"
 
 	"github.com/contiv-ipam/agent/infra/rest"
 	"github.com/contiv-ipam/agent/plugins/contivconf"
@@ -13,6 +17,7 @@ import (
 const (
 	IPAMPath        = "/contiv/v1/ipam"
 	AllocationsPath = "/contiv/v1/ipam/allocations"
+	ConflictsPath   = "/contiv/v1/ipam/conflicts"
 )
 
 // NodeIPAMInfo is the reply of GET /contiv/v1/ipam (the JSON of Contiv's
@@ -53,6 +58,48 @@ func (p *Plugin) registerHandlers() {
 		p.ipamHandler, http.MethodGet)
 	rest.RegisterDescribed(p.HTTP, AllocationsPath, "pod addresses allocated on this node",
 		p.allocationsHandler, http.MethodGet)
+	rest.RegisterDescribed(p.HTTP, ConflictsPath, "stored allocation records that lost a clash and were moved aside",
+		p.conflictsHandler, http.MethodGet)
+}
+
+// Conflict is a record moved aside in GET /contiv/v1/ipam/conflicts.
+type Conflict struct {
+	PodID   PodName `json:"PodID"`
+	IP      string  `json:"ip"`
+	KeptFor string  `json:"keptFor"`
+	At      string  `json:"at"`
+}
+
+// Conflicts is the reply of GET /contiv/v1/ipam/conflicts.
+type Conflicts struct {
+	Conflicts []Conflict `json:"conflicts"`
+}
+
+func (p *Plugin) conflictsHandler(f *rest.Formatter) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		out := Conflicts{Conflicts: []Conflict{}}
+		if p.LocalDB == nil {
+			f.JSON(w, http.StatusOK, out)
+			return
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), p.cfg.StoreTimeout)
+		defer cancel()
+		kvs, _, err := p.LocalDB.List(ctx, ConflictPrefix)
+		if err != nil {
+			f.Error(w, http.StatusInternalServerError, fmt.Errorf("reading %s: %w", ConflictPrefix, err))
+			return
+		}
+		for _, kv := range kvs {
+			c := Conflict{}
+			if json.Unmarshal(kv.Value, &c) != nil {
+				c.IP = "unreadable: " + string(kv.Value)
+			}
+			ns, name, _ := strings.Cut(strings.TrimPrefix(kv.Key, ConflictPrefix), "/")
+			c.PodID = PodName{Name: name, Namespace: ns}
+			out.Conflicts = append(out.Conflicts, c)
+		}
+		f.JSON(w, http.StatusOK, out)
+	}
 }
 
 func (p *Plugin) ipamHandler(f *rest.Formatter) http.HandlerFunc {
