@@ -27,7 +27,7 @@ func TestRunHelpListsPluginFlags(t *testing.T) {
 		t.Fatalf("exit %d", code)
 	}
 	for _, f := range []string{"-config-dir", "-http-config", "-http-port", "-etcd-config",
-		"-bolt-config", "-microservice-label", "-version", "-accept-node-id-change", "-nodesync-presence-ttl"} {
+		"-bolt-config", "-microservice-label", "-version", "-accept-node-id-change", "-nodesync-presence-ttl", "-bolt-recover"} {
 		if !strings.Contains(errOut.String(), f) {
 			t.Errorf("usage lacks %s:\n%s", f, errOut.String())
 		}

@@ -1,12 +1,17 @@
 package bolt
 
+import (
+	"os"
+	"time"
+)
+
 // Option changes a Plugin built by NewPlugin.
 type Option func(*Plugin)
 
 // NewPlugin builds a bolt plugin; options are applied in order, then the
 // missing dependencies (logger, config file accessor) are filled in.
 func NewPlugin(opts ...Option) *Plugin {
-	p := &Plugin{}
+	p := &Plugin{env: os.LookupEnv, now: time.Now}
 	p.SetName("bolt")
 	for _, o := range opts {
 		o(p)
@@ -28,4 +33,10 @@ func UseDeps(f func(*Deps)) Option {
 // of DefaultConfig(); keys the file sets still win.
 func UseConf(c Config) Option {
 	return func(p *Plugin) { p.base = &c }
+}
+
+// UseEnv replaces os.LookupEnv for the flags' environment fallbacks
+// (BOLT_RECOVER); for tests.
+func UseEnv(lookup func(string) (string, bool)) Option {
+	return func(p *Plugin) { p.env = lookup }
 }

@@ -2,7 +2,9 @@ package bolt
 
 import (
 	"context"
+	"flag"
 	"fmt"
+	"time"
 
 	"github.com/contiv-ipam/agent/infra"
 	"github.com/contiv-ipam/agent/infra/config"
@@ -16,6 +18,10 @@ type Plugin struct {
 	base  *Config // from UseConf; nil means DefaultConfig()
 	cfg   Config  // the effective configuration, set by Init
 	store *store  // set by Init
+
+	flags *flag.FlagSet               // from RegisterFlags (-bolt-recover)
+	env   func(string) (string, bool) // environment of the flags
+	now   func() time.Time            // names the moved-aside file
 }
 
 // Deps are the plugin's dependencies.
@@ -29,13 +35,19 @@ var (
 )
 
 // Init loads bolt.conf, opens (or creates) the database and starts the
-// committer.
+// committer. An existing file is checked first: a damaged one fails Init
+// with an error wrapping ErrDamaged, or, with -bolt-recover, is moved
+// aside and replaced by a fresh database.
 func (p *Plugin) Init() error {
 	cfg, err := p.loadConfig()
 	if err != nil {
 		return err
 	}
-	st, err := openStore(cfg, p.Log)
+	rec, err := p.recovery()
+	if err != nil {
+		return err
+	}
+	st, err := openStore(cfg, p.Log, rec)
 	if err != nil {
 		return err
 	}

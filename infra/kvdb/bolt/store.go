@@ -58,18 +58,24 @@ type store struct {
 }
 
 // openStore opens (or creates) the database file cfg.DBPath and starts
-// its committer.
-func openStore(cfg Config, log *slog.Logger) (*store, error) {
+// its committer. An existing file is checked before bbolt maps it (see
+// openDB); a damaged one fails with an error wrapping ErrDamaged unless
+// rec.enabled, which moves it aside and starts on a fresh file.
+func openStore(cfg Config, log *slog.Logger, rec recovery) (*store, error) {
 	if err := os.MkdirAll(filepath.Dir(cfg.DBPath), 0o755); err != nil {
 		return nil, fmt.Errorf("bolt: create the directory of db-path %q: %w", cfg.DBPath, err)
 	}
-	db, err := bbolt.Open(cfg.DBPath, cfg.FileMode.Perm(), &bbolt.Options{Timeout: cfg.LockTimeout})
-	if err != nil {
-		return nil, openError(cfg, err)
-	}
-	rev, err := prepare(db)
-	if err != nil {
-		return nil, errors.Join(fmt.Errorf("bolt: %q: %w", cfg.DBPath, err), db.Close())
+	db, rev, err := openDB(cfg, log)
+	switch {
+	case err != nil && rec.enabled && errors.Is(err, ErrDamaged):
+		if db, rev, err = recoverDB(cfg, log, rec, err); err != nil {
+			return nil, err
+		}
+	case err != nil:
+		return nil, err
+	case rec.enabled:
+		log.Warn("-"+RecoverFlag+" is set but the database is sound: nothing was moved; remove the flag",
+			"path", cfg.DBPath)
 	}
 	s := &store{
 		db:       db,
@@ -84,19 +90,6 @@ func openStore(cfg Config, log *slog.Logger) (*store, error) {
 	}
 	go s.commitLoop()
 	return s, nil
-}
-
-// openError explains why bbolt.Open failed.
-func openError(cfg Config, err error) error {
-	switch {
-	case errors.Is(err, berrors.ErrTimeout):
-		return fmt.Errorf("bolt: open %q: the file is locked by another process (gave up after lock-timeout %s): %w",
-			cfg.DBPath, cfg.LockTimeout, err)
-	case errors.Is(err, berrors.ErrInvalid), errors.Is(err, berrors.ErrVersionMismatch),
-		errors.Is(err, berrors.ErrChecksum):
-		return fmt.Errorf("bolt: open %q: not a bolt database, or a corrupted one: %w", cfg.DBPath, err)
-	}
-	return fmt.Errorf("bolt: open %q: %w", cfg.DBPath, err)
 }
 
 // prepare creates the buckets of a new database, checks the format of an
