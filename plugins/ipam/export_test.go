@@ -27,3 +27,10 @@ func AbsentReleases(p *Plugin) prometheus.Collector {
 
 // AllocationsOf is the reply of GET /contiv/v1/ipam/allocations.
 func AllocationsOf(p *Plugin) Allocations { return p.allocations() }
+
+// KubeStateIsLive tells whether the keeper's view of the Kubernetes pods
+// comes from etcd (a remote DB resync), not from the local mirror.
+func KubeStateIsLive(p *Plugin) (live bool) {
+	p.keeper.read(func(*table) { live = p.keeper.view.live })
+	return live
+}
