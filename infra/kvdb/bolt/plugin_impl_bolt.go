@@ -16,6 +16,8 @@ type Plugin struct {
 	base  *Config // from UseConf; nil means DefaultConfig()
 	cfg   Config  // the effective configuration, set by Init
 	store *store  // set by Init
+
+	loaded *Config // from LoadConfig (loadconfig.go); nil: Init loads
 }
 
 // Deps are the plugin's dependencies.
@@ -31,7 +33,7 @@ var (
 // Init loads bolt.conf, opens (or creates) the database and starts the
 // committer.
 func (p *Plugin) Init() error {
-	cfg, err := p.loadConfig()
+	cfg, err := p.initConfig()
 	if err != nil {
 		return err
 	}
