@@ -2,11 +2,14 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"sort"
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 
@@ -28,29 +31,60 @@ var configFlags = map[string]string{
 	"ipam-config":       "ipam.conf",
 }
 
-// isolateEnv clears the environment variables the plugins read, so that
-// the machine's environment does not steer an in-process run.
-func isolateEnv(t *testing.T) {
-	t.Helper()
-	for _, name := range []string{"CONFIG_DIR", "ETCD_ENDPOINTS", "HTTP_PORT", "MICROSERVICE_LABEL", "INITIAL_LOGLVL",
-		"ACCEPT_NODE_ID_CHANGE", "NODESYNC_PRESENCE_TTL"} {
-		t.Setenv(name, "")
-	}
+// agentEnv is the environment of a test run of the binary: the variables
+// the plugins read are cleared so that the machine's environment does not
+// steer it, then extra ("NAME=value") is applied.
+func agentEnv(extra ...string) []string {
+	env := append(os.Environ(), "CONFIG_DIR=", "ETCD_ENDPOINTS=", "HTTP_PORT=", "INITIAL_LOGLVL=",
+		"ACCEPT_NODE_ID_CHANGE=", "NODESYNC_PRESENCE_TTL=", "NODESYNC_CONFIG=", "MICROSERVICE_LABEL=n1")
 	for flagName := range configFlags {
-		t.Setenv(config.EnvName(flagName), "")
+		env = append(env, config.EnvName(flagName)+"=")
 	}
-	t.Setenv("NODESYNC_CONFIG", "")
+	return append(env, extra...)
+}
+
+// runToExit runs the binary in dir and returns its exit code and output.
+// Each run here must be refused; an agent that is still running after
+// refuseWithin accepted the config, and is killed.
+func runToExit(t *testing.T, dir string, args []string, env ...string) (int, string) {
+	t.Helper()
+	const refuseWithin = 60 * time.Second
+	cmd := exec.Command(agentBinary, args...)
+	cmd.Dir, cmd.Env = dir, agentEnv(env...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		var exitErr *exec.ExitError
+		if errors.As(err, &exitErr) {
+			return exitErr.ExitCode(), out.String()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return 0, out.String()
+	case <-time.After(refuseWithin):
+		_ = cmd.Process.Kill()
+		<-done
+		t.Fatalf("the agent still ran %v after start: it accepted a config it must refuse:\n%s", refuseWithin, out.String())
+		return 0, ""
+	}
 }
 
 // quickConfig writes a config directory whose agent starts without an
 // embedded etcd (an unreachable endpoint, allow-delayed-start) and keeps
-// every file in dir: data/bolt.db, the embedded etcd's dir etcd (unused).
+// every file in dir.
 func quickConfig(t *testing.T, dir string) {
 	t.Helper()
+	writeRunConfig(t, dir, "127.0.0.1:0")
+	writeFile(t, filepath.Join(dir, "ipam.conf"), "absentPodGracePeriod: 10m\n")
 	writeFile(t, filepath.Join(dir, "etcd.conf"), "endpoints: [\"127.0.0.1:1\"]\nallow-delayed-start: true\ndial-timeout: 50ms\n"+
 		"embedded-data-dir: "+filepath.Join(dir, "etcd")+"\n")
-	writeFile(t, filepath.Join(dir, "bolt.conf"), "db-path: "+filepath.Join(dir, "data", "bolt.db")+"\n")
-	writeFile(t, filepath.Join(dir, "http.conf"), "endpoint: 127.0.0.1:0\n")
 }
 
 // TestHelpListsExactlyTheConfigFlagsThatWork checks the usage against the
@@ -58,7 +92,6 @@ func quickConfig(t *testing.T, dir string) {
 // then shows that each listed flag is read: a file with an unknown key
 // given through it fails start-up naming the file and the key.
 func TestHelpListsExactlyTheConfigFlagsThatWork(t *testing.T) {
-	isolateEnv(t)
 	var out, errOut bytes.Buffer
 	NewWithT(t).Expect(run([]string{"-h"}, &out, &errOut, envOf(nil))).To(Equal(0))
 	var listed []string
@@ -78,12 +111,10 @@ func TestHelpListsExactlyTheConfigFlagsThatWork(t *testing.T) {
 			dir := t.TempDir()
 			quickConfig(t, dir)
 			bad := writeBad(t, dir, flagName)
-			out.Reset()
-			errOut.Reset()
-			code := run([]string{"-config-dir", dir, "-" + flagName, bad, "-microservice-label", "n1"}, &out, &errOut, envOf(nil))
+			code, out := runToExit(t, dir, []string{"-config-dir", dir, "-" + flagName, bad})
 			g.Expect(code).To(Equal(1))
-			g.Expect(errOut.String()).To(ContainSubstring(bad))
-			g.Expect(errOut.String()).To(ContainSubstring(`unknown key "no-such-key"`))
+			g.Expect(out).To(ContainSubstring(bad))
+			g.Expect(out).To(ContainSubstring(`unknown key "no-such-key"`))
 		})
 	}
 }
@@ -101,18 +132,16 @@ func writeBad(t *testing.T, dir, flagName string) string {
 	return path
 }
 
-// TestBadConfigCreatesNothing runs the agent in-process with a config that
-// cannot be right: it exits 1 naming the file (or directory) and the
-// problem, and neither the embedded etcd's data directory nor bolt.db was
-// created.
+// TestBadConfigCreatesNothing runs the agent with a config that cannot be
+// right: it exits 1 naming the file (or directory) and the problem, and
+// neither the embedded etcd's data directory nor bolt.db was created.
 func TestBadConfigCreatesNothing(t *testing.T) {
-	isolateEnv(t)
 	cases := []struct {
 		name  string
 		setup func(t *testing.T, dir string) []string // returns extra args
 		want  []string
 	}{
-		{"contiv.conf leaves no room for a pod", func(t *testing.T, dir string) []string {
+		{"contiv.conf leaves no room for a pod (issue 9)", func(t *testing.T, dir string) []string {
 			writeFile(t, filepath.Join(dir, "contiv.conf"), "ipamConfig:\n  podSubnetOneNodePrefixLen: 30\n")
 			return nil
 		}, []string{"plugin contivconf: load config", "contiv.conf: ipamConfig.podSubnetOneNodePrefixLen 30", "use at most 29"}},
@@ -146,11 +175,10 @@ func TestBadConfigCreatesNothing(t *testing.T) {
 			g := NewWithT(t)
 			dir := t.TempDir()
 			writeRunConfig(t, dir, "127.0.0.1:0")
-			args := append([]string{"-config-dir", dir, "-microservice-label", "n1"}, tc.setup(t, dir)...)
-			var out, errOut bytes.Buffer
-			g.Expect(run(args, &out, &errOut, envOf(nil))).To(Equal(1))
+			code, out := runToExit(t, dir, append([]string{"-config-dir", dir}, tc.setup(t, dir)...))
+			g.Expect(code).To(Equal(1))
 			for _, w := range tc.want {
-				g.Expect(errOut.String()).To(ContainSubstring(w))
+				g.Expect(out).To(ContainSubstring(w))
 			}
 			g.Expect(filepath.Join(dir, "etcd")).NotTo(BeAnExistingFile(), "no etcd data directory")
 			g.Expect(filepath.Join(dir, "data")).NotTo(BeAnExistingFile(), "no bolt.db directory")
@@ -160,32 +188,36 @@ func TestBadConfigCreatesNothing(t *testing.T) {
 
 // TestConfigDirThatCannotBeRight checks that a -config-dir or CONFIG_DIR
 // that does not exist or is not a directory stops the agent, naming the
-// flag or env and the path.
+// flag or env and the path. (Every plugin's file is named by its env
+// variable, so that an agent that ignored the directory would run on
+// files in dir.)
 func TestConfigDirThatCannotBeRight(t *testing.T) {
-	isolateEnv(t)
 	dir := t.TempDir()
+	quickConfig(t, dir)
+	var files []string
+	for flagName, file := range configFlags {
+		files = append(files, config.EnvName(flagName)+"="+filepath.Join(dir, file))
+	}
 	file := filepath.Join(dir, "afile")
 	writeFile(t, file, "")
+	missing := filepath.Join(dir, "nope")
 	cases := []struct {
 		name string
 		args []string
 		env  string
 		want string
 	}{
-		{"flag, missing", []string{"-config-dir", filepath.Join(dir, "nope")}, "",
-			`config directory "` + filepath.Join(dir, "nope") + `" (flag -config-dir): does not exist`},
-		{"env, missing", nil, filepath.Join(dir, "nope"),
-			`config directory "` + filepath.Join(dir, "nope") + `" (env CONFIG_DIR): does not exist`},
+		{"flag, missing", []string{"-config-dir", missing}, "", `config directory "` + missing + `" (flag -config-dir): does not exist`},
+		{"env, missing", nil, missing, `config directory "` + missing + `" (env CONFIG_DIR): does not exist`},
 		{"flag, a file", []string{"-config-dir", file}, "", `config directory "` + file + `" (flag -config-dir): not a directory`},
 		{"env, a file", nil, file, `config directory "` + file + `" (env CONFIG_DIR): not a directory`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
-			t.Setenv("CONFIG_DIR", tc.env)
-			var out, errOut bytes.Buffer
-			g.Expect(run(append(tc.args, "-microservice-label", "n1"), &out, &errOut, envOf(nil))).To(Equal(1))
-			g.Expect(errOut.String()).To(ContainSubstring(tc.want))
+			code, out := runToExit(t, dir, tc.args, append(files, "CONFIG_DIR="+tc.env)...)
+			g.Expect(code).To(Equal(1))
+			g.Expect(out).To(ContainSubstring(tc.want))
 		})
 	}
 }
@@ -202,23 +234,4 @@ func TestEmptyEtcdConfMeansEmbedded(t *testing.T) {
 	g.Expect(c.EmbeddedClientURL).To(Equal("http://127.0.0.1:2379"))
 	g.Expect(c.EmbeddedPeerURL).To(Equal("http://127.0.0.1:2380"))
 	g.Expect(c.Validate()).To(Succeed())
-}
-
-// TestAgentBinaryRefusesBadContivConfBeforeCreatingFiles is the reported
-// fault with the real binary: a contiv.conf that fails validation used to
-// be refused only after the etcd data dir and bolt.db were created.
-func TestAgentBinaryRefusesBadContivConfBeforeCreatingFiles(t *testing.T) {
-	g := NewWithT(t)
-	dir := t.TempDir()
-	writeRunConfig(t, dir, "127.0.0.1:0")
-	writeFile(t, filepath.Join(dir, "contiv.conf"), "ipamConfig:\n  podSubnetOneNodePrefixLen: 30\n")
-	p := startAgent(t, dir)
-	var last string
-	for rec := range p.lines {
-		last, _ = rec["msg"].(string)
-	}
-	g.Expect(<-p.done).To(MatchError("exit status 1"))
-	g.Expect(last).To(ContainSubstring(filepath.Join(dir, "contiv.conf") + ": ipamConfig.podSubnetOneNodePrefixLen 30"))
-	g.Expect(filepath.Join(dir, "etcd")).NotTo(BeAnExistingFile())
-	g.Expect(filepath.Join(dir, "data")).NotTo(BeAnExistingFile())
 }
