@@ -93,8 +93,9 @@ func ForPlugin(name string, opts ...Option) *FileConfig {
 func (c *FileConfig) RegisterFlags(fs *flag.FlagSet) {
 	c.flags = fs
 	if fs.Lookup(c.flagName) == nil {
-		fs.String(c.flagName, c.defaultFile, fmt.Sprintf(
-			"config file of plugin %s (env %s; default: %s in -%s)", c.name, EnvName(c.flagName), c.defaultFile, DirFlag))
+		fs.String(c.flagName, "", fmt.Sprintf(
+			"config file of plugin %s, absolute or relative to the working directory (env %s; unset: %s in -%s)",
+			c.name, EnvName(c.flagName), c.defaultFile, DirFlag))
 	}
 	RegisterDirFlag(fs)
 }
@@ -102,7 +103,8 @@ func (c *FileConfig) RegisterFlags(fs *flag.FlagSet) {
 // RegisterDirFlag adds -config-dir to fs unless it is there.
 func RegisterDirFlag(fs *flag.FlagSet) {
 	if fs.Lookup(DirFlag) == nil {
-		fs.String(DirFlag, ".", "directory of the <plugin>.conf files not named by their own flag (env CONFIG_DIR)")
+		fs.String(DirFlag, "", "directory of the <plugin>.conf files not named by their own flag or env; "+
+			"must exist (env CONFIG_DIR; unset: the working directory)")
 	}
 }
 
