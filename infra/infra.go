@@ -5,14 +5,25 @@
 // API interfaces, usually grouped in an embedded Deps struct that embeds
 // PluginDeps. The agent (infra/agent) finds plugins through those fields,
 // orders them dependencies first, and calls:
-//  1. Init on every plugin, in order;
-//  2. AfterInit on every plugin that has it, in order, only after every Init
+//  1. LoadConfig on every plugin that has it (ConfigLoader), in order,
+//     before any Init: a config that cannot be right stops the agent before
+//     any plugin has created anything (a file, a directory, a socket);
+//  2. Init on every plugin, in order, only after every LoadConfig
 //     succeeded;
-//  3. Close on every started plugin, in reverse order, at shutdown or when a
-//     step of 1–2 failed.
+//  3. AfterInit on every plugin that has it, in order, only after every Init
+//     succeeded;
+//  4. Close on every plugin whose Init was called, in reverse order, at
+//     shutdown or when a step of 2–3 failed (a failed step 1 closes nothing).
 //
-// By convention Init builds state and registers with other plugins (REST
-// handlers, event handlers); AfterInit starts serving and background loops.
+// By convention LoadConfig reads and validates the plugin's config and
+// keeps it for Init; Init builds state and registers with other plugins
+// (REST handlers, event handlers); AfterInit starts serving and background
+// loops. Every plugin that embeds PluginDeps has a LoadConfig that finds
+// and reads its file and checks the YAML syntax (config.Checker); a plugin
+// that can decode and validate its config before Init defines its own.
+//
+// A plugin that reads no config file sets Cfg = config.NoFile before Setup:
+// it then has no -<name>-config flag and nothing to check.
 package infra
 
 import (
@@ -35,6 +46,15 @@ type Plugin interface {
 	String() string
 }
 
+// ConfigLoader is implemented by plugins that load their config before
+// any plugin's Init. LoadConfig must create nothing (no file, directory,
+// socket or goroutine) and must not use other plugins, which are not
+// initialised yet; Init then uses what LoadConfig loaded (and loads it
+// itself when LoadConfig was not called, as in unit tests).
+type ConfigLoader interface {
+	LoadConfig() error
+}
+
 // PostInit is implemented by plugins that start work after every plugin's Init.
 type PostInit interface {
 	AfterInit() error
@@ -50,7 +70,8 @@ func (n *PluginName) String() string { return string(*n) }
 func (n *PluginName) SetName(name string) { *n = PluginName(name) }
 
 // PluginDeps is the dependency bundle every plugin embeds: its name, its
-// logger and its config accessor.
+// logger and its config accessor (config.ForPlugin(name) by default,
+// config.NoFile for a plugin without a file).
 type PluginDeps struct {
 	PluginName
 	Log *slog.Logger
@@ -60,7 +81,8 @@ type PluginDeps struct {
 	LogRegistry *logging.Registry
 }
 
-// Setup fills Log and Cfg when they are still nil. Set the name first.
+// Setup fills Log and Cfg when they are still nil (Cfg with
+// config.ForPlugin(name)). Set the name first.
 func (d *PluginDeps) Setup() {
 	d.SetupLog()
 	if d.Cfg == nil {
@@ -85,6 +107,18 @@ func (d *PluginDeps) RegisterFlags(fs *flag.FlagSet) {
 	if r, ok := d.Cfg.(config.FlagRegistrar); ok {
 		r.RegisterFlags(fs)
 	}
+}
+
+// LoadConfig is the default ConfigLoader step: when Cfg has a file
+// (config.Checker), it finds and reads it and checks its YAML syntax, so
+// that a missing, unreadable or broken file stops the agent before any
+// Init. Init's LoadValue then decodes the bytes read here. A plugin that
+// decodes and validates its config ahead of Init defines its own.
+func (d *PluginDeps) LoadConfig() error {
+	if c, ok := d.Cfg.(config.Checker); ok {
+		return c.Check()
+	}
+	return nil
 }
 
 // Close does nothing; plugins with resources define their own.

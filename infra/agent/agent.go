@@ -79,9 +79,7 @@ func (a *Agent) parseFlags() error {
 	if fs == nil {
 		fs = flag.NewFlagSet(filepath.Base(os.Args[0]), flag.ContinueOnError)
 	}
-	if fs.Lookup(config.DirFlag) == nil {
-		fs.String(config.DirFlag, ".", "directory searched for plugin config files (env CONFIG_DIR)")
-	}
+	config.RegisterDirFlag(fs)
 	for _, p := range a.plugins {
 		if r, ok := p.(config.FlagRegistrar); ok {
 			r.RegisterFlags(fs)
@@ -201,8 +199,12 @@ func (a *Agent) start() error {
 // errAborted ends runPhases after the start timeout; nobody reads it.
 var errAborted = errors.New("start aborted")
 
-// runPhases calls Init on all plugins, then AfterInit.
+// runPhases checks the config directory, calls LoadConfig on every
+// ConfigLoader, then Init on all plugins, then AfterInit.
 func (a *Agent) runPhases() error {
+	if err := a.loadConfigs(); err != nil {
+		return err
+	}
 	for _, p := range a.plugins {
 		if err := a.call(p, "Init", "init", p.Init); err != nil {
 			return err
@@ -211,6 +213,23 @@ func (a *Agent) runPhases() error {
 	for _, p := range a.plugins {
 		if post, ok := p.(infra.PostInit); ok {
 			if err := a.call(p, "AfterInit", "after-init", post.AfterInit); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// loadConfigs refuses a config directory that cannot be right, then loads
+// every plugin's config, before any Init: nothing is created on disk for a
+// config that is refused.
+func (a *Agent) loadConfigs() error {
+	if _, _, err := config.Dir(a.flags, nil); err != nil {
+		return err
+	}
+	for _, p := range a.plugins {
+		if l, ok := p.(infra.ConfigLoader); ok {
+			if err := a.call(p, "LoadConfig", "load config", l.LoadConfig); err != nil {
 				return err
 			}
 		}

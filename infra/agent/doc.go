@@ -13,8 +13,15 @@
 //     Start and later Stop yourself.
 //
 // What the agent guarantees:
-//   - Init is called on every plugin in order; AfterInit on every plugin
-//     that has it, in order, only after all Init calls succeeded.
+//   - Before any Init, Start refuses a -config-dir / CONFIG_DIR that does
+//     not exist or is not a directory, then calls LoadConfig on every
+//     plugin that has it (infra.ConfigLoader; every plugin embedding
+//     infra.PluginDeps has one that finds, reads and checks its file), in
+//     order. A failure there ends Start with nothing initialised and
+//     nothing to close: a config that cannot be right creates nothing.
+//   - Init is called on every plugin in order, only after every LoadConfig
+//     succeeded; AfterInit on every plugin that has it, in order, only
+//     after all Init calls succeeded.
 //   - If an Init or AfterInit fails or the start timeout passes, every plugin
 //     whose Init was called (the failing one included) is closed in reverse
 //     order, and Start returns the error.
@@ -30,9 +37,12 @@
 //   - Run returns Start's error joined with Stop's.
 //
 // State: Agent.mu guards the list of plugins to close, the plugin whose
-// Init or AfterInit runs, the step description and the abort and pending
-// markers; they are shared by the start goroutine (which alone calls Init
-// and AfterInit) and the caller's goroutine (Start, Stop).
+// LoadConfig, Init or AfterInit runs, the step description and the abort
+// and pending markers; they are shared by the start goroutine (which alone
+// calls LoadConfig, Init and AfterInit) and the caller's goroutine (Start,
+// Stop). A plugin still in LoadConfig at the start timeout is handled like
+// one still in Init (closed when the call returns; Close must be safe
+// without Init).
 //   - Start and Stop each run once; later calls return the first result.
 //   - The library never exits the process: main decides the exit code.
 //

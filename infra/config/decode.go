@@ -18,21 +18,9 @@ import (
 // Decode parses YAML data into the struct that ptr points to, strictly.
 // source names the data in error messages (usually the file path).
 func Decode(data []byte, ptr any, source string) error {
-	jsonData, err := yaml.YAMLToJSONStrict(data)
-	if err != nil {
-		return fmt.Errorf("config %s: invalid YAML: %w", source, err)
-	}
-	var raw any
-	dec := json.NewDecoder(bytes.NewReader(jsonData))
-	dec.UseNumber()
-	if err := dec.Decode(&raw); err != nil {
-		return fmt.Errorf("config %s: %w", source, err)
-	}
-	if raw == nil {
-		return nil // an empty file: keep the defaults
-	}
-	if _, ok := raw.(map[string]any); !ok {
-		return fmt.Errorf("config %s: top level must be a mapping of keys, got %T", source, raw)
+	raw, err := parseYAML(data, source)
+	if err != nil || raw == nil {
+		return err // nil raw: an empty file keeps the defaults
 	}
 	var md mapstructure.Metadata
 	d, err := mapstructure.NewDecoder(&mapstructure.DecoderConfig{
@@ -55,6 +43,29 @@ func Decode(data []byte, ptr any, source string) error {
 		return fmt.Errorf("config %s: unknown key %q", source, strings.Join(md.Unused, `", "`))
 	}
 	return nil
+}
+
+// parseYAML checks that data is YAML (no duplicate keys) whose top level is
+// a mapping, and returns that mapping; nil for an empty document.
+func parseYAML(data []byte, source string) (map[string]any, error) {
+	jsonData, err := yaml.YAMLToJSONStrict(data)
+	if err != nil {
+		return nil, fmt.Errorf("config %s: invalid YAML: %w", source, err)
+	}
+	var raw any
+	dec := json.NewDecoder(bytes.NewReader(jsonData))
+	dec.UseNumber()
+	if err := dec.Decode(&raw); err != nil {
+		return nil, fmt.Errorf("config %s: %w", source, err)
+	}
+	if raw == nil {
+		return nil, nil
+	}
+	m, ok := raw.(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("config %s: top level must be a mapping of keys, got %T", source, raw)
+	}
+	return m, nil
 }
 
 var durationType = reflect.TypeOf(time.Duration(0))

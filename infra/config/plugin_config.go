@@ -1,17 +1,11 @@
 package config
 
 import (
-	"errors"
 	"flag"
 	"fmt"
-	"io/fs"
 	"os"
-	"path/filepath"
-	"strings"
+	"sync"
 )
-
-// DirFlag is the agent-wide flag (env CONFIG_DIR) naming the config directory.
-const DirFlag = "config-dir"
 
 // PluginConfig is what a plugin uses to read its config file.
 type PluginConfig interface {
@@ -26,6 +20,16 @@ type PluginConfig interface {
 // command line before it is parsed.
 type FlagRegistrar interface {
 	RegisterFlags(fs *flag.FlagSet)
+}
+
+// Checker is a PluginConfig that can find and read its file ahead of the
+// decoding, so that a file that cannot be right stops the agent before any
+// plugin starts (see infra.ConfigLoader).
+type Checker interface {
+	// Check finds and reads the file and checks that it is a YAML mapping;
+	// no file (and none asked for) is fine. Later LoadValue calls decode
+	// the bytes Check read.
+	Check() error
 }
 
 // Option changes how ForPlugin finds the file.
@@ -45,7 +49,12 @@ func WithEnv(lookup func(string) (string, bool)) Option {
 }
 
 // FileConfig finds and decodes one plugin's config file. It implements
-// PluginConfig and FlagRegistrar.
+// PluginConfig, Checker and FlagRegistrar.
+//
+// State: flags is set once by RegisterFlags before the command line is
+// parsed. mu guards the file read by Check (checked, path, data), which
+// LoadValue and GetConfigName reuse; the agent calls Check and then the
+// plugin's Init on one goroutine, the lock makes any other order safe.
 type FileConfig struct {
 	name        string
 	flagName    string
@@ -53,10 +62,16 @@ type FileConfig struct {
 	path        string
 	env         func(string) (string, bool)
 	flags       *flag.FlagSet
+
+	mu      sync.Mutex
+	checked bool   // Check succeeded: path and data are the file
+	file    string // resolved path, "" = no file
+	data    []byte
 }
 
 var (
 	_ PluginConfig  = (*FileConfig)(nil)
+	_ Checker       = (*FileConfig)(nil)
 	_ FlagRegistrar = (*FileConfig)(nil)
 )
 
@@ -78,101 +93,89 @@ func ForPlugin(name string, opts ...Option) *FileConfig {
 func (c *FileConfig) RegisterFlags(fs *flag.FlagSet) {
 	c.flags = fs
 	if fs.Lookup(c.flagName) == nil {
-		fs.String(c.flagName, c.defaultFile,
-			fmt.Sprintf("config file of plugin %s (env %s)", c.name, EnvName(c.flagName)))
+		fs.String(c.flagName, "", fmt.Sprintf(
+			"config file of plugin %s, absolute or relative to the working directory (env %s; unset: %s in -%s)",
+			c.name, EnvName(c.flagName), c.defaultFile, DirFlag))
 	}
+	RegisterDirFlag(fs)
+}
+
+// RegisterDirFlag adds -config-dir to fs unless it is there.
+func RegisterDirFlag(fs *flag.FlagSet) {
 	if fs.Lookup(DirFlag) == nil {
-		fs.String(DirFlag, ".", "directory searched for plugin config files (env CONFIG_DIR)")
+		fs.String(DirFlag, "", "directory of the <plugin>.conf files not named by their own flag or env; "+
+			"must exist (env CONFIG_DIR; unset: the working directory)")
 	}
 }
 
-// GetConfigName returns the file that LoadValue would read, or "".
+// GetConfigName returns the file that LoadValue reads, or "" when there is
+// none or it cannot be found (LoadValue then says why).
 func (c *FileConfig) GetConfigName() string {
-	path, _ := c.resolve()
+	if file, _, ok := c.cached(); ok {
+		return file
+	}
+	path, _, err := c.resolve()
+	if err != nil {
+		return ""
+	}
 	return path
 }
 
-// LoadValue decodes the config file into ptr.
-func (c *FileConfig) LoadValue(ptr any) (bool, error) {
-	path, err := c.resolve()
-	if err != nil || path == "" {
-		return false, err
-	}
-	data, err := os.ReadFile(path)
+// Check implements Checker: it finds and reads the file once and checks
+// its YAML syntax; LoadValue then decodes these bytes.
+func (c *FileConfig) Check() error {
+	file, data, err := c.read()
 	if err != nil {
-		return false, err
+		return err
 	}
-	if err := Decode(data, ptr, path); err != nil {
+	if file != "" {
+		if _, err := parseYAML(data, file); err != nil {
+			return err
+		}
+	}
+	c.mu.Lock()
+	c.checked, c.file, c.data = true, file, data
+	c.mu.Unlock()
+	return nil
+}
+
+// LoadValue decodes the config file into ptr: the bytes Check read, else
+// the file read now.
+func (c *FileConfig) LoadValue(ptr any) (bool, error) {
+	file, data, ok := c.cached()
+	if !ok {
+		var err error
+		if file, data, err = c.read(); err != nil {
+			return false, err
+		}
+	}
+	if file == "" {
+		return false, nil
+	}
+	if err := Decode(data, ptr, file); err != nil {
 		return false, err
 	}
 	return true, nil
 }
 
-// resolve finds the file: "" with no error means there is none.
-func (c *FileConfig) resolve() (string, error) {
-	name, origin := c.path, "WithPath"
-	if name == "" {
-		var explicit bool
-		name, explicit = Lookup(c.flags, c.flagName, c.defaultFile, c.env)
-		origin = ""
-		if explicit {
-			origin = fmt.Sprintf("flag -%s / env %s", c.flagName, EnvName(c.flagName))
-		}
-	}
-	if name == "" {
-		return "", nil
-	}
-	for _, candidate := range c.candidates(name) {
-		if st, err := os.Stat(candidate); err == nil && !st.IsDir() {
-			return candidate, nil
-		} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return "", fmt.Errorf("config file %q: %w", candidate, err)
-		}
-	}
-	if origin == "" {
-		return "", nil
-	}
-	return "", fmt.Errorf("config file %q (from %s) not found", name, origin)
+// cached returns what Check read; ok is false before a successful Check.
+func (c *FileConfig) cached() (file string, data []byte, ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.file, c.data, c.checked
 }
 
-func (c *FileConfig) candidates(name string) []string {
-	if filepath.IsAbs(name) {
-		return []string{name}
+// read finds and reads the file; "" means there is none.
+func (c *FileConfig) read() (string, []byte, error) {
+	path, origin, err := c.resolve()
+	if err != nil || path == "" {
+		return "", nil, err
 	}
-	dir, _ := Lookup(c.flags, DirFlag, ".", c.env)
-	return []string{name, filepath.Join(dir, name)}
-}
-
-// Lookup returns the value of a flag with the environment as fallback:
-// the command line wins, then env EnvName(flagName), then def. explicit
-// reports whether the value came from the command line or the environment.
-// fs may be nil (no command line) or unparsed.
-func Lookup(fs *flag.FlagSet, flagName, def string, env func(string) (string, bool)) (value string, explicit bool) {
-	if fs != nil && fs.Parsed() {
-		set := false
-		fs.Visit(func(f *flag.Flag) {
-			if f.Name == flagName {
-				set = true
-				value = f.Value.String()
-			}
-		})
-		if set {
-			return value, true
-		}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return "", nil, fmt.Errorf("config file %q (%s): cannot be read: %w", path, origin, err)
 	}
-	if env == nil {
-		env = os.LookupEnv
-	}
-	if v, ok := env(EnvName(flagName)); ok && v != "" {
-		return v, true
-	}
-	return def, false
-}
-
-// EnvName maps a flag name to its environment variable: upper case with
-// '-' replaced by '_' (etcd-config -> ETCD_CONFIG).
-func EnvName(flagName string) string {
-	return strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+	return path, data, nil
 }
 
 // Validator is a plugin configuration that checks itself.
@@ -215,8 +218,10 @@ func SourceName(pc PluginConfig) string {
 	return "defaults"
 }
 
-// NoFile is a PluginConfig without a file: LoadValue finds nothing and the
-// plugin keeps its defaults (or the config given with its UseConf option).
+// NoFile is the PluginConfig of a plugin that reads no file: LoadValue
+// finds nothing (the plugin keeps its defaults or its UseConf config), no
+// -<name>-config flag is registered (it is no FlagRegistrar) and there is
+// nothing to check (it is no Checker).
 var NoFile PluginConfig = noFile{}
 
 type noFile struct{}

@@ -1,15 +1,19 @@
 package servicelabel
 
+import "github.com/contiv-ipam/agent/infra/config"
+
 // Name is the plugin's name (its logger name).
 const Name = "servicelabel"
 
 // Option changes a Plugin built by NewPlugin.
 type Option func(*Plugin)
 
-// NewPlugin builds a servicelabel plugin named "servicelabel".
+// NewPlugin builds a servicelabel plugin named "servicelabel". It reads
+// no config file (config.NoFile): its one setting is a flag.
 func NewPlugin(opts ...Option) *Plugin {
 	p := &Plugin{}
 	p.SetName(Name)
+	p.Cfg = config.NoFile
 	for _, o := range opts {
 		o(p)
 	}

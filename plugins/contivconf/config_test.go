@@ -2,8 +2,10 @@ package contivconf
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/netip"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -230,11 +232,29 @@ func TestValidationErrorsNameKeyAndValue(t *testing.T) {
 			[]string{`ipamConfig.podSubnetOneNodePrefixLen 33: exceeds the 32-bit address length of ipamConfig.podSubnetCIDR "10.1.0.0/16"`}},
 		{"one-node 256 does not wrap", "ipamConfig: {podSubnetOneNodePrefixLen: 280}",
 			[]string{`ipamConfig.podSubnetOneNodePrefixLen 280: exceeds`}},
-		{"fewer than 4 addresses", "ipamConfig: {vppHostSubnetOneNodePrefixLen: 31}",
-			[]string{`ipamConfig.vppHostSubnetOneNodePrefixLen 31: leaves 2 addresses per node`, "use at most 30"}},
-		{"fewer than 4 addresses IPv6", "ipamConfig: {podSubnetCIDR: fe10::/64, podSubnetOneNodePrefixLen: 127, vppHostSubnetCIDR: fe20::/64, " +
-			"vppHostSubnetOneNodePrefixLen: 120, vxlanCIDR: fe30::/120, serviceCIDR: fe40::/112}",
-			[]string{`ipamConfig.podSubnetOneNodePrefixLen 127: leaves 2 addresses per node`, "use at most 126"}},
+		// Room IPAM needs: every accepted config must initialise
+		// (plugins/ipam/acceptedconfig_test.go).
+		{"VPP-host subnet without two host addresses", "ipamConfig: {vppHostSubnetOneNodePrefixLen: 31}",
+			[]string{`ipamConfig.vppHostSubnetOneNodePrefixLen 31: leaves 2 addresses per node, too few for the network, VPP (host 1), Linux (host 2) and broadcast addresses`,
+				"use at most 30"}},
+		{"VPP-host subnet without two host addresses IPv6", ipv6IPAM("vppHostSubnetOneNodePrefixLen", "127"),
+			[]string{`ipamConfig.vppHostSubnetOneNodePrefixLen 127: leaves 2 addresses per node`, "use at most 126"}},
+		{"pod subnet without a pod address", "ipamConfig: {podSubnetOneNodePrefixLen: 30}",
+			[]string{`ipamConfig.podSubnetOneNodePrefixLen 30: leaves 4 addresses per node, too few for the network, gateway, NAT loopback and broadcast addresses and at least one pod (8 addresses); use at most 29`}},
+		{"pod subnet without a pod address IPv6", ipv6IPAM("podSubnetOneNodePrefixLen", "126"),
+			[]string{`ipamConfig.podSubnetOneNodePrefixLen 126: leaves 4 addresses per node`, "use at most 125"}},
+		{"pod subnet of 2 addresses IPv6", ipv6IPAM("podSubnetOneNodePrefixLen", "127"),
+			[]string{`ipamConfig.podSubnetOneNodePrefixLen 127: leaves 2 addresses per node`, "use at most 125"}},
+		{"node interconnect /31", "ipamConfig: {nodeInterconnectCIDR: 192.168.16.0/31}",
+			[]string{`ipamConfig.nodeInterconnectCIDR "192.168.16.0/31": has 2 address(es), too few for node ID 1 (host 1, or host 2 when the gateway is at or below host 1; 4 addresses); use a prefix length of at most 30`}},
+		{"node interconnect /32", "ipamConfig: {nodeInterconnectCIDR: 192.168.16.1/32}",
+			[]string{`ipamConfig.nodeInterconnectCIDR "192.168.16.1/32": has 1 address(es)`, "at most 30"}},
+		{"node interconnect /127", ipv6IPAM("nodeInterconnectCIDR", "fe50::/127"),
+			[]string{`ipamConfig.nodeInterconnectCIDR "fe50::/127": has 2 address(es)`, "at most 126"}},
+		{"vxlan /32", "ipamConfig: {vxlanCIDR: 192.168.30.1/32}",
+			[]string{`ipamConfig.vxlanCIDR "192.168.30.1/32": has 1 address(es), too few for node ID 1 (host 1; 2 addresses); use a prefix length of at most 31`}},
+		{"vxlan /128", ipv6IPAM("vxlanCIDR", "fe30::1/128"),
+			[]string{`ipamConfig.vxlanCIDR "fe30::1/128": has 1 address(es)`, "at most 127"}},
 		{"contivCIDR too small", "ipamConfig: {contivCIDR: 10.130.0.0/18}",
 			[]string{`ipamConfig.contivCIDR "10.130.0.0/18": ContivCIDR is not valid, network must provide at least 18bit space`}},
 		{"mixed families", "ipamConfig: {podSubnetCIDR: fe10::/64, podSubnetOneNodePrefixLen: 120, vppHostSubnetCIDR: fe20::/64, " +
@@ -292,12 +312,47 @@ func TestValidationErrorsNameKeyAndValue(t *testing.T) {
 	}
 }
 
+// ipv6IPAM is an ipamConfig block of IPv6 subnets with the keys of kv
+// ("key", "value" pairs) replaced or added.
+func ipv6IPAM(kv ...string) string {
+	keys := []string{"podSubnetCIDR", "podSubnetOneNodePrefixLen", "vppHostSubnetCIDR", "vppHostSubnetOneNodePrefixLen",
+		"vxlanCIDR", "serviceCIDR"}
+	vals := map[string]string{"podSubnetCIDR": "fe10::/64", "podSubnetOneNodePrefixLen": "120", "vppHostSubnetCIDR": "fe20::/64",
+		"vppHostSubnetOneNodePrefixLen": "120", "vxlanCIDR": "fe30::/120", "serviceCIDR": "fe40::/112"}
+	for i := 0; i+1 < len(kv); i += 2 {
+		if _, ok := vals[kv[i]]; !ok {
+			keys = append(keys, kv[i])
+		}
+		vals[kv[i]] = kv[i+1]
+	}
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s: %q", k, vals[k])
+		if _, err := strconv.Atoi(vals[k]); err == nil {
+			parts[i] = k + ": " + vals[k]
+		}
+	}
+	return "ipamConfig: {" + strings.Join(parts, ", ") + "}"
+}
+
 func TestValidConfigs(t *testing.T) {
 	cases := []struct {
 		name  string
 		yaml  string
 		check func(g *WithT, p *Parsed)
 	}{
+		{"the smallest subnets IPAM initialises with", "ipamConfig: {podSubnetOneNodePrefixLen: 29, vppHostSubnetOneNodePrefixLen: 30, " +
+			"nodeInterconnectCIDR: 192.168.16.0/30, vxlanCIDR: 192.168.30.0/31, defaultGateway: 192.168.16.1}",
+			func(g *WithT, p *Parsed) {
+				g.Expect(p.IPAM.PodSubnetOneNodePrefixLen).To(BeEquivalentTo(29))
+				g.Expect(p.IPAM.VxlanCIDR.String()).To(Equal("192.168.30.0/31"))
+			}},
+		{"the smallest subnets IPAM initialises with IPv6", ipv6IPAM("podSubnetOneNodePrefixLen", "125",
+			"vppHostSubnetOneNodePrefixLen", "126", "nodeInterconnectCIDR", "fe50::/126", "vxlanCIDR", "fe30::/127"),
+			func(g *WithT, p *Parsed) {
+				g.Expect(p.IPAM.PodSubnetOneNodePrefixLen).To(BeEquivalentTo(125))
+				g.Expect(p.IPAM.NodeInterconnectCIDR.String()).To(Equal("fe50::/126"))
+			}},
 		{"host bits mean the network (Test8bitPodIPPoolSize)", "ipamConfig: {podSubnetCIDR: 1.2.3.4/16, podSubnetOneNodePrefixLen: 24}",
 			func(g *WithT, p *Parsed) {
 				g.Expect(p.IPAM.PodSubnetCIDR.String()).To(Equal("1.2.0.0/16"))

@@ -77,14 +77,31 @@ func checkEffective(t *testing.T, c *IPAMConfig) {
 			}
 		}
 	}
+	// The room IPAM needs (plugins/ipam/acceptedconfig_test.go initialises
+	// IPAM with accepted configs): a node's pod subnet 8 addresses, its
+	// VPP-host subnet 4, node ID 1 in node-interconnect (past a gateway) 4
+	// and in vxlan 2.
 	for _, x := range []struct {
-		name string
-		p    netip.Prefix
-		l    int
-	}{{"pod", c.PodSubnetCIDR, c.PodSubnetOneNodePrefixLen}, {"vppHost", c.VPPHostSubnetCIDR, c.VPPHostSubnetOneNodePrefixLen}} {
-		if x.l <= x.p.Bits() || x.l > x.p.Addr().BitLen()-2 {
-			t.Fatalf("%s one-node prefix length %d for %v", x.name, x.l, x.p)
+		name     string
+		p        netip.Prefix
+		l        int
+		hostBits int
+	}{
+		{"pod", c.PodSubnetCIDR, c.PodSubnetOneNodePrefixLen, 3},
+		{"vppHost", c.VPPHostSubnetCIDR, c.VPPHostSubnetOneNodePrefixLen, 2},
+		{"nodeInterconnect", c.NodeInterconnectCIDR, c.NodeInterconnectCIDR.Bits(), 2},
+		{"vxlan", c.VxlanCIDR, c.VxlanCIDR.Bits(), 1},
+	} {
+		if !x.p.IsValid() && x.name == "nodeInterconnect" {
+			continue
 		}
+		if x.l < x.p.Bits() || x.l > x.p.Addr().BitLen()-x.hostBits {
+			t.Fatalf("%s: prefix length %d for %v leaves fewer than 2^%d addresses", x.name, x.l, x.p, x.hostBits)
+		}
+	}
+	if c.PodSubnetOneNodePrefixLen <= c.PodSubnetCIDR.Bits() || c.VPPHostSubnetOneNodePrefixLen <= c.VPPHostSubnetCIDR.Bits() {
+		t.Fatalf("one-node prefix lengths %d, %d not longer than %v, %v", c.PodSubnetOneNodePrefixLen,
+			c.VPPHostSubnetOneNodePrefixLen, c.PodSubnetCIDR, c.VPPHostSubnetCIDR)
 	}
 	checkGateway(t, "default gateway", c.DefaultGateway, c.UseIPv6)
 }

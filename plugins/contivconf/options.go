@@ -6,8 +6,8 @@ import "github.com/contiv-ipam/agent/infra/config"
 const Name = "contivconf"
 
 // ConfigFlag is the flag (env CONTIV_CONFIG) naming the config file, and
-// ConfigFile the default file name, looked up in the working directory and
-// in -config-dir / CONFIG_DIR.
+// ConfigFile the default file name, looked up in -config-dir / CONFIG_DIR,
+// else in the working directory.
 const (
 	ConfigFlag = "contiv-config"
 	ConfigFile = "contiv.conf"

@@ -35,9 +35,13 @@ type Plugin struct {
 
 	fixedConf *Config // from UseConf
 
+	// Set by LoadConfig (or by Init when LoadConfig was not called), on
+	// the agent's start goroutine; read-only after Init.
+	conf   Config
+	parsed *Parsed
+	source string // where conf came from: the file, "UseConf" or "defaults"
+
 	// Set by Init, read-only afterwards.
-	conf     Config
-	parsed   *Parsed
 	nodeName string
 	fileNode *NodeConfig // this node's nodeConfig entry, nil if none
 
@@ -49,17 +53,16 @@ type Plugin struct {
 }
 
 var (
-	_ infra.Plugin     = (*Plugin)(nil)
-	_ API              = (*Plugin)(nil)
-	_ api.EventHandler = (*Plugin)(nil)
+	_ infra.Plugin       = (*Plugin)(nil)
+	_ infra.ConfigLoader = (*Plugin)(nil)
+	_ API                = (*Plugin)(nil)
+	_ api.EventHandler   = (*Plugin)(nil)
 )
 
-// Init loads and validates contiv.conf (or the UseConf config). Every
-// problem of the file is reported at once.
-func (p *Plugin) Init() error {
-	if p.ServiceLabel == nil {
-		return errors.New("contivconf needs ServiceLabel (this node's name)")
-	}
+// LoadConfig loads and validates contiv.conf (or the UseConf config)
+// before any plugin's Init; every problem of the file is reported at once,
+// prefixed with the file name. It reads nothing but the file.
+func (p *Plugin) LoadConfig() error {
 	c, source, err := p.loadConfig()
 	if err != nil {
 		return err
@@ -68,7 +71,23 @@ func (p *Plugin) Init() error {
 	if err != nil {
 		return fmt.Errorf("config %s: %w", source, err)
 	}
-	p.conf, p.parsed = c, parsed
+	p.conf, p.parsed, p.source = c, parsed, source
+	return nil
+}
+
+// Init applies the config LoadConfig loaded (loading it now when
+// LoadConfig was not called) to this node: its nodeConfig entry and its
+// static default gateway.
+func (p *Plugin) Init() error {
+	if p.ServiceLabel == nil {
+		return errors.New("contivconf needs ServiceLabel (this node's name)")
+	}
+	if p.parsed == nil {
+		if err := p.LoadConfig(); err != nil {
+			return err
+		}
+	}
+	c, parsed, source := p.conf, p.parsed, p.source
 	p.nodeName = p.ServiceLabel.GetAgentLabel()
 	for i := range c.NodeConfig {
 		if c.NodeConfig[i].NodeName == p.nodeName {

@@ -206,7 +206,7 @@ func fileResult(t *testing.T, args ...string) (*Plugin, error) {
 }
 
 // The file is found via -contiv-config, else CONTIV_CONFIG, else
-// contiv.conf in the working directory or -config-dir / CONFIG_DIR.
+// contiv.conf in -config-dir / CONFIG_DIR, else in the working directory.
 func TestConfigFileSelection(t *testing.T) {
 	dir := t.TempDir()
 	t.Chdir(dir)
@@ -246,8 +246,32 @@ func TestConfigFileSelection(t *testing.T) {
 	t.Run("missing named file", func(t *testing.T) {
 		_, err := fileResult(t, "-contiv-config", filepath.Join(dir, "nope.conf"))
 		NewWithT(t).Expect(err).To(MatchError(ContainSubstring("not found")))
-		NewWithT(t).Expect(err).To(MatchError(ContainSubstring("CONTIV_CONFIG")))
+		NewWithT(t).Expect(err).To(MatchError(ContainSubstring("flag -contiv-config")))
 	})
+}
+
+// LoadConfig loads and validates before Init (and before any other
+// plugin's Init); Init uses what it loaded.
+func TestLoadConfigBeforeInit(t *testing.T) {
+	g := NewWithT(t)
+	dir := t.TempDir()
+	path := write(t, dir, "contiv.conf", "ipamConfig: {podSubnetCIDR: 10.11.0.0/16}\n")
+	p := NewPlugin(testDeps("node"))
+	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
+	p.RegisterFlags(fs)
+	g.Expect(fs.Parse([]string{"-contiv-config", path})).To(Succeed())
+	g.Expect(p.LoadConfig()).To(Succeed())
+	write(t, dir, "contiv.conf", "ipamConfig: {podSubnetCIDR: 10.12.0.0/16}\n")
+	g.Expect(p.Init()).To(Succeed())
+	g.Expect(p.GetIPAMConfig().PodSubnetCIDR.String()).To(Equal("10.11.0.0/16"), "Init uses what LoadConfig loaded")
+
+	bad := write(t, dir, "bad.conf", "ipamConfig: {podSubnetOneNodePrefixLen: 30}\n")
+	p = NewPlugin(testDeps("node"))
+	fs = flag.NewFlagSet("agent", flag.ContinueOnError)
+	p.RegisterFlags(fs)
+	g.Expect(fs.Parse([]string{"-contiv-config", bad})).To(Succeed())
+	err := p.LoadConfig()
+	g.Expect(err).To(MatchError(ContainSubstring("config " + bad + ": ipamConfig.podSubnetOneNodePrefixLen 30")))
 }
 
 func TestFileErrorsNameTheFile(t *testing.T) {

@@ -42,7 +42,12 @@ type SRv6Config struct {
 // value, e.g. `ipamConfig.podSubnetCIDR "1.2.3./19": invalid CIDR: ...`.
 //
 // Rules beyond "parses": one-node prefix lengths are longer than their
-// cluster prefix, fit the address and leave at least 4 addresses per node;
+// cluster prefix, fit the address and leave the room IPAM needs (a pod
+// subnet: 8 addresses, the network, gateway, NAT loopback, broadcast and
+// at least one pod; a VPP-host subnet: 4 addresses); the node-interconnect
+// subnet holds node ID 1 even past a gateway (4 addresses) and the vxlan
+// subnet holds node ID 1 (2 addresses), so that every accepted config
+// initialises IPAM;
 // contivCIDR leaves at least 18 host bits; the effective pod, vpp-host,
 // node-interconnect, vxlan and service subnets are of one address family and
 // do not overlap; ipamConfig.defaultGateway and every nodeConfig gateway is
@@ -236,11 +241,13 @@ func (v *checker) ipam(ic *IPAMConfigJSON, out *IPAMConfig) subnet {
 	} else {
 		eff = subnets{pod: pod.prefix, vppHost: host.prefix, nodeInterconnect: node.prefix, vxlan: vxlan.prefix,
 			podOneNodeLen: ic.PodSubnetOneNodePrefixLen, vppHostOneNodeLen: ic.VPPHostSubnetOneNodePrefixLen}
-		okPod := v.oneNodeLen("ipamConfig.podSubnetOneNodePrefixLen", ic.PodSubnetOneNodePrefixLen, pod)
-		okHost := v.oneNodeLen("ipamConfig.vppHostSubnetOneNodePrefixLen", ic.VPPHostSubnetOneNodePrefixLen, host)
+		okPod := v.oneNodeLen("ipamConfig.podSubnetOneNodePrefixLen", ic.PodSubnetOneNodePrefixLen, pod, podRoom)
+		okHost := v.oneNodeLen("ipamConfig.vppHostSubnetOneNodePrefixLen", ic.VPPHostSubnetOneNodePrefixLen, host, vppHostRoom)
 		ok = okPod && okHost && pod.prefix.IsValid() && host.prefix.IsValid() && vxlan.prefix.IsValid()
 	}
 
+	ok = v.roomForNodeID1(node, nodeInterconnectRoom) && ok
+	ok = v.roomForNodeID1(vxlan, vxlanRoom) && ok
 	all := []subnet{pod, host, node, vxlan, service}
 	ref := familyRef(contiv, all)
 	famOK := v.sameFamily(ref, all)
@@ -290,8 +297,34 @@ func (v *checker) split(contiv, node subnet, dhcp bool) (subnets, bool) {
 	return eff, true
 }
 
-// oneNodeLen checks a one-node prefix length against its cluster subnet.
-func (v *checker) oneNodeLen(key string, n int, cluster subnet) bool {
+// room is what a subnet must hold for IPAM to initialise: at least
+// 2^minHostBits addresses, for the reason given in what.
+type room struct {
+	minHostBits int
+	what        string
+}
+
+// The room IPAM needs in each subnet (plugins/ipam: buildState, newTable,
+// nodeAddress).
+var (
+	// podRoom: a node's pod subnet holds the network, the gateway (host
+	// 1), the NAT loopback (the address before the last), the broadcast
+	// and at least one pod address.
+	podRoom = room{3, "the network, gateway, NAT loopback and broadcast addresses and at least one pod (8 addresses)"}
+	// vppHostRoom: a node's VPP-host subnet holds the network, VPP's
+	// address (host 1), Linux's address (host 2) and the broadcast.
+	vppHostRoom = room{2, "the network, VPP (host 1), Linux (host 2) and broadcast addresses (4 addresses)"}
+	// nodeInterconnectRoom: node ID n takes host n, or host n+1 when the
+	// node's gateway is at or below host n (the gateway may come later,
+	// from a nodeConfig entry or the NodeConfig CRD).
+	nodeInterconnectRoom = room{2, "node ID 1 (host 1, or host 2 when the gateway is at or below host 1; 4 addresses)"}
+	// vxlanRoom: node ID n takes host n.
+	vxlanRoom = room{1, "node ID 1 (host 1; 2 addresses)"}
+)
+
+// oneNodeLen checks a one-node prefix length against its cluster subnet
+// and the room a node's subnet needs.
+func (v *checker) oneNodeLen(key string, n int, cluster subnet, need room) bool {
 	if !cluster.prefix.IsValid() {
 		return false
 	}
@@ -301,12 +334,27 @@ func (v *checker) oneNodeLen(key string, n int, cluster subnet) bool {
 		v.add("%s %d: exceeds the %d-bit address length of %s", key, n, bits, cluster)
 	case n <= l:
 		v.add("%s %d: must be longer than the prefix length %d of %s", key, n, l, cluster)
-	case n > bits-2:
-		v.add("%s %d: leaves %d addresses per node, fewer than the 4 reserved ones (network, gateway, NAT loopback, broadcast); use at most %d",
-			key, n, 1<<(bits-n), bits-2)
+	case n > bits-need.minHostBits:
+		v.add("%s %d: leaves %d addresses per node, too few for %s; use at most %d",
+			key, n, 1<<(bits-n), need.what, bits-need.minHostBits)
 	default:
 		return true
 	}
+	return false
+}
+
+// roomForNodeID1 checks that a subnet node addresses are cut from (none
+// is fine) has the room node ID 1 needs.
+func (v *checker) roomForNodeID1(s subnet, need room) bool {
+	if !s.prefix.IsValid() {
+		return true
+	}
+	hostBits := s.prefix.Addr().BitLen() - s.prefix.Bits()
+	if hostBits >= need.minHostBits {
+		return true
+	}
+	v.add("%s: has %d address(es), too few for %s; use a prefix length of at most %d",
+		s, 1<<hostBits, need.what, s.prefix.Addr().BitLen()-need.minHostBits)
 	return false
 }
 

@@ -1,6 +1,10 @@
 package nodesync
 
-import "os"
+import (
+	"os"
+
+	"github.com/contiv-ipam/agent/infra/config"
+)
 
 // Name is the plugin's name (its logger name and its handler name in the
 // event history).
@@ -10,10 +14,13 @@ const Name = "nodesync"
 type Option func(*Plugin)
 
 // NewPlugin returns the nodesync plugin named "nodesync"; options are
-// applied in order, then the missing logger and config accessor are filled.
+// applied in order, then the missing logger is filled. The plugin reads no
+// config file (config.NoFile, so there is no -nodesync-config flag): its
+// settings are flags (config.go).
 func NewPlugin(opts ...Option) *Plugin {
 	p := &Plugin{maxAttempts: DefaultMaxClaimAttempts, env: os.LookupEnv, presSet: make(chan struct{}, 1)}
 	p.SetName(Name)
+	p.Cfg = config.NoFile
 	for _, o := range opts {
 		o(p)
 	}

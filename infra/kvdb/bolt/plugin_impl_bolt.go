@@ -22,6 +22,8 @@ type Plugin struct {
 	flags *flag.FlagSet               // from RegisterFlags (-bolt-recover)
 	env   func(string) (string, bool) // environment of the flags
 	now   func() time.Time            // names the moved-aside file
+
+	loaded *Config // from LoadConfig (loadconfig.go); nil: Init loads
 }
 
 // Deps are the plugin's dependencies.
@@ -39,7 +41,7 @@ var (
 // with an error wrapping ErrDamaged, or, with -bolt-recover, is moved
 // aside and replaced by a fresh database.
 func (p *Plugin) Init() error {
-	cfg, err := p.loadConfig()
+	cfg, err := p.initConfig()
 	if err != nil {
 		return err
 	}

@@ -41,6 +41,8 @@ type Plugin struct {
 	closed   atomic.Bool
 	wg       sync.WaitGroup
 	probeKey string
+
+	loaded *Config // from LoadConfig (loadconfig.go); nil: Init loads
 }
 
 // Deps are the plugin's dependencies.
@@ -63,7 +65,7 @@ const probeKeyName = "/probe-etcd-connection"
 // when there are no endpoints), creates the client and probes the
 // connection. Unreachable etcd fails Init unless allow-delayed-start is set.
 func (p *Plugin) Init() error {
-	cfg, err := p.loadConfig()
+	cfg, err := p.initConfig()
 	if err != nil {
 		return err
 	}
