@@ -162,6 +162,10 @@ func TestBadConfigCreatesNothing(t *testing.T) {
 			NewWithT(t).Expect(os.Mkdir(filepath.Join(dir, "ipam.conf"), 0o755)).To(Succeed())
 			return nil
 		}, []string{"plugin ipam: load config", "ipam.conf", "(no -ipam-config or IPAM_CONFIG given: the default in the directory of flag -config-dir): is a directory, want a file"}},
+		{"ipam.conf with a bad value (issue 9)", func(t *testing.T, dir string) []string {
+			writeFile(t, filepath.Join(dir, "ipam.conf"), "absentPodGracePeriod: -1m\n")
+			return nil
+		}, []string{"plugin ipam: load config", "absentPodGracePeriod -1m0s: want a duration >= 0"}},
 		{"controller.conf is not YAML", func(t *testing.T, dir string) []string {
 			writeFile(t, filepath.Join(dir, "controller.conf"), "delayRetry: [\n")
 			return nil

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/contiv-ipam/agent/infra"
 	"github.com/contiv-ipam/agent/infra/config"
 )
 
@@ -41,8 +42,25 @@ func (c *Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-// loadConfig returns the config given with UseConf, else ipam.conf on top
-// of the defaults.
+var _ infra.ConfigLoader = (*Plugin)(nil)
+
+// LoadConfig decodes and validates ipam.conf before any plugin's Init, so
+// that a bad file is refused before anything is created on disk.
+func (p *Plugin) LoadConfig() error {
+	cfg, err := config.LoadOrFixed(p.Cfg, p.fixedConf, DefaultConfig())
+	if err != nil {
+		return err
+	}
+	p.loaded = &cfg
+	return nil
+}
+
+// loadConfig returns LoadConfig's config, else the config given with
+// UseConf, else ipam.conf on top of the defaults (without the agent's
+// LoadConfig phase, as in unit tests).
 func (p *Plugin) loadConfig() (Config, error) {
+	if p.loaded != nil {
+		return *p.loaded, nil
+	}
 	return config.LoadOrFixed(p.Cfg, p.fixedConf, DefaultConfig())
 }

@@ -43,6 +43,7 @@ type Plugin struct {
 	Deps
 
 	fixedConf *Config // UseConf
+	loaded    *Config // LoadConfig's
 	clock     clock   // UseClock (tests); the system clock by default
 	cfg       Config
 
