@@ -42,7 +42,8 @@ type Config struct {
 	// EnableVerification compares the southbound with the desired
 	// configuration after every event and records any difference.
 	EnableVerification bool `json:"enableVerification"`
-	// EventQueueSize bounds the queue; a push to a full queue fails.
+	// EventQueueSize bounds the queue; PushEvent to a full queue fails,
+	// PushEventWait (the DB watcher) waits for room.
 	EventQueueSize int `json:"eventQueueSize"`
 	// MaxHistoryRecords bounds the history whatever the age limit.
 	MaxHistoryRecords int `json:"maxHistoryRecords"`

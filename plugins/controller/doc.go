@@ -15,7 +15,10 @@
 //     push events from their own goroutines, and the controller with
 //     UseLoopRef(ref) and UseHandlers(h...) in processing order.
 //  2. Push events from goroutines other than the loop with PushEvent. A
-//     blocking push waits for the event's outcome.
+//     blocking push waits for the event's outcome. PushEvent fails with
+//     ErrEventQueueFull when eventQueueSize events wait; PushEventWait
+//     waits for room instead, until its context ends or the loop closes
+//     (the DB watcher uses it, so that no Kubernetes change is dropped).
 //  3. Inside Resync and Update, push the events that must follow the
 //     current one with txn.PushFollowUp, never with PushEvent: a follow-up
 //     runs right after the current event, before everything queued, in
@@ -43,8 +46,10 @@
 //
 // State: the loop goroutine owns the desired configuration, the Kubernetes
 // state, the follow-up and replay lists, the sequence number and the
-// healing timer; eventLoop.mu guards only the closed flag and sends to the
-// queue. A transaction's follow-ups are guarded by its own mutex until the
+// healing timer; eventLoop.mu guards only the closed flag and the start of
+// sends to the queue (a PushEventWait waiting for room registers in
+// eventLoop.senders, which the loop waits for before it fails what is left
+// in the queue). A transaction's follow-ups are guarded by its own mutex until the
 // loop takes them when the event ends. The history has its own lock (REST
 // reads it).
 //

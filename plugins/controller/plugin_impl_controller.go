@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync"
@@ -159,6 +160,16 @@ func (p *Plugin) PushEvent(ev api.Event) error {
 		return fmt.Errorf("push %s: controller not initialised: %w", ev.GetName(), api.ErrClosedController)
 	}
 	return p.loop.PushEvent(ev)
+}
+
+// PushEventWait queues an event like PushEvent, but waits for room in a
+// full queue until ctx ends or the loop closes: the DB watcher's
+// back-pressure (dbwatcher.Loop).
+func (p *Plugin) PushEventWait(ctx context.Context, ev api.Event) error {
+	if p.loop == nil {
+		return fmt.Errorf("push %s: controller not initialised: %w", ev.GetName(), api.ErrClosedController)
+	}
+	return p.loop.PushEventWait(ctx, ev)
 }
 
 // RequestResync asks the DB watcher for a resync from etcd.

@@ -32,8 +32,9 @@ func (s *syncer) handleEvent(ctx context.Context, ev kvdb.WatchEvent) {
 	s.state.Apply(resource, ev.Key, value)
 	s.mirrorChange(ctx, ev.Key, value != nil, ev.Value)
 	change := &api.KubeStateChange{Key: ev.Key, Resource: resource, PrevValue: prev, NewValue: value}
-	if err := s.w.cfg.Loop.PushEvent(change); err != nil {
-		// The loop missed this change: only a resync can catch it up.
+	if err := s.w.cfg.Loop.PushEventWait(ctx, change); err != nil {
+		// The loop missed this change (the watcher stops, or the loop
+		// closed): only a resync can catch it up.
 		s.failed(ctx, "push of "+change.String()+" refused", err)
 		return
 	}

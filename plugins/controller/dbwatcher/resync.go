@@ -28,7 +28,7 @@ func (s *syncer) remoteResync(ctx context.Context) error {
 	}
 	state, raw, skipped := s.decodeAll(kvs, "etcd")
 	s.syncMirror(ctx, raw)
-	if err := s.w.cfg.Loop.PushEvent(&api.DBResync{KubeState: state.Clone()}); err != nil {
+	if err := s.w.cfg.Loop.PushEventWait(ctx, &api.DBResync{KubeState: state.Clone()}); err != nil {
 		return fmt.Errorf("push of the DB resync at revision %d: %w", rev, err)
 	}
 	s.w.stats.remoteResyncs.Add(1)
@@ -63,7 +63,7 @@ func (s *syncer) localFallback(ctx context.Context) {
 	}
 	if err == nil {
 		state, _, skipped := s.decodeAll(kvs, "mirror")
-		err = s.w.cfg.Loop.PushEvent(&api.DBResync{Local: true, KubeState: state})
+		err = s.w.cfg.Loop.PushEventWait(ctx, &api.DBResync{Local: true, KubeState: state})
 		if err == nil {
 			s.w.stats.localResyncs.Add(1)
 			s.log.Info("etcd not reached: local resync pushed from the mirror", "mirror-revision", rev,

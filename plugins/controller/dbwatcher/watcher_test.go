@@ -468,6 +468,22 @@ func TestClosedLoopIsNotRetried(t *testing.T) {
 	g.Expect(loop.nthResync(g, 1).Local).To(BeFalse(), "an explicit request tries again")
 }
 
+// A watcher waiting for room in a full queue still stops.
+func TestStopWhileWaitingForTheLoop(t *testing.T) {
+	g := NewWithT(t)
+	_, remote := startEtcd(t)
+	loop := &fullLoop{waiting: make(chan struct{}, 1)}
+	w := startWatcher(t, dbwatcher.Config{Remote: remote, Loop: loop})
+	g.Eventually(loop.waiting).WithTimeout(waitLong).Should(Receive(), "the first resync waits for room")
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		w.Stop()
+	}()
+	g.Eventually(stopped).WithTimeout(waitLong).Should(BeClosed())
+	g.Expect(w.Stats().RemoteResyncs).To(BeZero(), "the resync never got in")
+}
+
 func TestStop(t *testing.T) {
 	g := NewWithT(t)
 	_, remote := startEtcd(t)
