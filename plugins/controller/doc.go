@@ -51,7 +51,9 @@
 // eventLoop.senders, which the loop waits for before it fails what is left
 // in the queue). A transaction's follow-ups are guarded by its own mutex until the
 // loop takes them when the event ends. The history has its own lock (REST
-// reads it).
+// reads it); adding a record is amortised O(1), and a REST read copies at
+// most its limit of records. The plugin owns the event-history read
+// tokens (historyReads), taken and given back by each request.
 //
 // REST: GET /controller/event-history, POST /controller/resync,
 // GET /controller/config. Metrics: contiv_controller_events_total,

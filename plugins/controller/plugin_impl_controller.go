@@ -46,6 +46,9 @@ type Plugin struct {
 	watcher   stateWatcher
 	metrics   *loopMetrics
 	closeOnce sync.Once
+	// historyReads holds a token per event-history request being answered
+	// (at most eventHistoryMaxConcurrentReads).
+	historyReads chan struct{}
 }
 
 // stateWatcher feeds the loop with the Kubernetes state (dbwatcher.Watcher).
@@ -186,7 +189,7 @@ func (p *Plugin) EventHistory() []EventRecord {
 	if p.loop == nil {
 		return nil
 	}
-	return p.loop.history.query(historyQuery{})
+	return p.loop.history.query(historyQuery{}).records
 }
 
 // DesiredConfig returns what the southbound holds.
