@@ -42,6 +42,10 @@ type Config struct {
 	// EnableVerification compares the southbound with the desired
 	// configuration after every event and records any difference.
 	EnableVerification bool `json:"enableVerification"`
+	// StuckEventTimeout is how long one event may be processed before the
+	// loop counts as stuck: its health (and the agent's /liveness) turns
+	// to error until the event ends.
+	StuckEventTimeout time.Duration `json:"stuckEventTimeout"`
 	// EventQueueSize bounds the queue; PushEvent to a full queue fails,
 	// PushEventWait (the DB watcher) waits for room.
 	EventQueueSize int `json:"eventQueueSize"`
@@ -72,6 +76,7 @@ func DefaultConfig() Config {
 		RecordEventHistory:             true,
 		EventHistoryAgeLimit:           24 * time.Hour,
 		PermanentlyRecordedInitPeriod:  time.Hour,
+		StuckEventTimeout:              2 * time.Minute,
 		EventQueueSize:                 1000,
 		MaxHistoryRecords:              10000,
 		EventHistoryDefaultLimit:       100,
@@ -91,6 +96,7 @@ func (c *Config) Validate() error {
 		{"startupResyncDeadline", c.StartupResyncDeadline},
 		{"delayAfterErrorHealing", c.DelayAfterErrorHealing},
 		{"eventHistoryAgeLimit", c.EventHistoryAgeLimit},
+		{"stuckEventTimeout", c.StuckEventTimeout},
 	}
 	for _, p := range positive {
 		if p.d <= 0 {

@@ -38,6 +38,7 @@ func TestConfigErrorsNameTheKey(t *testing.T) {
 		"default limit": {func(c *Config) { c.EventHistoryDefaultLimit = 2000 },
 			"eventHistoryDefaultLimit 2000: want 1..eventHistoryMaxLimit (1000)"},
 		"reads": {func(c *Config) { c.EventHistoryMaxConcurrentReads = 0 }, "eventHistoryMaxConcurrentReads 0"},
+		"stuck": {func(c *Config) { c.StuckEventTimeout = 0 }, "stuckEventTimeout 0s"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

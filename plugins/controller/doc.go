@@ -37,6 +37,15 @@
 //     ErrClosedController), handlers see a Shutdown event, the loop stops
 //     and every event still queued fails with ErrClosedController.
 //
+// Health: the controller registers its loop with the health plugin for
+// liveness (health.LivenessReporter): init until the first DB resync, ok
+// after, error once a fatal error or Close stopped the loop, and error
+// while one event has been processing longer than stuckEventTimeout. So a
+// dead or stuck loop fails /liveness and /readiness; an etcd outage fails
+// only /readiness (the etcd plugin's own health). POST /controller/resync
+// answers 503 when the loop has stopped (RequestResync wraps
+// api.ErrClosedController).
+//
 // Errors: a FatalError stops the loop and turns the controller's health
 // red; an AbortEventError stops one event (nothing of it is committed); any
 // other error of a BestEffort update or of a resync schedules an after-error
@@ -46,7 +55,9 @@
 //
 // State: the loop goroutine owns the desired configuration, the Kubernetes
 // state, the follow-up and replay lists, the sequence number and the
-// healing timer; eventLoop.mu guards only the closed flag and the start of
+// healing timer; it publishes what the probe and REST read (started, the
+// fatal error, the event in flight) in eventLoop.status, under its own
+// mutex; eventLoop.mu guards only the closed flag and the start of
 // sends to the queue (a PushEventWait waiting for room registers in
 // eventLoop.senders, which the loop waits for before it fails what is left
 // in the queue). A transaction's follow-ups are guarded by its own mutex until the

@@ -36,6 +36,7 @@ type eventLoop struct {
 	obs      observer
 	history  *history
 	now      func() time.Time
+	status   loopStatus // read by the health probe and REST
 
 	queue   chan *queued
 	mu      sync.Mutex // guards closed, closedC and the start of sends to queue
@@ -296,6 +297,7 @@ func (l *eventLoop) setFatal(err error) {
 		err = api.NewFatalError(err)
 	}
 	l.fatalErr = err
+	l.status.setFatal(err)
 	l.log.Error("event loop stopped by a fatal error", "error", err)
 	l.obs.stateChanged(l.started, err)
 }

@@ -87,9 +87,7 @@ func (p *Plugin) Init() error {
 	}
 	p.loop = newEventLoop(cfg, p.EventHandlers, p.Southbound, p.Log, p)
 	p.metrics.queueLen = func() int { return len(p.loop.queue) }
-	if p.StatusCheck != nil {
-		p.StatusCheck.ReportStateChange(p.String(), health.Init, nil)
-	}
+	p.registerHealth()
 	if p.HTTP != nil {
 		p.registerHandlers()
 	}
@@ -175,13 +173,33 @@ func (p *Plugin) PushEventWait(ctx context.Context, ev api.Event) error {
 	return p.loop.PushEventWait(ctx, ev)
 }
 
-// RequestResync asks the DB watcher for a resync from etcd.
+// RequestResync asks the DB watcher for a resync from etcd. It fails,
+// wrapping api.ErrClosedController, when the resync could not run: the
+// controller is not started, or its loop stopped (fatal error or Close).
 func (p *Plugin) RequestResync() error {
-	if p.watcher == nil {
-		return errors.New("controller not started")
+	if p.loop == nil || p.watcher == nil {
+		return fmt.Errorf("resync: controller not started: %w", api.ErrClosedController)
+	}
+	if err := p.loop.runnable(); err != nil {
+		return fmt.Errorf("resync cannot run: %w", err)
 	}
 	p.watcher.RequestResync()
 	return nil
+}
+
+// registerHealth registers the loop's probe with StatusCheck, for liveness
+// too when the reporter supports it: a dead or stuck loop means the
+// process must be restarted.
+func (p *Plugin) registerHealth() {
+	if p.StatusCheck == nil {
+		return
+	}
+	probe := func() (health.State, error) { return p.loop.health(p.loop.now(), p.cfg.StuckEventTimeout) }
+	if lr, ok := p.StatusCheck.(health.LivenessReporter); ok {
+		lr.RegisterLiveness(p.String(), probe)
+		return
+	}
+	p.StatusCheck.Register(p.String(), probe)
 }
 
 // EventHistory returns every recorded event, oldest first; nil before Init.

@@ -30,7 +30,7 @@ func (p *Plugin) registerHandlers() {
 		"processed events, oldest first, at most limit (default "+strconv.Itoa(p.cfg.EventHistoryDefaultLimit)+
 			") of the newest; query: seq-num, since/until (Unix s), from/to (seq), before (seq), first, last, limit",
 		p.historyHandler, http.MethodGet)
-	rest.RegisterDescribed(p.HTTP, ResyncPath, "resync the Kubernetes state from etcd",
+	rest.RegisterDescribed(p.HTTP, ResyncPath, "resync the Kubernetes state from etcd (503 when the event loop has stopped)",
 		p.resyncHandler, http.MethodPost)
 	rest.RegisterDescribed(p.HTTP, ConfigPath, "the desired configuration committed by the event handlers",
 		p.configHandler, http.MethodGet)
