@@ -69,10 +69,16 @@ func (s *syncer) decodeEvent(ev kvdb.WatchEvent) (resource string, value proto.M
 }
 
 // mirrorChange puts (present) or deletes key in the mirror; an error is
-// logged: the next remote resync repairs the mirror.
+// logged: the next remote resync repairs the mirror. A value larger than
+// kvdb.MaxValueLen is logged, counted and left out: the key is deleted
+// from the mirror rather than left with an older value.
 func (s *syncer) mirrorChange(ctx context.Context, key string, present bool, raw []byte) {
 	if s.w.mirror == nil {
 		return
+	}
+	if present && len(raw) > kvdb.MaxValueLen {
+		s.skipOversized(key, raw)
+		present = false
 	}
 	var err error
 	if present {

@@ -67,8 +67,11 @@
 // Nothing here is fatal to the agent. A key of no known resource and a
 // value that does not decode are logged, counted (Stats.DecodeErrors) and
 // skipped; a change whose value no longer decodes deletes the key. Mirror
-// writes that fail are logged; the next remote resync repairs the mirror,
-// which holds exactly the keys of the last pushed state (in batches of at most
+// writes that fail are logged, and the other batches are still written; a
+// value larger than kvdb.MaxValueLen is left out of the mirror alone
+// (logged, Stats.MirrorSkipped), every other key is written. The next
+// remote resync repairs the mirror, which holds the keys of the last
+// pushed state (in batches of at most
 // kvdb.MaxTxnOps ops, so a crash mid-way can leave it partly updated until
 // then). A failed List or Watch, and a push the loop refuses, lead to a new
 // remote resync after RetryInterval: a snapshot the loop refused is never

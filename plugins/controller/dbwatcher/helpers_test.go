@@ -528,3 +528,29 @@ func (b *breakableBroker) Watch(ctx context.Context, prefix string, fromRev int6
 	}()
 	return out, nil
 }
+
+// extraValueStore wraps a store so that every List of its views also
+// returns one more key-value: a value etcd's default request limit would
+// refuse, as a cluster with a larger --max-request-bytes may hold.
+type extraValueStore struct {
+	kvdb.Store
+	extra kvdb.KeyValue // key relative to the view's prefix
+}
+
+// NewBroker wraps the inner view so that List adds the extra key.
+func (s *extraValueStore) NewBroker(prefix string) kvdb.Broker {
+	return &extraValueBroker{Broker: s.Store.NewBroker(prefix), extra: s.extra}
+}
+
+type extraValueBroker struct {
+	kvdb.Broker
+	extra kvdb.KeyValue
+}
+
+func (b *extraValueBroker) List(ctx context.Context, prefix string) ([]kvdb.KeyValue, int64, error) {
+	kvs, rev, err := b.Broker.List(ctx, prefix)
+	if err != nil {
+		return nil, 0, err
+	}
+	return append(kvs, b.extra), rev, nil
+}
