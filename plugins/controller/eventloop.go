@@ -80,7 +80,7 @@ func newEventLoop(cfg Config, handlers []api.EventHandler, sb Southbound, log *s
 // PushEvent queues ev, or fails with ErrEventQueueFull when the queue is
 // full; a blocking event is waited for. Handlers push follow-ups through
 // their transaction instead (see transaction).
-func (l *eventLoop) PushEvent(ev api.Event) error { return l.push(nil, ev) }
+func (l *eventLoop) PushEvent(ev api.Event) error { return l.push(context.Background(), ev, false) }
 
 // PushEventWait queues ev like PushEvent, but waits for room in a full
 // queue until ctx ends or the loop closes.
@@ -88,11 +88,11 @@ func (l *eventLoop) PushEventWait(ctx context.Context, ev api.Event) error {
 	if ctx == nil {
 		return errors.New("push event: nil context")
 	}
-	return l.push(ctx, ev)
+	return l.push(ctx, ev, true)
 }
 
-// push queues ev; with a nil ctx it never waits for room.
-func (l *eventLoop) push(ctx context.Context, ev api.Event) error {
+// push queues ev; only with wait does it wait (until ctx ends) for room.
+func (l *eventLoop) push(ctx context.Context, ev api.Event, wait bool) error {
 	if ev == nil {
 		return errors.New("push event: nil event")
 	}
@@ -100,7 +100,7 @@ func (l *eventLoop) push(ctx context.Context, ev api.Event) error {
 	if ev.IsBlocking() {
 		q.done = make(chan error, 1)
 	}
-	if err := l.enqueue(ctx, q); err != nil {
+	if err := l.enqueue(ctx, q, wait); err != nil {
 		return err
 	}
 	if q.done == nil {
@@ -112,7 +112,7 @@ func (l *eventLoop) push(ctx context.Context, ev api.Event) error {
 // enqueue sends q to the queue. A send that must wait registers with
 // senders under mu, so that failPending, which sets closed under mu and
 // then waits for senders, never leaves an event in a queue nobody drains.
-func (l *eventLoop) enqueue(ctx context.Context, q *queued) error {
+func (l *eventLoop) enqueue(ctx context.Context, q *queued, wait bool) error {
 	name := q.ev.GetName()
 	l.mu.Lock()
 	if l.closed {
@@ -125,7 +125,7 @@ func (l *eventLoop) enqueue(ctx context.Context, q *queued) error {
 		return nil
 	default:
 	}
-	if ctx == nil {
+	if !wait {
 		l.mu.Unlock()
 		return fmt.Errorf("push %s: %w (%d events)", name, api.ErrEventQueueFull, cap(l.queue))
 	}
