@@ -200,6 +200,9 @@ func startBurstStack(t *testing.T, endpoint string, h api.EventHandler) *Plugin 
 	ec := etcd.DefaultConfig()
 	ec.Endpoints = []string{endpoint}
 	ec.DialTimeout = 3 * time.Second
+	// A probe that times out on a loaded machine must not look like a
+	// reconnect: its resync would stand in for the changes under test.
+	ec.ResyncAfterReconnect = false
 	etcdP := etcd.NewPlugin(etcd.UseConf(ec), etcd.UseEnv(func(string) (string, bool) { return "", false }),
 		etcd.UseDeps(func(d *etcd.Deps) { d.Cfg, d.Log = config.NoFile, quiet }))
 	bc := bolt.DefaultConfig()
