@@ -13,20 +13,21 @@ const (
 )
 
 func (p *Plugin) registerHandlers() {
-	rest.RegisterDescribed(p.HTTP, LivenessPath, "200 while the agent is ok or starting, 503 on error",
-		p.probeHandler(func(s State) bool { return s == OK || s == Init }), http.MethodGet)
-	rest.RegisterDescribed(p.HTTP, ReadinessPath, "200 when the agent is ok, 503 otherwise",
-		p.probeHandler(func(s State) bool { return s == OK }), http.MethodGet)
+	rest.RegisterDescribed(p.HTTP, LivenessPath,
+		"200 while the process works (503 when a liveness plugin, the event loop, is in error; etcd never counts)",
+		p.probeHandler(func(s AgentStatus) bool { return s.Live != Error }), http.MethodGet)
+	rest.RegisterDescribed(p.HTTP, ReadinessPath, "200 when every fatal plugin (etcd, the event loop, ...) is ok, 503 otherwise",
+		p.probeHandler(func(s AgentStatus) bool { return s.State == OK }), http.MethodGet)
 }
 
-// probeHandler answers with the agent status: 200 when healthy(state),
+// probeHandler answers with the agent status: 200 when healthy(status),
 // 503 otherwise.
-func (p *Plugin) probeHandler(healthy func(State) bool) rest.HandlerProvider {
+func (p *Plugin) probeHandler(healthy func(AgentStatus) bool) rest.HandlerProvider {
 	return func(f *rest.Formatter) http.HandlerFunc {
 		return func(w http.ResponseWriter, _ *http.Request) {
 			s := p.GetAgentStatus()
 			code := http.StatusOK
-			if !healthy(s.State) {
+			if !healthy(s) {
 				code = http.StatusServiceUnavailable
 			}
 			f.JSON(w, code, s)

@@ -58,10 +58,27 @@ type Reporter interface {
 	ReportStateChange(pluginName string, state State, err error)
 }
 
+// LivenessReporter is a Reporter whose plugins can take part in liveness.
+// The health plugin implements it; a plugin finds it by type assertion on
+// its Reporter.
+type LivenessReporter interface {
+	Reporter
+	// RegisterLiveness is Register for a plugin whose Error state means the
+	// process itself is broken (the event loop died or is stuck): it fails
+	// GET /liveness as well as GET /readiness, and Kubernetes restarts the
+	// agent. A dependency that can come back on its own (etcd) must use
+	// Register: restarting every agent of the cluster when etcd is down
+	// would not bring it back.
+	RegisterLiveness(pluginName string, probe Probe)
+}
+
 // PluginStatus is the last known state of one plugin.
 type PluginStatus struct {
-	Name       string    `json:"name"`
-	State      State     `json:"state"`
+	Name  string `json:"name"`
+	State State  `json:"state"`
+	// Liveness is set for plugins registered with RegisterLiveness: their
+	// Error state also fails GET /liveness.
+	Liveness   bool      `json:"liveness,omitempty"`
 	Error      string    `json:"error,omitempty"`
 	LastChange time.Time `json:"lastChange"`
 	LastUpdate time.Time `json:"lastUpdate"`
@@ -69,7 +86,11 @@ type PluginStatus struct {
 
 // AgentStatus is the agent's state: the worst state of its fatal plugins.
 type AgentStatus struct {
-	State      State          `json:"state"`
+	// State is the readiness: the worst state of the fatal plugins.
+	State State `json:"state"`
+	// Live is the liveness: error when a fatal liveness plugin is in
+	// error, else ok.
+	Live       State          `json:"live"`
 	BuildInfo  BuildInfo      `json:"build"`
 	StartTime  time.Time      `json:"startTime"`
 	LastChange time.Time      `json:"lastChange"`

@@ -41,10 +41,11 @@ type Plugin struct {
 }
 
 var (
-	_ infra.Plugin   = (*Plugin)(nil)
-	_ infra.PostInit = (*Plugin)(nil)
-	_ Reporter       = (*Plugin)(nil)
-	_ StatusReader   = (*Plugin)(nil)
+	_ infra.Plugin     = (*Plugin)(nil)
+	_ infra.PostInit   = (*Plugin)(nil)
+	_ Reporter         = (*Plugin)(nil)
+	_ LivenessReporter = (*Plugin)(nil)
+	_ StatusReader     = (*Plugin)(nil)
 )
 
 // Init reads the config and registers the REST endpoints and metrics.
@@ -135,8 +136,14 @@ func callProbe(probe Probe) (state State, err error) {
 
 // Register implements Reporter.
 func (p *Plugin) Register(pluginName string, probe Probe) {
-	p.book.register(pluginName, probe)
+	p.book.register(pluginName, probe, false)
 	p.Log.Debug("plugin registered", "plugin", pluginName, "probe", probe != nil)
+}
+
+// RegisterLiveness implements LivenessReporter.
+func (p *Plugin) RegisterLiveness(pluginName string, probe Probe) {
+	p.book.register(pluginName, probe, true)
+	p.Log.Debug("plugin registered for liveness", "plugin", pluginName, "probe", probe != nil)
 }
 
 // ReportStateChange implements Reporter. An unregistered plugin is added.

@@ -225,45 +225,68 @@ func TestConfigFile(t *testing.T) {
 	}
 }
 
+// Readiness follows every fatal plugin; liveness only the plugins
+// registered for it (the event loop): an etcd outage ("kvdb") leaves the
+// agent live.
 func TestLivenessAndReadiness(t *testing.T) {
 	srv := resttest.New(t)
 	p := newHealth(t, health.UseDeps(func(d *health.Deps) { d.HTTP = srv.Plugin }))
+	p.RegisterLiveness("loop", nil)
+	p.ReportStateChange("loop", health.OK, nil)
 	cases := []struct {
 		name                string
+		plugin              string
 		state               health.State
 		liveness, readiness int
+		agent, live         health.State
 	}{
-		{"init", health.Init, http.StatusOK, http.StatusServiceUnavailable},
-		{"ok", health.OK, http.StatusOK, http.StatusOK},
-		{"error", health.Error, http.StatusServiceUnavailable, http.StatusServiceUnavailable},
-		{"back to ok", health.OK, http.StatusOK, http.StatusOK},
+		{"kvdb init", "kvdb", health.Init, http.StatusOK, http.StatusServiceUnavailable, health.Init, health.OK},
+		{"kvdb ok", "kvdb", health.OK, http.StatusOK, http.StatusOK, health.OK, health.OK},
+		{"kvdb error: unready but live", "kvdb", health.Error, http.StatusOK, http.StatusServiceUnavailable, health.Error, health.OK},
+		{"kvdb back to ok", "kvdb", health.OK, http.StatusOK, http.StatusOK, health.OK, health.OK},
+		{"loop error: neither", "loop", health.Error, http.StatusServiceUnavailable, http.StatusServiceUnavailable, health.Error, health.Error},
+		{"loop back to ok", "loop", health.OK, http.StatusOK, http.StatusOK, health.OK, health.OK},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
 			var err error
 			if tc.state == health.Error {
-				err = errors.New("etcd unreachable")
+				err = errors.New(tc.plugin + " broken")
 			}
-			p.ReportStateChange("kvdb", tc.state, err)
+			p.ReportStateChange(tc.plugin, tc.state, err)
 			for _, probe := range []struct {
 				path string
 				want int
 			}{{"/liveness", tc.liveness}, {"/readiness", tc.readiness}} {
 				status, body := srv.Get(probe.path)
 				g.Expect(status).To(Equal(probe.want), probe.path)
-				g.Expect(body).To(ContainSubstring(`"state": "` + tc.state.String() + `"`))
 				var got health.AgentStatus
 				g.Expect(json.Unmarshal([]byte(body), &got)).To(Succeed())
-				g.Expect(got.State).To(Equal(tc.state))
-				g.Expect(got.Plugins).To(HaveLen(1))
-				g.Expect(got.Plugins[0].Name).To(Equal("kvdb"))
+				g.Expect(got.State).To(Equal(tc.agent))
+				g.Expect(got.Live).To(Equal(tc.live))
+				g.Expect(got.Plugins).To(HaveLen(2))
+				g.Expect(got.Plugins[1].Name).To(Equal("loop"))
+				g.Expect(got.Plugins[1].Liveness).To(BeTrue())
+				g.Expect(got.Plugins[0].Liveness).To(BeFalse())
 				if err != nil {
-					g.Expect(body).To(ContainSubstring(`"error": "etcd unreachable"`))
+					g.Expect(body).To(ContainSubstring(`"error": "` + tc.plugin + ` broken"`))
 				}
 			}
 		})
 	}
+}
+
+// A liveness plugin named non-fatal counts for neither probe.
+func TestNonFatalLivenessPluginIsIgnored(t *testing.T) {
+	g := NewWithT(t)
+	p := newHealth(t, health.WithNonFatalPlugins("loop"))
+	p.RegisterLiveness("loop", func() (health.State, error) { return health.Error, errors.New("stuck") })
+	p.RunProbes()
+	s := p.GetAgentStatus()
+	g.Expect(s.Live).To(Equal(health.OK))
+	g.Expect(s.State).To(Equal(health.OK))
+	g.Expect(s.Plugins[0].Error).To(Equal("stuck"))
 }
 
 func TestStateText(t *testing.T) {

@@ -34,19 +34,20 @@ func newStatusBook(now func() time.Time) *statusBook {
 }
 
 // register adds name in state Init, or only replaces the probe when name
-// is known already.
-func (b *statusBook) register(name string, probe Probe) {
+// is known already; liveness marks the plugin as part of the liveness (it
+// is never unmarked).
+func (b *statusBook) register(name string, probe Probe, liveness bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if e, ok := b.plugins[name]; ok {
-		e.probe = probe
-		return
-	}
 	t := b.now()
-	b.plugins[name] = &entry{
-		status: PluginStatus{Name: name, State: Init, LastChange: t, LastUpdate: t},
-		probe:  probe,
+	e, ok := b.plugins[name]
+	if ok {
+		e.probe = probe
+	} else {
+		e = &entry{status: PluginStatus{Name: name, State: Init, LastChange: t, LastUpdate: t}, probe: probe}
+		b.plugins[name] = e
 	}
+	e.status.Liveness = e.status.Liveness || liveness
 	b.recompute(t)
 }
 
@@ -92,16 +93,21 @@ func (b *statusBook) setBuildInfo(bi BuildInfo) {
 }
 
 // recompute sets the agent state to the worst state of the fatal plugins
-// (OK when there are none). Call with mu held.
+// (OK when there are none), and the liveness to Error when a fatal
+// liveness plugin is in Error. Call with mu held.
 func (b *statusBook) recompute(t time.Time) {
-	worst := OK
+	worst, live := OK, OK
 	for name, e := range b.plugins {
-		if !b.nonFatal[name] && e.status.State > worst {
-			worst = e.status.State
+		if b.nonFatal[name] {
+			continue
+		}
+		worst = max(worst, e.status.State)
+		if e.status.Liveness && e.status.State == Error {
+			live = Error
 		}
 	}
-	if worst != b.agent.State {
-		b.agent.State, b.agent.LastChange = worst, t
+	if worst != b.agent.State || live != b.agent.Live {
+		b.agent.State, b.agent.Live, b.agent.LastChange = worst, live, t
 	}
 	b.agent.LastUpdate = t
 }

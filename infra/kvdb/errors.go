@@ -9,9 +9,16 @@ import (
 const (
 	// MaxKeyLen is the longest key, in bytes, including a view's prefix.
 	MaxKeyLen = 4096
-	// MaxValueLen is the largest value, in bytes (below etcd's default
-	// request limit of 1.5 MiB).
-	MaxValueLen = 1 << 20
+	// EtcdMaxRequestBytes is etcd's default limit on one request
+	// (--max-request-bytes, 1.5 MiB). contiv-ksr writes each object of the
+	// Kubernetes state in one request: with that limit no value in etcd is
+	// larger (the DB watcher leaves larger ones out of the bolt mirror).
+	EtcdMaxRequestBytes = 3 << 19
+	// MaxValueLen is the largest value, in bytes: etcd's request limit less
+	// the longest key and 1 KiB for the request's framing (measured at
+	// under 64 bytes for a put or a one-op txn), so that every value etcd
+	// can hold fits, and every value we accept fits in one etcd put.
+	MaxValueLen = EtcdMaxRequestBytes - MaxKeyLen - 1024
 	// MaxTxnOps is the most cmps, and the most ops, in one Txn (etcd's
 	// default --max-txn-ops).
 	MaxTxnOps = 128

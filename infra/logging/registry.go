@@ -2,6 +2,7 @@ package logging
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -17,6 +18,15 @@ const DefaultName = "default"
 // EnvInitialLevel names the environment variable read by Default.
 const EnvInitialLevel = "INITIAL_LOGLVL"
 
+// MaxRememberedLevels bounds the levels remembered for loggers that do not
+// exist yet (the agent creates a few dozen loggers; names come from
+// config and REST clients, so the map must not grow without bound).
+const MaxRememberedLevels = 256
+
+// ErrTooManyRemembered: SetLevel for a logger that does not exist yet
+// while MaxRememberedLevels levels are remembered for such loggers.
+var ErrTooManyRemembered = errors.New("too many levels remembered for loggers that do not exist yet")
+
 var validName = regexp.MustCompile(`^[a-zA-Z0-9._-]+$`)
 
 // Registry hands out named loggers that share one output handler and have
@@ -27,7 +37,9 @@ type Registry struct {
 	mu           sync.Mutex
 	defaultLevel slog.Level
 	loggers      map[string]*named
-	remembered   map[string]slog.Level
+	// remembered holds the levels set for names without a logger yet, at
+	// most MaxRememberedLevels; Logger takes a name's level out of it.
+	remembered map[string]slog.Level
 }
 
 type named struct {
@@ -104,6 +116,7 @@ func (r *Registry) Logger(name string) *slog.Logger {
 	lv.Set(r.defaultLevel)
 	if l, ok := r.remembered[name]; ok {
 		lv.Set(l)
+		delete(r.remembered, name)
 	}
 	h := &levelHandler{next: r.base, level: lv}
 	n := &named{level: lv, logger: slog.New(h).With(slog.String("logger", name))}
@@ -145,8 +158,10 @@ func (r *Registry) Names() []string {
 }
 
 // SetLevel sets the level of the logger called name. For a name without a
-// logger the level is remembered and applied when it is created. The name
-// "default" sets the level of loggers created from now on.
+// logger the level is remembered and applied when it is created; beyond
+// MaxRememberedLevels such names the call fails with ErrTooManyRemembered
+// (changing a name already remembered always works). The name "default"
+// sets the level of loggers created from now on.
 func (r *Registry) SetLevel(name, level string) error {
 	lvl, err := ParseLevel(level)
 	if err != nil {
@@ -161,10 +176,15 @@ func (r *Registry) SetLevel(name, level string) error {
 		r.defaultLevel = lvl
 		return nil
 	}
-	r.remembered[name] = lvl
 	if n, ok := r.loggers[name]; ok {
 		n.level.Set(lvl)
+		return nil
 	}
+	if _, ok := r.remembered[name]; !ok && len(r.remembered) >= MaxRememberedLevels {
+		return fmt.Errorf("no such logger yet, and %w (limit %d): set its level once it exists",
+			ErrTooManyRemembered, MaxRememberedLevels)
+	}
+	r.remembered[name] = lvl
 	return nil
 }
 

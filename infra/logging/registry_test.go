@@ -2,6 +2,7 @@ package logging_test
 
 import (
 	"bytes"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -107,4 +108,29 @@ func TestJSONOutput(t *testing.T) {
 	reg.Logger("j").Warn("kept")
 	g.Expect(out.String()).To(ContainSubstring(`"logger":"j"`))
 	g.Expect(out.String()).NotTo(ContainSubstring("dropped"))
+}
+
+// Levels remembered for loggers that do not exist yet are bounded: beyond
+// MaxRememberedLevels names the call fails, naming the logger and the
+// limit; existing loggers, names already remembered and "default" still
+// work, and creating a logger frees its slot.
+func TestRememberedLevelsAreBounded(t *testing.T) {
+	g := NewWithT(t)
+	reg := logging.NewRegistry(logging.WithOutput(&syncBuffer{}))
+	reg.Logger("exists")
+	for i := range logging.MaxRememberedLevels {
+		g.Expect(reg.SetLevel(fmt.Sprintf("future-%d", i), "debug")).To(Succeed())
+	}
+	err := reg.SetLevel("one-too-many", "debug")
+	g.Expect(err).To(MatchError(logging.ErrTooManyRemembered))
+	g.Expect(err).To(MatchError("no such logger yet, and too many levels remembered for loggers " +
+		"that do not exist yet (limit 256): set its level once it exists"))
+
+	g.Expect(reg.SetLevel("exists", "debug")).To(Succeed(), "an existing logger")
+	g.Expect(reg.SetLevel("future-7", "error")).To(Succeed(), "a name already remembered")
+	g.Expect(reg.SetLevel(logging.DefaultName, "warn")).To(Succeed())
+
+	reg.Logger("future-7") // takes its remembered level, frees the slot
+	g.Expect(reg.GetLevel("future-7")).To(Equal("error"))
+	g.Expect(reg.SetLevel("one-too-many", "debug")).To(Succeed())
 }

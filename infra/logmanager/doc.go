@@ -13,7 +13,9 @@
 //     name; PUT /log/{logger}/{level} sets one level (remembered for loggers
 //     not created yet; the name "default" means loggers created from now on)
 //     and echoes {"logger", "level"}; a bad name or level gets 400 and
-//     {"error": "..."}.
+//     {"error": "..."}, and so does a level for a logger that does not
+//     exist yet once logging.MaxRememberedLevels (256) such levels are
+//     remembered (the map of remembered levels is bounded).
 //
 // Caller duties: wire Deps.LogRegistry to the registry the other plugins take
 // their loggers from (nil means logging.Default()), and Deps.HTTP to the

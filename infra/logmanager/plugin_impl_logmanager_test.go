@@ -2,6 +2,7 @@ package logmanager_test
 
 import (
 	"bytes"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -69,6 +70,27 @@ func TestLevelSetOverRESTBeforeLoggerExists(t *testing.T) {
 	g.Expect(out.String()).NotTo(ContainSubstring("hidden at info"))
 	g.Expect(reg.ListLoggers()).To(HaveKeyWithValue("ipam.later", "debug"))
 	g.Expect(reg.ListLoggers()).To(HaveKeyWithValue("other", "info"))
+}
+
+// PUT /log/{logger}/{level} for loggers that do not exist is bounded: past
+// logging.MaxRememberedLevels names it answers 400 naming the logger and
+// the limit; existing loggers still change.
+func TestRememberedLevelsOverRESTAreBounded(t *testing.T) {
+	g := NewWithT(t)
+	t.Setenv(logging.EnvInitialLevel, "")
+	reg := logging.NewRegistry(logging.WithOutput(&syncBuffer{}))
+	reg.Logger("ipam")
+	srv := served(t, reg)
+	for i := range logging.MaxRememberedLevels {
+		status, body := srv.Put(fmt.Sprintf("/log/nobody-%d/debug", i), "")
+		g.Expect(status).To(Equal(http.StatusOK), body)
+	}
+	status, body := srv.Put("/log/nobody-else/debug", "")
+	g.Expect(status).To(Equal(http.StatusBadRequest))
+	g.Expect(body).To(ContainSubstring(`"error": "logger \"nobody-else\": no such logger yet, and ` +
+		`too many levels remembered for loggers that do not exist yet (limit 256)`))
+	status, _ = srv.Put("/log/ipam/debug", "")
+	g.Expect(status).To(Equal(http.StatusOK), "an existing logger")
 }
 
 func TestListAndSet(t *testing.T) {

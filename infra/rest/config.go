@@ -138,6 +138,18 @@ func parsePort(s string) (int, error) {
 	return n, nil
 }
 
+// onAllInterfaces reports whether the endpoint's host is empty or an
+// unspecified address (0.0.0.0, ::): the server is then reachable on every
+// interface of the node.
+func (c *Config) onAllInterfaces() bool {
+	host, _, err := net.SplitHostPort(c.Endpoint)
+	if err != nil {
+		return false
+	}
+	ip := net.ParseIP(host)
+	return host == "" || (ip != nil && ip.IsUnspecified())
+}
+
 // withPort replaces the port of a host:port endpoint.
 func withPort(endpoint, port string) (string, error) {
 	if _, err := parsePort(port); err != nil {

@@ -1,10 +1,12 @@
 package rest_test
 
 import (
+	"crypto/x509"
 	"flag"
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -172,4 +174,45 @@ func TestSampleConfigDecodesToDefaults(t *testing.T) {
 	p := fromFile(t, string(data))
 	g.Expect(p.Init()).To(Succeed())
 	g.Expect(p.GetPort()).To(Equal(9999))
+}
+
+// Init warns about an endpoint on every interface and about basic auth
+// over plain HTTP; the defaults warn about nothing.
+func TestExposureWarnings(t *testing.T) {
+	cases := []struct {
+		name, endpoint string
+		auth           []string
+		tls            bool
+		want           []string
+	}{
+		{"loopback", "127.0.0.1:0", nil, false, nil},
+		{"IPv4 any", "0.0.0.0:0", nil, false, []string{"listens on all interfaces"}},
+		{"IPv6 any", "[::]:0", nil, false, []string{"listens on all interfaces"}},
+		{"empty host", ":0", nil, false, []string{"listens on all interfaces"}},
+		{"basic auth over HTTP", "127.0.0.1:0", []string{"admin:secret"}, false, []string{"basic auth over plain HTTP"}},
+		{"basic auth over HTTPS", "127.0.0.1:0", []string{"admin:secret"}, true, nil},
+		{"both", "0.0.0.0:0", []string{"admin:secret"}, false,
+			[]string{"listens on all interfaces", "basic auth over plain HTTP"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			c := rest.DefaultConfig()
+			c.Endpoint, c.ClientBasicAuth = tc.endpoint, tc.auth
+			if tc.tls {
+				dir := t.TempDir()
+				cert, key := newCA(t, "ca").issue(t, "agent", 2, x509.ExtKeyUsageServerAuth)
+				c.ServerCertFile, c.ServerKeyFile = writeFile(t, dir, "s.crt", cert), writeFile(t, dir, "s.key", key)
+			}
+			out := &syncBuffer{}
+			p := rest.NewPlugin(rest.UseConf(c), logTo(out, "info"))
+			g.Expect(p.Init()).To(Succeed())
+			g.Expect(p.Close()).To(Succeed())
+			g.Expect(strings.Count(out.String(), "level=WARN")).To(Equal(len(tc.want)), out.String())
+			for _, w := range tc.want {
+				g.Expect(out.String()).To(ContainSubstring(w))
+			}
+			g.Expect(out.String()).NotTo(ContainSubstring("secret"), "no password in logs")
+		})
+	}
 }

@@ -11,7 +11,10 @@
 //     segments with r.PathValue). Registering after the server started is
 //     allowed. A malformed or conflicting path is refused and logged; when
 //     that happens before the server starts, AfterInit fails.
-//  3. Answer with Formatter.JSON, Text, HTML or Error ({"error": "..."}).
+//  3. Answer with Formatter.JSON, JSONList (a long array, encoded item by
+//     item), Text, HTML or Error ({"error": "..."}). The server answers
+//     unknown paths (404) and wrong methods (405, with Allow) in the same
+//     JSON error shape.
 //
 // What the agent (or a test) does, in order:
 //  1. NewPlugin(opts...); RegisterFlags(fs) before parsing the command line
@@ -24,7 +27,9 @@
 //  4. Close: graceful shutdown within shutdown-timeout, then waits for the
 //     serving goroutine.
 //
-// Security: the default endpoint is 127.0.0.1:9999 (loopback). HTTPS is on
+// Security: the default endpoint is 127.0.0.1:9999 (loopback); Init warns
+// when the endpoint is on all interfaces (empty host, 0.0.0.0, ::) and when
+// basic auth is on without TLS. HTTPS is on
 // when server-cert-file and server-key-file are set; client-cert-files
 // requires client certificates signed by those CAs; client-basic-auth
 // requires one of the listed user:password pairs (401 with WWW-Authenticate

@@ -35,6 +35,41 @@ func (f *Formatter) JSON(w http.ResponseWriter, status int, v any) {
 	f.write(w, status, "application/json; charset=utf-8", append(body, '\n'))
 }
 
+// JSONList writes an indented JSON array of n items, item(i) for each,
+// encoding one item at a time: a long list is never held twice in memory.
+// The bytes are those JSON would write for the whole slice. The status is
+// sent before the items: an item that cannot be encoded ends the body
+// early (logged at error level), and the client sees invalid JSON.
+func (f *Formatter) JSONList(w http.ResponseWriter, status int, n int, item func(i int) any) {
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	if n == 0 {
+		f.writeBody(w, []byte("[]\n"))
+		return
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetIndent("  ", "  ")
+	for i := range n {
+		buf.Reset()
+		if i == 0 {
+			buf.WriteString("[\n  ")
+		} else {
+			buf.WriteString(",\n  ")
+		}
+		if err := enc.Encode(item(i)); err != nil {
+			f.log.Error("encoding response item failed; body cut short", "item", i, "error", err)
+			return
+		}
+		buf.Truncate(buf.Len() - 1) // Encode's newline
+		if !f.writeBody(w, buf.Bytes()) {
+			return
+		}
+	}
+	f.writeBody(w, []byte("\n]\n"))
+}
+
 // Error writes {"error": err.Error()} as JSON.
 func (f *Formatter) Error(w http.ResponseWriter, status int, err error) {
 	msg := http.StatusText(status)
@@ -64,9 +99,17 @@ func (f *Formatter) write(w http.ResponseWriter, status int, contentType string,
 	w.Header().Set("Content-Type", contentType)
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(status)
-	if _, err := w.Write(body); err != nil {
+	f.writeBody(w, body)
+}
+
+// writeBody writes b and reports whether it succeeded (a client that went
+// away is logged at debug level).
+func (f *Formatter) writeBody(w http.ResponseWriter, b []byte) bool {
+	if _, err := w.Write(b); err != nil {
 		f.log.Debug("writing response failed", "error", err)
+		return false
 	}
+	return true
 }
 
 // errorBody is the JSON shape of every error response.

@@ -49,3 +49,31 @@ func TestFormatter(t *testing.T) {
 		})
 	}
 }
+
+// JSONList writes, item by item, the bytes JSON writes for the slice.
+func TestJSONListMatchesJSON(t *testing.T) {
+	type item struct {
+		Name  string
+		Inner map[string][]int `json:",omitempty"`
+	}
+	f := rest.NewFormatter(nil)
+	cases := []struct {
+		name  string
+		items []item
+	}{
+		{"empty", []item{}},
+		{"one", []item{{Name: "a"}}},
+		{"nested and escaped", []item{{Name: "<b>\"x\""}, {Name: "b", Inner: map[string][]int{"k": {1, 2}}}, {Name: "c"}}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			whole, list := httptest.NewRecorder(), httptest.NewRecorder()
+			f.JSON(whole, http.StatusOK, tc.items)
+			f.JSONList(list, http.StatusOK, len(tc.items), func(i int) any { return tc.items[i] })
+			g.Expect(list.Code).To(Equal(http.StatusOK))
+			g.Expect(list.Header().Get("Content-Type")).To(Equal(whole.Header().Get("Content-Type")))
+			g.Expect(list.Body.String()).To(Equal(whole.Body.String()))
+		})
+	}
+}

@@ -75,6 +75,7 @@ func (p *Plugin) Init() error {
 		p.Log.Info("HTTP server disabled by config")
 		return nil
 	}
+	p.warnExposure()
 	if p.tls, err = serverTLS(&conf); err != nil {
 		return err
 	}
@@ -83,7 +84,7 @@ func (p *Plugin) Init() error {
 		return fmt.Errorf("index page template: %w", err)
 	}
 	p.router.handleIndex(indexHandler(p.router, p.formatter, tmpl))
-	var h http.Handler = p.router.mux
+	var h http.Handler = &jsonMux{mux: p.router.mux, f: p.formatter}
 	if len(conf.ClientBasicAuth) > 0 {
 		if h, err = newBasicAuth(h, p.formatter, conf.ClientBasicAuth); err != nil {
 			return fmt.Errorf("client-basic-auth: %w", err)
@@ -264,3 +265,20 @@ func (p *Plugin) Addr() string {
 
 // TLS reports whether the server speaks HTTPS (known after Init).
 func (p *Plugin) TLS() bool { return p.tls != nil }
+
+// warnExposure logs a warning for each way the config exposes the API
+// beyond what its defaults allow: an endpoint on every interface, and
+// basic-auth passwords over plain HTTP.
+func (p *Plugin) warnExposure() {
+	c := &p.conf
+	if c.onAllInterfaces() {
+		p.Log.Warn("REST endpoint listens on all interfaces: whoever reaches this node can call the API; "+
+			"prefer 127.0.0.1 or one node address, with TLS and client certificates or basic auth",
+			"endpoint", c.Endpoint, "tls", c.TLS(), "client-certs", len(c.ClientCertFiles) > 0,
+			"basic-auth", len(c.ClientBasicAuth) > 0)
+	}
+	if len(c.ClientBasicAuth) > 0 && !c.TLS() {
+		p.Log.Warn("basic auth over plain HTTP: user names and passwords cross the network in clear text; "+
+			"set server-cert-file and server-key-file", "endpoint", c.Endpoint)
+	}
+}

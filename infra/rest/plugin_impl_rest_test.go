@@ -62,8 +62,8 @@ func TestRegisterBeforeAndAfterStart(t *testing.T) {
 		{"registered in Init, GET", http.MethodGet, "/in-init", 200, "hello"},
 		{"registered in Init, POST", http.MethodPost, "/in-init", 200, "hello"},
 		{"registered while serving, path variable", http.MethodPut, "/items/42", 200, `"id": "42"`},
-		{"wrong method", http.MethodDelete, "/items/42", 405, ""},
-		{"unknown path", http.MethodGet, "/nothing", 404, ""},
+		{"wrong method", http.MethodDelete, "/items/42", 405, `"error": "method DELETE not allowed on /items/42 (allowed: PUT)"`},
+		{"unknown path", http.MethodGet, "/nothing", 404, `"error": "no endpoint at /nothing (GET / lists them)"`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -238,4 +238,49 @@ func TestResttestHelpers(t *testing.T) {
 	status, body := srv.Do(http.MethodGet, "/", "", http.Header{"Accept": {"text/html"}})
 	g.Expect(status).To(Equal(http.StatusOK))
 	g.Expect(strings.ToLower(body)).To(ContainSubstring("<!doctype html>"))
+}
+
+// Unknown paths and wrong methods answer the JSON error shape of every
+// endpoint (with Allow on 405); redirects of ServeMux pass unchanged.
+func TestNotFoundAndMethodNotAllowedAreJSON(t *testing.T) {
+	p := rest.NewPlugin(rest.UseConf(loopback()), logTo(io.Discard, "info"))
+	p.RegisterHTTPHandler("/only-post", hello, http.MethodPost)
+	p.RegisterHTTPHandler("/tree/", hello)
+	g := NewWithT(t)
+	g.Expect(p.Init()).To(Succeed())
+	g.Expect(p.AfterInit()).To(Succeed())
+	defer func() { g.Expect(p.Close()).To(Succeed()) }()
+	noRedirect := &http.Client{Timeout: 10 * time.Second,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	cases := []struct {
+		name, method, path string
+		status             int
+		body, allow        string
+	}{
+		{"unknown path", http.MethodGet, "/no/such/thing", 404, `{"error": "no endpoint at /no/such/thing (GET / lists them)"}`, ""},
+		{"wrong method", http.MethodGet, "/only-post", 405, `{"error": "method GET not allowed on /only-post (allowed: POST)"}`, "POST"},
+		{"wrong method on the index", http.MethodDelete, "/", 405, `{"error": "method DELETE not allowed on / (allowed: GET, HEAD)"}`, "GET, HEAD"},
+		{"redirect to the trailing slash (3xx)", http.MethodGet, "/tree", 0, "", ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			req, err := http.NewRequestWithContext(t.Context(), tc.method, "http://"+p.Addr()+tc.path, nil)
+			g.Expect(err).NotTo(HaveOccurred())
+			resp, err := noRedirect.Do(req)
+			g.Expect(err).NotTo(HaveOccurred())
+			defer func() { _ = resp.Body.Close() }()
+			body, _ := io.ReadAll(resp.Body)
+			g.Expect(resp.Header.Get("Allow")).To(Equal(tc.allow))
+			if tc.status == 0 {
+				g.Expect(resp.StatusCode).To(BeNumerically(">=", 300))
+				g.Expect(resp.StatusCode).To(BeNumerically("<", 400))
+				g.Expect(resp.Header.Get("Location")).To(Equal("/tree/"))
+				return
+			}
+			g.Expect(resp.StatusCode).To(Equal(tc.status))
+			g.Expect(resp.Header.Get("Content-Type")).To(HavePrefix("application/json"))
+			g.Expect(string(body)).To(MatchJSON(tc.body))
+		})
+	}
 }

@@ -42,29 +42,46 @@ type Config struct {
 	// EnableVerification compares the southbound with the desired
 	// configuration after every event and records any difference.
 	EnableVerification bool `json:"enableVerification"`
-	// EventQueueSize bounds the queue; a push to a full queue fails.
+	// StuckEventTimeout is how long one event may be processed before the
+	// loop counts as stuck: its health (and the agent's /liveness) turns
+	// to error until the event ends.
+	StuckEventTimeout time.Duration `json:"stuckEventTimeout"`
+	// EventQueueSize bounds the queue; PushEvent to a full queue fails,
+	// PushEventWait (the DB watcher) waits for room.
 	EventQueueSize int `json:"eventQueueSize"`
 	// MaxHistoryRecords bounds the history whatever the age limit.
 	MaxHistoryRecords int `json:"maxHistoryRecords"`
+	// EventHistoryDefaultLimit is how many records (the newest) GET
+	// /controller/event-history answers without a limit parameter.
+	EventHistoryDefaultLimit int `json:"eventHistoryDefaultLimit"`
+	// EventHistoryMaxLimit is the largest limit parameter accepted.
+	EventHistoryMaxLimit int `json:"eventHistoryMaxLimit"`
+	// EventHistoryMaxConcurrentReads bounds the event-history requests
+	// answered at a time; the others get 503 with Retry-After.
+	EventHistoryMaxConcurrentReads int `json:"eventHistoryMaxConcurrentReads"`
 }
 
 // DefaultConfig returns the defaults of the original controller.
 func DefaultConfig() Config {
 	return Config{
-		EnableRetry:                   true,
-		DelayRetry:                    time.Second,
-		MaxRetryAttempts:              3,
-		EnableExpBackoffRetry:         true,
-		DelayLocalResync:              5 * time.Second,
-		StartupResyncDeadline:         30 * time.Second,
-		PeriodicHealingInterval:       time.Minute,
-		DelayAfterErrorHealing:        5 * time.Second,
-		RemoteDBProbingInterval:       3 * time.Second,
-		RecordEventHistory:            true,
-		EventHistoryAgeLimit:          24 * time.Hour,
-		PermanentlyRecordedInitPeriod: time.Hour,
-		EventQueueSize:                1000,
-		MaxHistoryRecords:             10000,
+		EnableRetry:                    true,
+		DelayRetry:                     time.Second,
+		MaxRetryAttempts:               3,
+		EnableExpBackoffRetry:          true,
+		DelayLocalResync:               5 * time.Second,
+		StartupResyncDeadline:          30 * time.Second,
+		PeriodicHealingInterval:        time.Minute,
+		DelayAfterErrorHealing:         5 * time.Second,
+		RemoteDBProbingInterval:        3 * time.Second,
+		RecordEventHistory:             true,
+		EventHistoryAgeLimit:           24 * time.Hour,
+		PermanentlyRecordedInitPeriod:  time.Hour,
+		StuckEventTimeout:              2 * time.Minute,
+		EventQueueSize:                 1000,
+		MaxHistoryRecords:              10000,
+		EventHistoryDefaultLimit:       100,
+		EventHistoryMaxLimit:           1000,
+		EventHistoryMaxConcurrentReads: 4,
 	}
 }
 
@@ -79,6 +96,7 @@ func (c *Config) Validate() error {
 		{"startupResyncDeadline", c.StartupResyncDeadline},
 		{"delayAfterErrorHealing", c.DelayAfterErrorHealing},
 		{"eventHistoryAgeLimit", c.EventHistoryAgeLimit},
+		{"stuckEventTimeout", c.StuckEventTimeout},
 	}
 	for _, p := range positive {
 		if p.d <= 0 {
@@ -101,5 +119,22 @@ func (c *Config) Validate() error {
 	if c.MaxHistoryRecords < 1 {
 		errs = append(errs, fmt.Errorf("maxHistoryRecords %d: want at least 1", c.MaxHistoryRecords))
 	}
+	errs = append(errs, c.validateHistoryReads()...)
 	return errors.Join(errs...)
+}
+
+// validateHistoryReads checks the limits of GET /controller/event-history.
+func (c *Config) validateHistoryReads() []error {
+	var errs []error
+	if c.EventHistoryMaxLimit < 1 {
+		errs = append(errs, fmt.Errorf("eventHistoryMaxLimit %d: want at least 1", c.EventHistoryMaxLimit))
+	}
+	if c.EventHistoryDefaultLimit < 1 || c.EventHistoryDefaultLimit > c.EventHistoryMaxLimit {
+		errs = append(errs, fmt.Errorf("eventHistoryDefaultLimit %d: want 1..eventHistoryMaxLimit (%d)",
+			c.EventHistoryDefaultLimit, c.EventHistoryMaxLimit))
+	}
+	if c.EventHistoryMaxConcurrentReads < 1 {
+		errs = append(errs, fmt.Errorf("eventHistoryMaxConcurrentReads %d: want at least 1", c.EventHistoryMaxConcurrentReads))
+	}
+	return errs
 }

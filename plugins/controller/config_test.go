@@ -34,6 +34,11 @@ func TestConfigErrorsNameTheKey(t *testing.T) {
 		"initial":   {func(c *Config) { c.PermanentlyRecordedInitPeriod = -1 }, "permanentlyRecordedInitPeriod"},
 		"local":     {func(c *Config) { c.DelayLocalResync = 0 }, "delayLocalResync 0s"},
 		"age limit": {func(c *Config) { c.EventHistoryAgeLimit = 0 }, "eventHistoryAgeLimit 0s"},
+		"max limit": {func(c *Config) { c.EventHistoryMaxLimit = 0 }, "eventHistoryMaxLimit 0"},
+		"default limit": {func(c *Config) { c.EventHistoryDefaultLimit = 2000 },
+			"eventHistoryDefaultLimit 2000: want 1..eventHistoryMaxLimit (1000)"},
+		"reads": {func(c *Config) { c.EventHistoryMaxConcurrentReads = 0 }, "eventHistoryMaxConcurrentReads 0"},
+		"stuck": {func(c *Config) { c.StuckEventTimeout = 0 }, "stuckEventTimeout 0s"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

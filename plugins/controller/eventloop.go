@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -35,10 +36,15 @@ type eventLoop struct {
 	obs      observer
 	history  *history
 	now      func() time.Time
+	status   loopStatus // read by the health probe and REST
 
-	queue     chan *queued
-	mu        sync.Mutex // guards closed and sends to queue
-	closed    bool
+	queue   chan *queued
+	mu      sync.Mutex // guards closed, closedC and the start of sends to queue
+	closed  bool
+	closedC chan struct{} // closed with closed: waiting senders give up
+	// senders counts the pushes waiting for room in the queue; failPending
+	// waits for them before it drains the queue.
+	senders   sync.WaitGroup
 	closing   chan struct{} // closed when Close begins: retries give up
 	closeOnce sync.Once
 	stopCh    chan struct{} // closed when the loop must return
@@ -62,6 +68,7 @@ func newEventLoop(cfg Config, handlers []api.EventHandler, sb Southbound, log *s
 		cfg: cfg, handlers: handlers, sb: sb, log: log, obs: obs, now: now,
 		history:   newHistory(now(), cfg),
 		queue:     make(chan *queued, cfg.EventQueueSize),
+		closedC:   make(chan struct{}),
 		closing:   make(chan struct{}),
 		stopCh:    make(chan struct{}),
 		finished:  make(chan struct{}),
@@ -70,9 +77,22 @@ func newEventLoop(cfg Config, handlers []api.EventHandler, sb Southbound, log *s
 	}
 }
 
-// PushEvent queues ev; a blocking event is waited for. Handlers push
-// follow-ups through their transaction instead (see transaction).
-func (l *eventLoop) PushEvent(ev api.Event) error {
+// PushEvent queues ev, or fails with ErrEventQueueFull when the queue is
+// full; a blocking event is waited for. Handlers push follow-ups through
+// their transaction instead (see transaction).
+func (l *eventLoop) PushEvent(ev api.Event) error { return l.push(context.Background(), ev, false) }
+
+// PushEventWait queues ev like PushEvent, but waits for room in a full
+// queue until ctx ends or the loop closes.
+func (l *eventLoop) PushEventWait(ctx context.Context, ev api.Event) error {
+	if ctx == nil {
+		return errors.New("push event: nil context")
+	}
+	return l.push(ctx, ev, true)
+}
+
+// push queues ev; only with wait does it wait (until ctx ends) for room.
+func (l *eventLoop) push(ctx context.Context, ev api.Event, wait bool) error {
 	if ev == nil {
 		return errors.New("push event: nil event")
 	}
@@ -80,22 +100,59 @@ func (l *eventLoop) PushEvent(ev api.Event) error {
 	if ev.IsBlocking() {
 		q.done = make(chan error, 1)
 	}
-	l.mu.Lock()
-	if l.closed {
-		l.mu.Unlock()
-		return fmt.Errorf("push %s: %w", ev.GetName(), api.ErrClosedController)
+	if err := l.enqueue(ctx, q, wait); err != nil {
+		return err
 	}
-	select {
-	case l.queue <- q:
-	default:
-		l.mu.Unlock()
-		return fmt.Errorf("push %s: %w (%d events)", ev.GetName(), api.ErrEventQueueFull, cap(l.queue))
-	}
-	l.mu.Unlock()
 	if q.done == nil {
 		return nil
 	}
 	return <-q.done
+}
+
+// enqueue sends q to the queue. A send that must wait registers with
+// senders under mu, so that failPending, which sets closed under mu and
+// then waits for senders, never leaves an event in a queue nobody drains.
+func (l *eventLoop) enqueue(ctx context.Context, q *queued, wait bool) error {
+	name := q.ev.GetName()
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return fmt.Errorf("push %s: %w", name, api.ErrClosedController)
+	}
+	select {
+	case l.queue <- q:
+		l.mu.Unlock()
+		return nil
+	default:
+	}
+	if !wait {
+		l.mu.Unlock()
+		return fmt.Errorf("push %s: %w (%d events)", name, api.ErrEventQueueFull, cap(l.queue))
+	}
+	l.senders.Add(1)
+	l.mu.Unlock()
+	defer l.senders.Done()
+	select {
+	case l.queue <- q:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("push %s: gave up waiting for room in the event queue (%d events): %w", name, cap(l.queue), ctx.Err())
+	case <-l.closedC:
+		return fmt.Errorf("push %s: %w", name, api.ErrClosedController)
+	}
+}
+
+// markClosed refuses every later push and wakes the waiting ones; it
+// reports whether the loop was closed already.
+func (l *eventLoop) markClosed() (already bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return true
+	}
+	l.closed = true
+	close(l.closedC)
+	return false
 }
 
 // isClosed tells whether the loop has stopped or is stopping.
@@ -118,11 +175,7 @@ func (l *eventLoop) beginClose() {
 // for the loop goroutine.
 func (l *eventLoop) stop() {
 	l.beginClose()
-	l.mu.Lock()
-	already := l.closed
-	l.closed = true
-	l.mu.Unlock()
-	if !already {
+	if !l.markClosed() {
 		close(l.stopCh)
 	}
 	<-l.finished
@@ -212,9 +265,8 @@ func (l *eventLoop) receive(q *queued) {
 
 // failPending completes every event that will never be processed.
 func (l *eventLoop) failPending() {
-	l.mu.Lock()
-	l.closed = true
-	l.mu.Unlock()
+	l.markClosed()
+	l.senders.Wait() // every waiting push has now queued or given up
 	err := api.ErrClosedController
 	if l.fatalErr != nil {
 		err = fmt.Errorf("%w: event loop is aborting after a fatal error: %v", api.ErrClosedController, l.fatalErr)
@@ -245,6 +297,7 @@ func (l *eventLoop) setFatal(err error) {
 		err = api.NewFatalError(err)
 	}
 	l.fatalErr = err
+	l.status.setFatal(err)
 	l.log.Error("event loop stopped by a fatal error", "error", err)
 	l.obs.stateChanged(l.started, err)
 }

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"time"
@@ -218,6 +219,61 @@ func TestFullQueueRefusesThePush(t *testing.T) {
 	g.Expect(l.PushEvent(newEvent("1", api.BestEffort))).To(Succeed())
 	g.Expect(l.PushEvent(newEvent("2", api.BestEffort))).To(Succeed())
 	g.Expect(l.PushEvent(newEvent("3", api.BestEffort))).To(MatchError(api.ErrEventQueueFull))
+}
+
+// PushEventWait waits for room in a full queue: the event gets in as soon
+// as the loop takes one; the wait ends with the context or when the loop
+// closes, and an event queued by a waiting push is never left behind.
+func TestPushEventWaitWaitsForRoom(t *testing.T) {
+	g := NewWithT(t)
+	cfg := testConfig()
+	cfg.EventQueueSize = 1
+	l := newEventLoop(cfg, []api.EventHandler{newHandler("a", &journal{})}, NewMemSouthbound(), discardLog(), newObserver())
+	g.Expect(l.PushEvent(dbResync())).To(Succeed()) // fills the queue; the loop is not started yet
+
+	waited := newEvent("waited", api.BestEffort)
+	pushed := make(chan error, 1)
+	go func() { pushed <- l.PushEventWait(context.Background(), waited) }()
+	g.Consistently(pushed).WithTimeout(50*time.Millisecond).ShouldNot(Receive(), "waits while the queue is full")
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	g.Expect(l.PushEventWait(ctx, newEvent("cancelled", api.BestEffort))).To(MatchError(context.Canceled))
+
+	l.start()
+	t.Cleanup(l.stop)
+	g.Eventually(pushed).Should(Receive(BeNil()), "in once the loop took the resync")
+	g.Expect(waited.wait(t)).To(Succeed())
+}
+
+// A push waiting for room ends when the loop closes (here after a fatal
+// error), and the event that filled the queue is failed, not forgotten.
+func TestPushEventWaitEndsWhenTheLoopCloses(t *testing.T) {
+	g := NewWithT(t)
+	cfg := testConfig()
+	cfg.EventQueueSize = 1
+	a := newHandler("a", &journal{})
+	release := make(chan struct{})
+	a.onEvent = func(ev api.Event, _ api.UpdateOperations) error {
+		if ev.GetName() != "busy" {
+			return nil
+		}
+		<-release
+		return api.NewFatalError(errors.New("broken"))
+	}
+	l, _ := startLoop(t, cfg, nil, a)
+	g.Expect(l.PushEvent(dbResync())).To(Succeed())
+	g.Expect(l.PushEventWait(context.Background(), newEvent("busy", api.BestEffort))).To(Succeed())
+	filler := newEvent("filler", api.BestEffort)
+	g.Expect(l.PushEventWait(context.Background(), filler)).To(Succeed(), "room once busy is taken")
+
+	pushed := make(chan error, 1)
+	go func() { pushed <- l.PushEventWait(context.Background(), newEvent("waiting", api.BestEffort)) }()
+	g.Consistently(pushed).WithTimeout(50*time.Millisecond).ShouldNot(Receive(), "the queue is full")
+	close(release)
+	g.Eventually(pushed).Should(Receive(MatchError(api.ErrClosedController)))
+	g.Expect(filler.wait(t)).To(MatchError(api.ErrClosedController))
+	g.Expect(l.PushEventWait(context.Background(), newEvent("late", api.BestEffort))).To(MatchError(api.ErrClosedController))
 }
 
 func TestBlockingPushReturnsTheOutcome(t *testing.T) {

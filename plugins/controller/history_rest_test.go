@@ -3,6 +3,7 @@ package controller
 import (
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"sync/atomic"
 	"testing"
@@ -30,7 +31,7 @@ func TestHistoryPrunesByAgeButKeepsTheInitialPeriod(t *testing.T) {
 	h.add(at(2, 20*time.Minute), start.Add(20*time.Minute)) // ages out
 	h.add(at(3, 3*time.Hour), start.Add(3*time.Hour))
 	var seqs []uint64
-	for _, r := range h.query(historyQuery{}) {
+	for _, r := range h.query(historyQuery{}).records {
 		seqs = append(seqs, r.SeqNum)
 	}
 	g.Expect(seqs).To(Equal([]uint64{1, 3}))
@@ -46,9 +47,59 @@ func TestHistoryIsBoundedByCount(t *testing.T) {
 	for i := uint64(1); i <= 5; i++ {
 		h.add(EventRecord{SeqNum: i, ProcessingStart: now, ProcessingEnd: now}, now)
 	}
-	recs := h.query(historyQuery{})
+	recs := h.query(historyQuery{}).records
 	g.Expect(recs).To(HaveLen(3))
 	g.Expect(recs[0].SeqNum).To(Equal(uint64(3)))
+}
+
+// The history keeps exactly what the straightforward rule keeps (the
+// records of the initial period, and those not older than the age limit;
+// then the newest maxLen), across many adds, prunes and compactions.
+func TestHistoryMatchesTheNaiveModel(t *testing.T) {
+	g := NewWithT(t)
+	start := time.Unix(1_000_000, 0)
+	cfg := DefaultConfig()
+	cfg.MaxHistoryRecords = 150
+	cfg.EventHistoryAgeLimit = 100 * time.Second
+	cfg.PermanentlyRecordedInitPeriod = 60 * time.Second
+	h := newHistory(start, cfg)
+	rnd := rand.New(rand.NewPCG(1, 2))
+	var model []EventRecord
+	at := start
+	for seq := uint64(1); seq <= 5000; seq++ {
+		at = at.Add(time.Duration(rnd.IntN(3000)) * time.Millisecond)
+		if seq%1000 == 0 {
+			at = at.Add(time.Hour) // everything but the initial period ages out
+		}
+		r := EventRecord{SeqNum: seq, ProcessingStart: at, ProcessingEnd: at}
+		h.add(r, at)
+		model = naivePrune(append(model, r), start, at, cfg)
+		got := h.query(historyQuery{}).records
+		g.Expect(seqsOf(got)).To(Equal(seqsOf(model)), "after seq %d", seq)
+	}
+}
+
+// naivePrune is the rule the history implements, written plainly.
+func naivePrune(recs []EventRecord, start, now time.Time, cfg Config) []EventRecord {
+	var kept []EventRecord
+	for _, r := range recs {
+		if r.ProcessingStart.Before(start.Add(cfg.PermanentlyRecordedInitPeriod)) ||
+			now.Sub(r.ProcessingEnd) <= cfg.EventHistoryAgeLimit {
+			kept = append(kept, r)
+		}
+	}
+	if over := len(kept) - cfg.MaxHistoryRecords; over > 0 {
+		kept = kept[over:]
+	}
+	return kept
+}
+
+func seqsOf(recs []EventRecord) []uint64 {
+	out := []uint64{}
+	for _, r := range recs {
+		out = append(out, r.SeqNum)
+	}
+	return out
 }
 
 // fakeWatcher counts resync requests.
@@ -67,7 +118,8 @@ func restPlugin(t *testing.T) (*Plugin, *resttest.Server, *fakeWatcher) {
 	p.Southbound = NewMemSouthbound()
 	p.metrics = newLoopMetrics()
 	p.EventHandlers = []api.EventHandler{newHandler("a", &journal{})}
-	p.loop = newEventLoop(testConfig(), p.EventHandlers, p.Southbound, discardLog(), p)
+	p.cfg = testConfig()
+	p.loop = newEventLoop(p.cfg, p.EventHandlers, p.Southbound, discardLog(), p)
 	p.loop.start()
 	t.Cleanup(p.loop.stop)
 	w := &fakeWatcher{}

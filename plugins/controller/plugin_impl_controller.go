@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync"
@@ -45,6 +46,9 @@ type Plugin struct {
 	watcher   stateWatcher
 	metrics   *loopMetrics
 	closeOnce sync.Once
+	// historyReads holds a token per event-history request being answered
+	// (at most eventHistoryMaxConcurrentReads).
+	historyReads chan struct{}
 }
 
 // stateWatcher feeds the loop with the Kubernetes state (dbwatcher.Watcher).
@@ -83,9 +87,7 @@ func (p *Plugin) Init() error {
 	}
 	p.loop = newEventLoop(cfg, p.EventHandlers, p.Southbound, p.Log, p)
 	p.metrics.queueLen = func() int { return len(p.loop.queue) }
-	if p.StatusCheck != nil {
-		p.StatusCheck.ReportStateChange(p.String(), health.Init, nil)
-	}
+	p.registerHealth()
 	if p.HTTP != nil {
 		p.registerHandlers()
 	}
@@ -161,13 +163,43 @@ func (p *Plugin) PushEvent(ev api.Event) error {
 	return p.loop.PushEvent(ev)
 }
 
-// RequestResync asks the DB watcher for a resync from etcd.
+// PushEventWait queues an event like PushEvent, but waits for room in a
+// full queue until ctx ends or the loop closes: the DB watcher's
+// back-pressure (dbwatcher.Loop).
+func (p *Plugin) PushEventWait(ctx context.Context, ev api.Event) error {
+	if p.loop == nil {
+		return fmt.Errorf("push %s: controller not initialised: %w", ev.GetName(), api.ErrClosedController)
+	}
+	return p.loop.PushEventWait(ctx, ev)
+}
+
+// RequestResync asks the DB watcher for a resync from etcd. It fails,
+// wrapping api.ErrClosedController, when the resync could not run: the
+// controller is not started, or its loop stopped (fatal error or Close).
 func (p *Plugin) RequestResync() error {
-	if p.watcher == nil {
-		return errors.New("controller not started")
+	if p.loop == nil || p.watcher == nil {
+		return fmt.Errorf("resync: controller not started: %w", api.ErrClosedController)
+	}
+	if err := p.loop.runnable(); err != nil {
+		return fmt.Errorf("resync cannot run: %w", err)
 	}
 	p.watcher.RequestResync()
 	return nil
+}
+
+// registerHealth registers the loop's probe with StatusCheck, for liveness
+// too when the reporter supports it: a dead or stuck loop means the
+// process must be restarted.
+func (p *Plugin) registerHealth() {
+	if p.StatusCheck == nil {
+		return
+	}
+	probe := func() (health.State, error) { return p.loop.health(p.loop.now(), p.cfg.StuckEventTimeout) }
+	if lr, ok := p.StatusCheck.(health.LivenessReporter); ok {
+		lr.RegisterLiveness(p.String(), probe)
+		return
+	}
+	p.StatusCheck.Register(p.String(), probe)
 }
 
 // EventHistory returns every recorded event, oldest first; nil before Init.
@@ -175,7 +207,7 @@ func (p *Plugin) EventHistory() []EventRecord {
 	if p.loop == nil {
 		return nil
 	}
-	return p.loop.history.query(historyQuery{})
+	return p.loop.history.query(historyQuery{}).records
 }
 
 // DesiredConfig returns what the southbound holds.

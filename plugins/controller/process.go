@@ -27,6 +27,8 @@ func (l *eventLoop) process(q *queued) {
 		SeqNum: l.seq, ProcessingStart: l.now(), IsFollowUp: q.isFollowUp, FollowUpTo: q.followUpTo,
 		Name: ev.GetName(), Description: ev.String(), Method: ev.Method(), MethodName: ev.Method().String(),
 	}
+	l.status.begin(rec.SeqNum, rec.Description, rec.ProcessingStart)
+	defer l.status.end()
 	var out outcome
 	txn := newTransaction(l.seq, l.isClosed)
 	switch {
@@ -71,6 +73,7 @@ func (l *eventLoop) finish(q *queued, rec *EventRecord, out outcome) {
 	}
 	if _, ok := q.ev.(*api.DBResync); ok && !l.started && l.fatalErr == nil {
 		l.started = true
+		l.status.setStarted()
 		l.obs.stateChanged(true, nil)
 	}
 }

@@ -194,16 +194,23 @@ func checkEndpoint(ep string) error {
 	return nil
 }
 
-// tlsConfig builds the client TLS configuration, nil for plain text.
-func (c *Config) tlsConfig() (*tls.Config, error) {
+// usesTLS reports whether the client talks TLS: not with the embedded
+// server or insecure-transport; else when a certificate file or
+// insecure-skip-tls-verify is set or an endpoint is https.
+func (c *Config) usesTLS() bool {
 	if c.InsecureTransport || c.Embedded {
-		return nil, nil
+		return false
 	}
 	https := false
 	for _, ep := range c.Endpoints {
 		https = https || strings.HasPrefix(ep, "https://")
 	}
-	if c.CertFile == "" && c.CAFile == "" && !c.InsecureSkipTLSVerify && !https {
+	return c.CertFile != "" || c.CAFile != "" || c.InsecureSkipTLSVerify || https
+}
+
+// tlsConfig builds the client TLS configuration, nil for plain text.
+func (c *Config) tlsConfig() (*tls.Config, error) {
+	if !c.usesTLS() {
 		return nil, nil
 	}
 	info := transport.TLSInfo{CertFile: c.CertFile, KeyFile: c.KeyFile, TrustedCAFile: c.CAFile}

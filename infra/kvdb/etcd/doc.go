@@ -8,14 +8,16 @@
 //     configuration) and let the agent run it.
 //  2. Expect Init to: load etcd.conf, take endpoints from the file, else
 //     from env ETCD_ENDPOINTS; with none (or embedded: true) start an etcd
-//     server on loopback in embedded-data-dir; create the client and probe
-//     it within dial-timeout. An unreachable etcd fails Init with an error
+//     server on loopback in embedded-data-dir; create the client, log which
+//     etcd is used ("using etcd": endpoints, embedded or not, the data
+//     directory of the embedded one) and probe it within dial-timeout. An unreachable etcd fails Init with an error
 //     naming the endpoints, unless allow-delayed-start is set.
 //  3. In your own Init, register work that needs etcd with OnConnect (it
 //     runs at once if connected, else after the first successful probe) and
 //     resync work with OnReconnect. Callbacks run on the plugin's monitor
 //     goroutine: keep them short, hand long work to your own goroutine.
-//  4. AfterInit registers the health probe with StatusCheck and starts the
+//  4. AfterInit registers the health probe with StatusCheck (readiness
+//     only: an etcd outage must not restart the agents) and starts the
 //     monitor: a probe every probe-interval while connected (every
 //     reconnect-interval while not). A failed probe reports health.Error;
 //     the next successful one reports health.OK and, with

@@ -81,6 +81,7 @@ func (p *Plugin) Init() error {
 		return errors.Join(err, p.Close())
 	}
 	p.cli = cli
+	p.logStoreInUse()
 	err = p.probe(p.life)
 	_, queued, _ := p.conn.update(err)
 	if err == nil {

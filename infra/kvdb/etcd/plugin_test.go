@@ -2,6 +2,7 @@ package etcd
 
 import (
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -239,4 +240,35 @@ func TestSampleConfigFileLoads(t *testing.T) {
 	want := DefaultConfig()
 	want.Normalize(noEnv)
 	g.Expect(cfg).To(Equal(want), "the sample shows every key with its default")
+}
+
+// The start-up log says which etcd the agent uses: the endpoints, and
+// whether it is the embedded server (with its data directory) or not.
+func TestStartupLogNamesTheEtcdInUse(t *testing.T) {
+	srv := etcdtest.Start(t)
+	cases := []struct {
+		name string
+		cfg  func(t *testing.T) Config
+		want func(p *Plugin) string
+	}{
+		{"embedded", embeddedConfig, func(p *Plugin) string {
+			return fmt.Sprintf(`msg="using etcd: embedded server, private to this agent" embedded=true endpoints=[%s] data-dir=%s`,
+				p.Config().Endpoints[0], p.Config().EmbeddedDataDir)
+		}},
+		{"external", func(*testing.T) Config { return fastConfig(srv.Endpoint()) }, func(*Plugin) string {
+			return fmt.Sprintf(`msg="using etcd: external cluster" embedded=false endpoints=[%s] tls=false`, srv.Endpoint())
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			out := &syncBuffer{}
+			p := NewPlugin(UseConf(tc.cfg(t)), UseEnv(noEnv), UseDeps(func(d *Deps) {
+				d.Cfg, d.Log = config.NoFile, slog.New(slog.NewTextHandler(out, nil))
+			}))
+			g.Expect(p.Init()).To(Succeed())
+			defer func() { g.Expect(p.Close()).To(Succeed()) }()
+			g.Expect(out.String()).To(ContainSubstring(tc.want(p)))
+		})
+	}
 }

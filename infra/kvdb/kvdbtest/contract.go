@@ -1,6 +1,7 @@
 package kvdbtest
 
 import (
+	"bytes"
 	"context"
 	"sort"
 	"strings"
@@ -170,6 +171,11 @@ func testInvalid(t *testing.T, a, b kvdb.Broker) {
 	maxKey := strings.Repeat("m", kvdb.MaxKeyLen)
 	g.Expect(a.Put(ctx, maxKey, []byte("ok"))).To(Succeed(), "a key of exactly MaxKeyLen is valid")
 	g.Expect(mustGet(ctx, g, b, maxKey).Value).To(Equal([]byte("ok")))
+	largest := bytes.Repeat([]byte{'v'}, kvdb.MaxValueLen)
+	g.Expect(a.Put(ctx, maxKey, largest)).To(Succeed(), "a value of exactly MaxValueLen under the longest key")
+	g.Expect(mustGet(ctx, g, b, maxKey).Value).To(HaveLen(kvdb.MaxValueLen))
+	_, err = a.Txn(ctx, nil, []kvdb.Op{kvdb.PutOp(maxKey, largest)})
+	g.Expect(err).NotTo(HaveOccurred(), "and in a one-op Txn")
 }
 
 // mustGet reads a key that must exist.

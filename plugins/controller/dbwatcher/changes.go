@@ -32,8 +32,9 @@ func (s *syncer) handleEvent(ctx context.Context, ev kvdb.WatchEvent) {
 	s.state.Apply(resource, ev.Key, value)
 	s.mirrorChange(ctx, ev.Key, value != nil, ev.Value)
 	change := &api.KubeStateChange{Key: ev.Key, Resource: resource, PrevValue: prev, NewValue: value}
-	if err := s.w.cfg.Loop.PushEvent(change); err != nil {
-		// The loop missed this change: only a resync can catch it up.
+	if err := s.w.cfg.Loop.PushEventWait(ctx, change); err != nil {
+		// The loop missed this change (the watcher stops, or the loop
+		// closed): only a resync can catch it up.
 		s.failed(ctx, "push of "+change.String()+" refused", err)
 		return
 	}
@@ -68,10 +69,16 @@ func (s *syncer) decodeEvent(ev kvdb.WatchEvent) (resource string, value proto.M
 }
 
 // mirrorChange puts (present) or deletes key in the mirror; an error is
-// logged: the next remote resync repairs the mirror.
+// logged: the next remote resync repairs the mirror. A value larger than
+// kvdb.MaxValueLen is logged, counted and left out: the key is deleted
+// from the mirror rather than left with an older value.
 func (s *syncer) mirrorChange(ctx context.Context, key string, present bool, raw []byte) {
 	if s.w.mirror == nil {
 		return
+	}
+	if present && len(raw) > kvdb.MaxValueLen {
+		s.skipOversized(key, raw)
+		present = false
 	}
 	var err error
 	if present {

@@ -1,6 +1,7 @@
 package dbwatcher
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -20,6 +21,15 @@ const (
 	DefaultMirrorPrefix = "/contiv-agent/kube-state/"
 )
 
+// Loop is the event loop the watcher feeds (the controller).
+type Loop interface {
+	// PushEventWait queues event behind the events already queued. While
+	// the queue is full it waits for room until ctx ends (an error wrapping
+	// ctx.Err()) or the loop closes (api.ErrClosedController): it never
+	// drops the event.
+	PushEventWait(ctx context.Context, event api.Event) error
+}
+
 // Config is what a Watcher needs. Remote and Loop are required; every
 // other field has a usable zero value.
 type Config struct {
@@ -30,7 +40,7 @@ type Config struct {
 	// local fallback.
 	Local kvdb.Store
 	// Loop receives the events.
-	Loop api.EventLoop
+	Loop Loop
 	// Log receives every log line; nil discards them.
 	Log *slog.Logger
 	// DelayLocalResync is how long after Start the watcher waits for a

@@ -40,17 +40,41 @@
 //     as DBResync{Local: true}. An empty mirror pushes nothing: the loop
 //     waits for etcd. The remote resync follows when etcd connects.
 //
+// # Back-pressure: the watcher waits, it never drops
+//
+// The loop's queue is bounded (eventQueueSize). When it is full, the
+// watcher waits for room (Loop.PushEventWait) instead of failing the push;
+// meanwhile it reads no more watch events, and etcd's client buffers them
+// (the server keeps a slow watcher's events until it catches up, unless a
+// compaction passes them, which breaks the watch and leads to a remote
+// resync). We chose waiting over coalescing because:
+//
+//  1. every handler sees every change, in etcd's order, with the right
+//     PrevValue: a delete followed by a re-create of the same pod is two
+//     events that coalescing would merge into an update, and the IPAM
+//     plugin must release the old address before it sees the new pod;
+//  2. the memory held is bounded by the queue plus etcd's watch buffer,
+//     and a slow loop slows only the watcher, which has nothing else to do;
+//  3. nothing is lost in the meantime: the mirror is written before each
+//     push, and a resync request made while the watcher waits is kept (the
+//     request channel holds one) and runs after the push.
+//
+// The wait ends when the watcher stops (Stop cancels it: Stop never hangs
+// on a busy loop) or when the loop closes (api.ErrClosedController).
+//
 // # Errors
 //
 // Nothing here is fatal to the agent. A key of no known resource and a
 // value that does not decode are logged, counted (Stats.DecodeErrors) and
 // skipped; a change whose value no longer decodes deletes the key. Mirror
-// writes that fail are logged; the next remote resync repairs the mirror,
-// which holds exactly the keys of the last pushed state (in batches of at
-// most kvdb.MaxTxnOps ops, so a crash mid-way can leave it partly updated
-// until then). A failed List or Watch, and a push the loop refuses
-// (api.ErrEventQueueFull), lead to a new remote resync after RetryInterval:
-// a snapshot the loop refused is never pushed later, it is listed again. A
-// closed loop (api.ErrClosedController) is not retried until the next
-// reconnect or RequestResync.
+// writes that fail are logged, and the other batches are still written; a
+// value larger than kvdb.MaxValueLen is left out of the mirror alone
+// (logged, Stats.MirrorSkipped), every other key is written. The next
+// remote resync repairs the mirror, which holds the keys of the last
+// pushed state (in batches of at most
+// kvdb.MaxTxnOps ops, so a crash mid-way can leave it partly updated until
+// then). A failed List or Watch, and a push the loop refuses, lead to a new
+// remote resync after RetryInterval: a snapshot the loop refused is never
+// pushed later, it is listed again. A closed loop (api.ErrClosedController)
+// is not retried until the next reconnect or RequestResync.
 package dbwatcher

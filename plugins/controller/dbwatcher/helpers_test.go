@@ -178,19 +178,22 @@ func mirrorContent(g Gomega, local kvdb.Store) map[string]string {
 	return out
 }
 
-// fakeLoop is an api.EventLoop that records the events it accepts and can
+// errRefused is what a fakeLoop refuses pushes with by default.
+var errRefused = errors.New("push refused by the test")
+
+// fakeLoop is a dbwatcher.Loop that records the events it accepts and can
 // refuse pushes.
 type fakeLoop struct {
 	mu     sync.Mutex
 	events []api.Event
-	refuse int   // refuse this many more pushes with refuseErr
-	err    error // refuseErr; nil means api.ErrEventQueueFull
+	refuse int   // refuse this many more pushes with err
+	err    error // nil means errRefused
 	pushes int   // every push, refused or not
 }
 
-var _ api.EventLoop = (*fakeLoop)(nil)
+var _ dbwatcher.Loop = (*fakeLoop)(nil)
 
-func (l *fakeLoop) PushEvent(ev api.Event) error {
+func (l *fakeLoop) PushEventWait(_ context.Context, ev api.Event) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.pushes++
@@ -199,13 +202,13 @@ func (l *fakeLoop) PushEvent(ev api.Event) error {
 		if l.err != nil {
 			return l.err
 		}
-		return api.ErrEventQueueFull
+		return errRefused
 	}
 	l.events = append(l.events, ev)
 	return nil
 }
 
-// refuseNext makes the next n pushes fail with api.ErrEventQueueFull.
+// refuseNext makes the next n pushes fail with errRefused.
 func (l *fakeLoop) refuseNext(n int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -231,6 +234,19 @@ func (l *fakeLoop) pushCount() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.pushes
+}
+
+// fullLoop is a dbwatcher.Loop whose queue stays full: every push waits
+// until the watcher gives up, and says so on waiting first.
+type fullLoop struct{ waiting chan struct{} }
+
+func (l *fullLoop) PushEventWait(ctx context.Context, _ api.Event) error {
+	select {
+	case l.waiting <- struct{}{}:
+	default:
+	}
+	<-ctx.Done()
+	return ctx.Err()
 }
 
 // resyncs returns the accepted DBResync events.
@@ -511,4 +527,30 @@ func (b *breakableBroker) Watch(ctx context.Context, prefix string, fromRev int6
 		}
 	}()
 	return out, nil
+}
+
+// extraValueStore wraps a store so that every List of its views also
+// returns one more key-value: a value etcd's default request limit would
+// refuse, as a cluster with a larger --max-request-bytes may hold.
+type extraValueStore struct {
+	kvdb.Store
+	extra kvdb.KeyValue // key relative to the view's prefix
+}
+
+// NewBroker wraps the inner view so that List adds the extra key.
+func (s *extraValueStore) NewBroker(prefix string) kvdb.Broker {
+	return &extraValueBroker{Broker: s.Store.NewBroker(prefix), extra: s.extra}
+}
+
+type extraValueBroker struct {
+	kvdb.Broker
+	extra kvdb.KeyValue
+}
+
+func (b *extraValueBroker) List(ctx context.Context, prefix string) ([]kvdb.KeyValue, int64, error) {
+	kvs, rev, err := b.Broker.List(ctx, prefix)
+	if err != nil {
+		return nil, 0, err
+	}
+	return append(kvs, b.extra), rev, nil
 }

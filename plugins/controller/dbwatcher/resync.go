@@ -28,7 +28,7 @@ func (s *syncer) remoteResync(ctx context.Context) error {
 	}
 	state, raw, skipped := s.decodeAll(kvs, "etcd")
 	s.syncMirror(ctx, raw)
-	if err := s.w.cfg.Loop.PushEvent(&api.DBResync{KubeState: state.Clone()}); err != nil {
+	if err := s.w.cfg.Loop.PushEventWait(ctx, &api.DBResync{KubeState: state.Clone()}); err != nil {
 		return fmt.Errorf("push of the DB resync at revision %d: %w", rev, err)
 	}
 	s.w.stats.remoteResyncs.Add(1)
@@ -63,7 +63,7 @@ func (s *syncer) localFallback(ctx context.Context) {
 	}
 	if err == nil {
 		state, _, skipped := s.decodeAll(kvs, "mirror")
-		err = s.w.cfg.Loop.PushEvent(&api.DBResync{Local: true, KubeState: state})
+		err = s.w.cfg.Loop.PushEventWait(ctx, &api.DBResync{Local: true, KubeState: state})
 		if err == nil {
 			s.w.stats.localResyncs.Add(1)
 			s.log.Info("etcd not reached: local resync pushed from the mirror", "mirror-revision", rev,
@@ -112,10 +112,13 @@ func (s *syncer) decodeAll(kvs []kvdb.KeyValue, source string) (api.KubeStateDat
 	return state, raw, skipped
 }
 
-// syncMirror makes the mirror hold exactly want: changed and missing keys
+// syncMirror makes the mirror hold exactly want, less the values the
+// store cannot hold: each value larger than kvdb.MaxValueLen is logged,
+// counted, removed from want and left out alone. Changed and missing keys
 // are put, keys no longer wanted deleted, in transactions of at most
-// kvdb.MaxTxnOps ops. Errors are logged: the mirror only serves a start
-// without etcd, and the next remote resync tries again.
+// kvdb.MaxTxnOps ops; a failed transaction is logged and the next ones
+// still run. The mirror only serves a start without etcd, and the next
+// remote resync tries again.
 func (s *syncer) syncMirror(ctx context.Context, want map[string][]byte) {
 	if s.w.mirror == nil {
 		return
@@ -126,15 +129,29 @@ func (s *syncer) syncMirror(ctx context.Context, want map[string][]byte) {
 		s.log.Warn("mirror not updated: cannot list it", "err", err)
 		return
 	}
-	ops, puts, deletes := mirrorOps(have, want)
-	for batch := range slices.Chunk(ops, kvdb.MaxTxnOps) {
-		if _, err := s.w.mirror.Txn(ctx, nil, batch); err != nil {
-			s.log.Warn("mirror update failed", "ops", len(batch), "first-key", batch[0].Key, "err", err)
-			return
+	for key, value := range want {
+		if len(value) > kvdb.MaxValueLen {
+			s.skipOversized(key, value)
+			delete(want, key)
 		}
 	}
-	s.log.Debug("mirror updated", "keys", len(want), "puts", puts, "deletes", deletes,
+	ops, puts, deletes := mirrorOps(have, want)
+	failed := 0
+	for batch := range slices.Chunk(ops, kvdb.MaxTxnOps) {
+		if _, err := s.w.mirror.Txn(ctx, nil, batch); err != nil {
+			failed += len(batch)
+			s.log.Warn("mirror update failed", "ops", len(batch), "first-key", batch[0].Key, "err", err)
+		}
+	}
+	s.log.Debug("mirror updated", "keys", len(want), "puts", puts, "deletes", deletes, "failed-ops", failed,
 		"duration", time.Since(start))
+}
+
+// skipOversized logs and counts a value the mirror cannot hold.
+func (s *syncer) skipOversized(key string, value []byte) {
+	s.w.stats.mirrorSkipped.Add(1)
+	s.log.Warn("value left out of the mirror: larger than the store's limit", "key", key,
+		"bytes", len(value), "limit", kvdb.MaxValueLen)
 }
 
 // mirrorOps returns the ops that turn have into want, sorted by key.

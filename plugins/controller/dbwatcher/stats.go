@@ -16,6 +16,9 @@ type Stats struct {
 	// DroppedStale counts watch events dropped because their revision was
 	// already processed.
 	DroppedStale int64
+	// MirrorSkipped counts values left out of the mirror because they are
+	// larger than kvdb.MaxValueLen (in resyncs and changes).
+	MirrorSkipped int64
 }
 
 // counters are the live Stats, updated by the run goroutine.
@@ -25,6 +28,7 @@ type counters struct {
 	changes       atomic.Int64
 	decodeErrors  atomic.Int64
 	droppedStale  atomic.Int64
+	mirrorSkipped atomic.Int64
 }
 
 func (c *counters) snapshot() Stats {
@@ -34,5 +38,6 @@ func (c *counters) snapshot() Stats {
 		Changes:       c.changes.Load(),
 		DecodeErrors:  c.decodeErrors.Load(),
 		DroppedStale:  c.droppedStale.Load(),
+		MirrorSkipped: c.mirrorSkipped.Load(),
 	}
 }

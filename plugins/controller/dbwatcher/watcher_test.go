@@ -131,6 +131,53 @@ func TestLargeStateIsMirroredInBatches(t *testing.T) {
 	g.Expect(mirrorContent(g, local)).To(Equal(want))
 }
 
+// A value too large for the mirror is left out alone: every other key of
+// the state is mirrored (in batches), the state pushed to the loop keeps
+// the large value, and the skip is counted. A change to a value too large
+// deletes the key from the mirror rather than keep its older value.
+func TestOversizedValueIsLeftOutOfTheMirror(t *testing.T) {
+	g := NewWithT(t)
+	_, etcdPlugin := startEtcd(t)
+	bigPod := &pod.Pod{Name: "big", Namespace: "default",
+		Annotations: map[string]string{"last-applied": strings.Repeat("x", kvdb.MaxValueLen)}}
+	remote := &breakableStore{Store: &extraValueStore{Store: etcdPlugin,
+		extra: kvdb.KeyValue{Key: pod.Key("big", "default"), Value: encode(t, bigPod), Revision: 1}}}
+	local := tempBolt(t)
+	const nodes = 3 * kvdb.MaxTxnOps
+	want := map[string]string{}
+	var ops []kvdb.Op
+	for i := range nodes {
+		key := node.Key("n" + itoa(i))
+		value := encode(t, &node.Node{Name: "n" + itoa(i)})
+		ops = append(ops, kvdb.PutOp(codec.KSRPrefix+key, value))
+		want[key] = string(value)
+	}
+	for batch := range slices.Chunk(ops, kvdb.MaxTxnOps) {
+		_, err := etcdPlugin.Txn(t.Context(), nil, batch)
+		g.Expect(err).NotTo(HaveOccurred())
+	}
+	put(t, etcdPlugin, pod.Key("web", "default"), podWeb)
+	want[pod.Key("web", "default")] = string(encode(t, podWeb))
+
+	loop := &fakeLoop{}
+	w := startWatcher(t, dbwatcher.Config{Remote: remote, Local: local, Loop: loop})
+	state := loop.nthResync(g, 1).KubeState
+	g.Expect(state["pod"]).To(HaveKey(pod.Key("big", "default")), "the loop gets the large value")
+	g.Expect(mirrorContent(g, local)).To(Equal(want), "every other key is mirrored")
+	g.Expect(w.Stats().MirrorSkipped).To(BeEquivalentTo(1))
+
+	// A change to a value too large: pushed, and the key leaves the mirror.
+	g.Eventually(remote.watchCount).Should(Equal(1))
+	bigWeb := &pod.Pod{Name: "web", Namespace: "default", IpAddress: "10.1.1.5",
+		Annotations: map[string]string{"last-applied": strings.Repeat("y", kvdb.MaxValueLen)}}
+	g.Expect(remote.injectLatest(kvdb.WatchEvent{Type: kvdb.EventPut, Key: pod.Key("web", "default"),
+		Value: encode(t, bigWeb), Revision: 1 << 40})).To(Succeed())
+	g.Expect(loop.nthChange(g, 1).NewValue).To(equalProto(bigWeb))
+	delete(want, pod.Key("web", "default"))
+	g.Expect(mirrorContent(g, local)).To(Equal(want))
+	g.Expect(w.Stats().MirrorSkipped).To(BeEquivalentTo(2))
+}
+
 func TestChangesCarryThePreviousValue(t *testing.T) {
 	g := NewWithT(t)
 	_, remote := startEtcd(t)
@@ -466,6 +513,22 @@ func TestClosedLoopIsNotRetried(t *testing.T) {
 	g.Consistently(loop.pushCount).WithTimeout(waitShort).Should(Equal(1))
 	w.RequestResync()
 	g.Expect(loop.nthResync(g, 1).Local).To(BeFalse(), "an explicit request tries again")
+}
+
+// A watcher waiting for room in a full queue still stops.
+func TestStopWhileWaitingForTheLoop(t *testing.T) {
+	g := NewWithT(t)
+	_, remote := startEtcd(t)
+	loop := &fullLoop{waiting: make(chan struct{}, 1)}
+	w := startWatcher(t, dbwatcher.Config{Remote: remote, Loop: loop})
+	g.Eventually(loop.waiting).WithTimeout(waitLong).Should(Receive(), "the first resync waits for room")
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		w.Stop()
+	}()
+	g.Eventually(stopped).WithTimeout(waitLong).Should(BeClosed())
+	g.Expect(w.Stats().RemoteResyncs).To(BeZero(), "the resync never got in")
 }
 
 func TestStop(t *testing.T) {

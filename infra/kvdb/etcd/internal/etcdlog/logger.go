@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"slices"
 	"sort"
+	"strings"
 	"sync/atomic"
 
 	"go.uber.org/zap"
@@ -29,6 +30,41 @@ func NewMutable(log *slog.Logger, min zapcore.Level, demote *atomic.Bool) *zap.L
 var expectedWarnings = map[string]bool{
 	"Running http and grpc server on single port. This is not recommended for production.": true,
 	"simple token is not cryptographically signed":                                         true,
+}
+
+// Every brand-new data directory races etcd's storage-version monitor
+// (etcd v3.6, etcdserver/version/monitor.go, UpdateStorageVersionIfNeeded):
+// the monitor wakes as soon as the cluster version is first set, before the
+// backend has committed its first batch, so schema detection finds neither
+// the storage version nor the raft term and fails with "missing term
+// information" (storage/schema/schema.go, UnsafeDetectSchemaVersion).
+// etcd logs that at error level ("failed to update storage version", and
+// "Failed to detect schema version" as a warning from StorageVersion), then
+// retries every monitorVersionInterval (4s), when the term is on disk and
+// the migration succeeds: we measured the storage version at 3.5 right
+// after the error and 3.6 a few seconds later. Nothing is lost and nobody
+// can act on it, so these two messages are written at debug level when,
+// and only when, their error is this one; any other storage-version error
+// keeps its level.
+var bootstrapRace = map[string]bool{
+	"failed to update storage version": true,
+	"Failed to detect schema version":  true,
+}
+
+// bootstrapRaceError is the error of the bootstrap race.
+const bootstrapRaceError = "missing term information"
+
+// isBootstrapRace reports whether a record is the benign bootstrap race.
+func isBootstrapRace(msg string, all []slog.Attr) bool {
+	if !bootstrapRace[msg] {
+		return false
+	}
+	for _, a := range all {
+		if a.Key == "error" && strings.Contains(a.Value.String(), bootstrapRaceError) {
+			return true
+		}
+	}
+	return false
 }
 
 // core is a zapcore.Core writing to slog.
@@ -57,7 +93,7 @@ func (c *core) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.Checked
 func (c *core) Write(e zapcore.Entry, fields []zapcore.Field) error {
 	all := append(slices.Clone(c.attrs), attrs(fields)...)
 	lvl := level(e.Level)
-	if c.demote != nil && c.demote.Load() || expectedWarnings[e.Message] {
+	if c.demote != nil && c.demote.Load() || expectedWarnings[e.Message] || isBootstrapRace(e.Message, all) {
 		lvl = slog.LevelDebug
 	}
 	c.log.LogAttrs(context.Background(), lvl, e.Message, all...)
