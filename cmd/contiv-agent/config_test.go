@@ -166,6 +166,10 @@ func TestBadConfigCreatesNothing(t *testing.T) {
 			writeFile(t, filepath.Join(dir, "ipam.conf"), "absentPodGracePeriod: -1m\n")
 			return nil
 		}, []string{"plugin ipam: load config", "absentPodGracePeriod -1m0s: want a duration >= 0"}},
+		{"controller.conf with an unknown key (issue 9)", func(t *testing.T, dir string) []string {
+			writeFile(t, filepath.Join(dir, "controller.conf"), "delayRetri: 1s\n")
+			return nil
+		}, []string{"plugin controller: load config", `unknown key "delayRetri"`}},
 		{"controller.conf is not YAML", func(t *testing.T, dir string) []string {
 			writeFile(t, filepath.Join(dir, "controller.conf"), "delayRetry: [\n")
 			return nil

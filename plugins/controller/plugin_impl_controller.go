@@ -41,6 +41,7 @@ type Plugin struct {
 	Deps
 
 	fixedConf *Config
+	loaded    *Config // LoadConfig's
 	cfg       Config
 	loop      *eventLoop
 	watcher   stateWatcher
@@ -95,7 +96,25 @@ func (p *Plugin) Init() error {
 	return nil
 }
 
+var _ infra.ConfigLoader = (*Plugin)(nil)
+
+// LoadConfig decodes and validates controller.conf before any plugin's
+// Init, so that a bad file is refused before anything is created on disk.
+func (p *Plugin) LoadConfig() error {
+	cfg, err := config.LoadOrFixed(p.Cfg, p.fixedConf, DefaultConfig())
+	if err != nil {
+		return err
+	}
+	p.loaded = &cfg
+	return nil
+}
+
+// loadConfig is LoadConfig's config, else loaded now (without the agent's
+// LoadConfig phase, as in unit tests).
 func (p *Plugin) loadConfig() (Config, error) {
+	if p.loaded != nil {
+		return *p.loaded, nil
+	}
 	return config.LoadOrFixed(p.Cfg, p.fixedConf, DefaultConfig())
 }
 
