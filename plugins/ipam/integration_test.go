@@ -8,10 +8,12 @@ import (
 	"net/http"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/contiv-ipam/agent/infra/agent"
 	"github.com/contiv-ipam/agent/infra/config"
@@ -278,4 +280,57 @@ ipamConfig:
 
 	putNodeRecord(t, srv, "10.1.11.0/24")
 	g.Eventually(s.podSubnet, 10*time.Second).Should(Equal("10.1.11.0/24"), "the loop is alive")
+}
+
+// A burst of 10,000 pod deletes in etcd (one transaction): no change is
+// dropped on the way, and every address is released.
+func TestABurstOf10000DeletesReleasesEveryAddress(t *testing.T) {
+	const n = 10000
+	g := NewWithT(t)
+	srv := etcdtest.Start(t)
+	cli := srv.Client(t)
+	s := startStack(t, srv.Endpoint(), `
+ipamConfig:
+  podSubnetCIDR: 10.128.0.0/9
+  podSubnetOneNodePrefixLen: 16
+  nodeInterconnectCIDR: 192.168.16.0/24
+`)
+	g.Eventually(s.podSubnet, 10*time.Second).ShouldNot(BeEmpty())
+	ids := make([]podmodel.ID, n)
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for w := range 16 { // the keeper stores what arrives together in one transaction
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for k := w; k < n; k += 16 {
+				ids[k] = podmodel.ID{Name: fmt.Sprintf("p%d", k), Namespace: "burst"}
+				ip, err := s.ipam.AllocatePodIP(ids[k], "", "")
+				if err != nil {
+					errs <- err
+					return
+				}
+				data, err := codec.Marshal(&podmodel.Pod{Name: ids[k].Name, Namespace: "burst", IpAddress: ip.String()})
+				if err == nil {
+					_, err = cli.Put(context.Background(), codec.KSRPrefix+podmodel.Key(ids[k].Name, "burst"), string(data))
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		g.Expect(err).NotTo(HaveOccurred())
+	}
+	held := func() int { return len(ipam.AllocationsOf(s.ipam).Pods) }
+	g.Expect(held()).To(Equal(n))
+	start := time.Now()
+	_, err := cli.Delete(context.Background(), codec.KSRPrefix+podmodel.KeyPrefix, clientv3.WithPrefix())
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Eventually(held, 2*time.Minute, 100*time.Millisecond).Should(BeZero(), "every deleted pod gave its address back")
+	t.Logf("%d deletes released in %s", n, time.Since(start).Round(time.Millisecond))
 }
