@@ -196,3 +196,26 @@ func TestLoadOrFixed(t *testing.T) {
 	_, err = config.LoadOrFixed(file, &positive{Count: 0}, positive{Count: 5})
 	g.Expect(err).To(MatchError("count 0: want at least 1"), "a fixed config is validated")
 }
+
+func TestPreloaded(t *testing.T) {
+	g := NewWithT(t)
+	calls := 0
+	load := func() (positive, error) {
+		calls++
+		if calls > 1 {
+			return positive{}, fmt.Errorf("load %d", calls)
+		}
+		return positive{Count: 3}, nil
+	}
+	var p config.Preloaded[positive]
+	g.Expect(p.Load(load)).To(Succeed())
+	c, err := p.Get(load)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(c.Count).To(Equal(3), "Get returns what Load kept, without loading again")
+	g.Expect(calls).To(Equal(1))
+
+	var fresh config.Preloaded[positive]
+	_, err = fresh.Get(load)
+	g.Expect(err).To(MatchError("load 2"), "without Load, Get loads now")
+	g.Expect(fresh.Load(load)).To(MatchError("load 3"))
+}

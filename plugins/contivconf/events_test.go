@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/contiv-ipam/agent/infra/health"
+	"github.com/contiv-ipam/agent/infra/health/healthtest"
 	"github.com/contiv-ipam/agent/plugins/controller/api"
 	"github.com/contiv-ipam/agent/plugins/controller/controllertest"
 )
@@ -61,7 +62,7 @@ func crdPlugin(t *testing.T, mod ...func(*Config)) *Plugin {
 }
 
 // withReporting wires a fake health reporter and a metrics registry.
-func withReporting(h *fakeHealth, reg *prometheus.Registry) Option {
+func withReporting(h *healthtest.Recorder, reg *prometheus.Registry) Option {
 	return UseDeps(func(d *Deps) { d.StatusCheck, d.Metrics = h, fakeMetrics{reg} })
 }
 
@@ -216,12 +217,12 @@ func TestCRDOfOtherMessageTypes(t *testing.T) {
 // the reason and the file's entry applies; a valid value makes it ready.
 func TestResyncWithABadCRDKeepsTheConfigAndWaits(t *testing.T) {
 	g := NewWithT(t)
-	h, reg := &fakeHealth{}, prometheus.NewRegistry()
+	h, reg := &healthtest.Recorder{}, prometheus.NewRegistry()
 	p := crdPluginWith(t, nil, withReporting(h, reg))
 	ks := api.KubeStateData{"nodeconfig": {"k8s/nodeconfig/node": crdValue(t, map[string]any{"gateway": "bad"})}}
 	g.Expect(p.Resync(&api.DBResync{}, ks, 1, nil)).To(Succeed(), "never fatal")
 	g.Expect(p.GetStaticDefaultGW()).To(Equal(netip.MustParseAddr("3.4.5.194")), "contiv.conf's entry applies")
-	state, reason := h.last()
+	state, reason := h.Last()
 	g.Expect(state).To(Equal(health.Init))
 	g.Expect(reason).To(ContainSubstring(`nodeconfig key "k8s/nodeconfig/node": gateway "bad"`))
 	g.Expect(testutil.ToFloat64(p.report.invalid)).To(Equal(1.0))
@@ -229,13 +230,13 @@ func TestResyncWithABadCRDKeepsTheConfigAndWaits(t *testing.T) {
 	ks = api.KubeStateData{"nodeconfig": {"k8s/nodeconfig/node": crdValue(t, map[string]any{"gateway": "3.4.5.197"})}}
 	g.Expect(p.Resync(&api.HealingResync{}, ks, 2, nil)).To(Succeed())
 	g.Expect(p.GetStaticDefaultGW()).To(Equal(netip.MustParseAddr("3.4.5.197")))
-	state, _ = h.last()
+	state, _ = h.Last()
 	g.Expect(state).To(Equal(health.OK))
 
 	ks = api.KubeStateData{"nodeconfig": {"k8s/nodeconfig/node": crdValue(t, map[string]any{"gateway": "x"})}}
 	g.Expect(p.Resync(&api.HealingResync{}, ks, 3, nil)).To(Succeed())
 	g.Expect(p.GetStaticDefaultGW()).To(Equal(netip.MustParseAddr("3.4.5.197")), "the last good CRD stays")
-	state, _ = h.last()
+	state, _ = h.Last()
 	g.Expect(state).To(Equal(health.OK), "a good value is in use: still ready")
 }
 
@@ -335,32 +336,6 @@ func TestResyncBeforeInit(t *testing.T) {
 	p := NewPlugin()
 	g.Expect(p.Resync(&api.DBResync{}, nil, 1, nil)).To(MatchError(ContainSubstring("before Init")))
 	g.Expect(p.HandlesEvent(&api.KubeStateChange{Resource: NodeConfigResource, Key: NodeConfigKeyPrefix})).To(BeFalse())
-}
-
-// fakeHealth records the states the plugin reports.
-type fakeHealth struct {
-	mu     sync.Mutex
-	states []health.State
-	errs   []string
-}
-
-func (h *fakeHealth) Register(string, health.Probe) {}
-
-func (h *fakeHealth) ReportStateChange(_ string, s health.State, err error) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.states = append(h.states, s)
-	msg := ""
-	if err != nil {
-		msg = err.Error()
-	}
-	h.errs = append(h.errs, msg)
-}
-
-func (h *fakeHealth) last() (health.State, string) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.states[len(h.states)-1], h.errs[len(h.errs)-1]
 }
 
 // fakeMetrics registers on a test registry.

@@ -41,7 +41,7 @@ type Plugin struct {
 	Deps
 
 	fixedConf *Config
-	loaded    *Config // LoadConfig's
+	loaded    config.Preloaded[Config]
 	cfg       Config
 	loop      *eventLoop
 	watcher   stateWatcher
@@ -100,21 +100,14 @@ var _ infra.ConfigLoader = (*Plugin)(nil)
 
 // LoadConfig decodes and validates controller.conf before any plugin's
 // Init, so that a bad file is refused before anything is created on disk.
-func (p *Plugin) LoadConfig() error {
-	cfg, err := config.LoadOrFixed(p.Cfg, p.fixedConf, DefaultConfig())
-	if err != nil {
-		return err
-	}
-	p.loaded = &cfg
-	return nil
-}
+func (p *Plugin) LoadConfig() error { return p.loaded.Load(p.decodeConfig) }
 
-// loadConfig is LoadConfig's config, else loaded now (without the agent's
-// LoadConfig phase, as in unit tests).
-func (p *Plugin) loadConfig() (Config, error) {
-	if p.loaded != nil {
-		return *p.loaded, nil
-	}
+// loadConfig is LoadConfig's config, else decoded now (without the
+// agent's LoadConfig phase, as in unit tests).
+func (p *Plugin) loadConfig() (Config, error) { return p.loaded.Get(p.decodeConfig) }
+
+// decodeConfig is UseConf's config, else controller.conf over the defaults.
+func (p *Plugin) decodeConfig() (Config, error) {
 	return config.LoadOrFixed(p.Cfg, p.fixedConf, DefaultConfig())
 }
 

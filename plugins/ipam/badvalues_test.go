@@ -6,7 +6,6 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
-	"sync"
 	"testing"
 
 	. "github.com/onsi/gomega"
@@ -14,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/contiv-ipam/agent/infra/health"
+	"github.com/contiv-ipam/agent/infra/health/healthtest"
 	"github.com/contiv-ipam/agent/infra/rest/resttest"
 	"github.com/contiv-ipam/agent/plugins/controller/api"
 	"github.com/contiv-ipam/agent/plugins/controller/controllertest"
@@ -26,35 +26,6 @@ import (
 // logged, counted and (for an event) recorded in the event history; the
 // last good value stays, and without one IPAM waits, unready with the
 // reason, until a valid value arrives.
-
-// fakeHealth records the states IPAM reports.
-type fakeHealth struct {
-	mu     sync.Mutex
-	states []health.State
-	errs   []string
-}
-
-func (h *fakeHealth) Register(string, health.Probe) {}
-
-func (h *fakeHealth) ReportStateChange(_ string, s health.State, err error) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.states = append(h.states, s)
-	msg := ""
-	if err != nil {
-		msg = err.Error()
-	}
-	h.errs = append(h.errs, msg)
-}
-
-func (h *fakeHealth) last() (health.State, string) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if len(h.states) == 0 {
-		return health.Init, ""
-	}
-	return h.states[len(h.states)-1], h.errs[len(h.errs)-1]
-}
 
 func nodeUpdateTo(cidrText string) *nodesync.NodeUpdate {
 	_, n, _ := net.ParseCIDR(cidrText)
@@ -87,7 +58,7 @@ func TestAnInvalidPodCIDRAtStartMakesIPAMWait(t *testing.T) {
 	for _, bad := range []string{"10.1.9.0/31", "1.2.200.9/32", "1.2.200.0/30", "garbage", "1.2.300.0/24", "fe80::/64"} {
 		t.Run(bad, func(t *testing.T) {
 			g := NewWithT(t)
-			h, reg := &fakeHealth{}, prometheus.NewRegistry()
+			h, reg := &healthtest.Recorder{}, prometheus.NewRegistry()
 			f, err := build(t, fixtureOpts{yaml: externalConfig, health: h, metrics: reg})
 			g.Expect(err).NotTo(HaveOccurred())
 			ks := nodeWithCIDR(bad)
@@ -97,7 +68,7 @@ func TestAnInvalidPodCIDRAtStartMakesIPAMWait(t *testing.T) {
 			_, err = f.ipam.AllocatePodIP(pod1, "x", `{"address":"1.2.200.7/24"}`)
 			g.Expect(err).To(MatchError(ContainSubstring("waits for a valid pod CIDR")))
 			g.Expect(err).To(MatchError(ContainSubstring(bad)))
-			state, reason := h.last()
+			state, reason := h.Last()
 			g.Expect(state).To(Equal(health.Init), "unready")
 			g.Expect(reason).To(ContainSubstring(bad))
 			g.Expect(invalidCount(g, reg)).To(Equal(1.0))
@@ -109,7 +80,7 @@ func TestAnInvalidPodCIDRAtStartMakesIPAMWait(t *testing.T) {
 			ks = nodeWithCIDR("1.2.200.0/24")
 			g.Expect(f.ipam.Resync(f.loop.pushed()[0], ks, 2, nil)).To(Succeed())
 			g.Expect(f.ipam.PodSubnetThisNode().String()).To(Equal("1.2.200.0/24"))
-			state, _ = h.last()
+			state, _ = h.Last()
 			g.Expect(state).To(Equal(health.OK))
 		})
 	}
@@ -119,7 +90,7 @@ func TestAnInvalidPodCIDRAtStartMakesIPAMWait(t *testing.T) {
 // it) is ignored: the pod subnet and the allocations in use stay.
 func TestAnInvalidPodCIDRWhileRunningKeepsTheGoodOne(t *testing.T) {
 	g := NewWithT(t)
-	h, reg := &fakeHealth{}, prometheus.NewRegistry()
+	h, reg := &healthtest.Recorder{}, prometheus.NewRegistry()
 	f, err := build(t, fixtureOpts{yaml: externalConfig, health: h, metrics: reg})
 	g.Expect(err).NotTo(HaveOccurred())
 	ks := nodeWithCIDR("1.2.200.0/24")
@@ -140,7 +111,7 @@ func TestAnInvalidPodCIDRWhileRunningKeepsTheGoodOne(t *testing.T) {
 	g.Expect(f.ipam.PodSubnetThisNode().String()).To(Equal("1.2.200.0/24"))
 	g.Expect(f.ipam.GetPodIP(pod1)).NotTo(BeNil())
 	g.Expect(invalidCount(g, reg)).To(Equal(2.0))
-	state, _ := h.last()
+	state, _ := h.Last()
 	g.Expect(state).To(Equal(health.OK))
 }
 

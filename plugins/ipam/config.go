@@ -46,21 +46,14 @@ var _ infra.ConfigLoader = (*Plugin)(nil)
 
 // LoadConfig decodes and validates ipam.conf before any plugin's Init, so
 // that a bad file is refused before anything is created on disk.
-func (p *Plugin) LoadConfig() error {
-	cfg, err := config.LoadOrFixed(p.Cfg, p.fixedConf, DefaultConfig())
-	if err != nil {
-		return err
-	}
-	p.loaded = &cfg
-	return nil
-}
+func (p *Plugin) LoadConfig() error { return p.loaded.Load(p.decodeConfig) }
 
-// loadConfig returns LoadConfig's config, else the config given with
-// UseConf, else ipam.conf on top of the defaults (without the agent's
-// LoadConfig phase, as in unit tests).
-func (p *Plugin) loadConfig() (Config, error) {
-	if p.loaded != nil {
-		return *p.loaded, nil
-	}
+// loadConfig returns LoadConfig's config, else decodes it now (without
+// the agent's LoadConfig phase, as in unit tests).
+func (p *Plugin) loadConfig() (Config, error) { return p.loaded.Get(p.decodeConfig) }
+
+// decodeConfig is the config given with UseConf, else ipam.conf on top of
+// the defaults.
+func (p *Plugin) decodeConfig() (Config, error) {
 	return config.LoadOrFixed(p.Cfg, p.fixedConf, DefaultConfig())
 }

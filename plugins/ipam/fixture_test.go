@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/contiv-ipam/agent/infra/config"
+	"github.com/contiv-ipam/agent/infra/health/healthtest"
 	"github.com/contiv-ipam/agent/infra/kvdb"
 	"github.com/contiv-ipam/agent/infra/servicelabel"
 	"github.com/contiv-ipam/agent/plugins/contivconf"
@@ -131,9 +132,9 @@ type fixtureOpts struct {
 	yaml    string
 	nodeID  uint32
 	db      kvdb.Broker
-	clock   *fakeClock    // nil: the real clock
-	grace   time.Duration // absentPodGracePeriod; 0: the default
-	health  *fakeHealth   // nil: no StatusCheck
+	clock   *fakeClock           // nil: the real clock
+	grace   time.Duration        // absentPodGracePeriod; 0: the default
+	health  *healthtest.Recorder // nil: no StatusCheck
 	metrics *prometheus.Registry
 }
 

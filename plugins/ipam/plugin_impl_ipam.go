@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 
 	"github.com/contiv-ipam/agent/infra"
+	"github.com/contiv-ipam/agent/infra/config"
 	"github.com/contiv-ipam/agent/infra/health"
 	"github.com/contiv-ipam/agent/infra/kvdb"
 	"github.com/contiv-ipam/agent/infra/metrics"
@@ -43,8 +44,8 @@ type Plugin struct {
 	Deps
 
 	fixedConf *Config // UseConf
-	loaded    *Config // LoadConfig's
-	clock     clock   // UseClock (tests); the system clock by default
+	loaded    config.Preloaded[Config]
+	clock     clock // UseClock (tests); the system clock by default
 	cfg       Config
 
 	// st is the derived addressing, replaced whole at each resync (by the

@@ -110,6 +110,10 @@
 //   - The presence handle: set by the event loop, read by the keeper and
 //     Close, under its own mutex.
 //   - The stored ID (LocalDB NodeIDKey): written by the event loop only.
+//   - The claim retry (retry.go): a claim that failed because etcd did not
+//     answer is not fatal; the event loop arms a timer under the retry's
+//     mutex, the timer's goroutine only pushes a ClaimRetry (an upstream
+//     resync that claims again), and Close stops the timer for good.
 //   - etcd records: this node's record is written by the claim, the
 //     re-assert and PublishNodeIPs (serialised among themselves by
 //     compare-and-swap); other nodes' records are never written.

@@ -23,7 +23,7 @@ type Plugin struct {
 	env   func(string) (string, bool) // environment of the flags
 	now   func() time.Time            // names the moved-aside file
 
-	loaded *Config // from LoadConfig (loadconfig.go); nil: Init loads
+	loaded config.Preloaded[Config] // by LoadConfig (loadconfig.go), for Init
 }
 
 // Deps are the plugin's dependencies.

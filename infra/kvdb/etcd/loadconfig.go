@@ -8,20 +8,8 @@ var _ infra.ConfigLoader = (*Plugin)(nil)
 // before any plugin's Init, so that a bad file (this one or another
 // plugin's) is refused before the embedded server's data directory is
 // created. It creates nothing itself.
-func (p *Plugin) LoadConfig() error {
-	cfg, err := p.loadConfig()
-	if err != nil {
-		return err
-	}
-	p.loaded = &cfg
-	return nil
-}
+func (p *Plugin) LoadConfig() error { return p.loaded.Load(p.loadConfig) }
 
 // initConfig is the config Init uses: LoadConfig's, else loaded now (a
 // plugin started without the agent's LoadConfig phase).
-func (p *Plugin) initConfig() (Config, error) {
-	if p.loaded != nil {
-		return *p.loaded, nil
-	}
-	return p.loadConfig()
-}
+func (p *Plugin) initConfig() (Config, error) { return p.loaded.Get(p.loadConfig) }

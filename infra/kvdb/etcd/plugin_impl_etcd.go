@@ -42,7 +42,7 @@ type Plugin struct {
 	wg       sync.WaitGroup
 	probeKey string
 
-	loaded *Config // from LoadConfig (loadconfig.go); nil: Init loads
+	loaded config.Preloaded[Config] // by LoadConfig (loadconfig.go), for Init
 }
 
 // Deps are the plugin's dependencies.
