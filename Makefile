@@ -11,9 +11,12 @@ DATE        ?= $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
 LDFLAGS     := -X main.version=$(VERSION) -X main.commit=$(COMMIT) -X main.buildDate=$(DATE)
 STATICCHECK := $(BIN)/staticcheck
 ERRCHECK    := $(BIN)/errcheck
+CNITOOL     := $(BIN)/cnitool
+CNI_PLUGINS := /usr/lib/cni
 PROTOC_GEN_GO_VERSION := v1.36.11
+PROTOC_GEN_GO_GRPC_VERSION := v1.6.2
 
-.PHONY: all build run test test-unit test-race check lint bench chaos fuzz clean tools generate
+.PHONY: all build run test test-unit test-race test-deps cni-plugins check lint bench chaos crash fuzz clean tools generate
 
 all: build
 
@@ -33,15 +36,28 @@ timed = @start=$$(date +%s); echo "== $(1)"; $(MAKE) --no-print-directory $(1) &
 
 ## test: format and vet checks, the whole suite, then the suite again under the race detector (each phase timed)
 test:
+	$(call timed,test-deps)
 	$(call timed,check)
 	$(call timed,test-unit)
 	$(call timed,test-race)
 
-test-unit:
+test-unit: test-deps
 	$(GO) test -count=1 -timeout 15m $(PKGS)
 
-test-race:
+test-race: test-deps
 	$(GO) test -race -count=1 -timeout 20m $(PKGS)
+
+## test-deps: what the suites of tests/ run: cnitool (go install into ./bin) and Debian's containernetworking-plugins (ptp, host-local in /usr/lib/cni; apt-get)
+test-deps: $(CNITOOL) cni-plugins
+
+$(CNITOOL):
+	GOBIN=$(BIN) $(GO) install github.com/containernetworking/cni/cnitool@v1.3.1
+
+cni-plugins:
+	@if [ ! -x $(CNI_PLUGINS)/ptp ] || [ ! -x $(CNI_PLUGINS)/host-local ]; then \
+	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq containernetworking-plugins iproute2 iputils-ping; \
+	fi
 
 ## check: gofmt and go vet (fast, no tools to install)
 check:
@@ -62,18 +78,24 @@ $(STATICCHECK):
 $(ERRCHECK):
 	GOBIN=$(BIN) $(GO) install github.com/kisielk/errcheck@v1.9.0
 
-## generate: regenerate the committed *.pb.go beside every .proto under plugins/ (installs protoc with apt-get if missing, protoc-gen-go into ./bin)
+## generate: regenerate the committed *.pb.go beside every .proto under plugins/ (installs protoc with apt-get if missing, protoc-gen-go and protoc-gen-go-grpc into ./bin)
 generate:
 	@command -v protoc >/dev/null || { \
 	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
 	  $$SUDO apt-get update && $$SUDO apt-get install -y protobuf-compiler; }
 	GOBIN=$(BIN) $(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)
-	PATH=$(BIN):$$PATH protoc --go_out=paths=source_relative:. $$(find plugins -name '*.proto' | LC_ALL=C sort)
+	GOBIN=$(BIN) $(GO) install google.golang.org/grpc/cmd/protoc-gen-go-grpc@$(PROTOC_GEN_GO_GRPC_VERSION)
+	PATH=$(BIN):$$PATH protoc --go_out=paths=source_relative:. --go-grpc_out=paths=source_relative:. $$(find plugins -name '*.proto' | LC_ALL=C sort)
 
 ## chaos: the chaos test for CHAOS_DURATION (default 2m): random Kubernetes state, etcd restarts, agent SIGKILLs
 CHAOS_DURATION ?= 2m
 chaos:
 	CHAOS_DURATION=$(CHAOS_DURATION) $(GO) test -count=1 -run '^TestChaos$$' -v -timeout 30m ./plugins/ipam/
+
+## crash: the CNI crash test with CRASH_CYCLES (default 50) SIGKILL cycles of the agent under 16 gRPC clients
+CRASH_CYCLES ?= 50
+crash: test-deps
+	CRASH_CYCLES=$(CRASH_CYCLES) $(GO) test -count=1 -run '^TestCrash' -v -timeout 60m ./tests/crash/
 
 ## bench: every benchmark, with allocations
 bench:
