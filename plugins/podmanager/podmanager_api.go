@@ -2,6 +2,7 @@ package podmanager
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
 	"sync"
@@ -16,6 +17,18 @@ import (
 // Kubernetes namespace, so it never clashes with a real pod, and IPAM
 // never reconciles such pods with the Kubernetes state.
 const ContainerNamespace = "_container"
+
+// Errors a handler wraps so that podmanager answers the CNI call with the
+// right code (see cni/codes.go); errors wrapping ipalloc.ErrPoolExhausted
+// get cni.CodePoolExhausted, any other error cni.CodeInternal.
+var (
+	// ErrTryAgain: the agent cannot serve the call yet (no node ID, no
+	// pod subnet): cni.CodeTryAgainLater.
+	ErrTryAgain = errors.New("the agent is not ready, try again later")
+	// ErrBadRequest: the call cannot be served as given (a bad external
+	// IPAM result, a bad argument): cni.CodeBadRequest.
+	ErrBadRequest = errors.New("bad CNI request")
+)
 
 // AttachmentKey is the CNI primary key of an attachment: (network name,
 // CNI_CONTAINERID, CNI_IFNAME). IPAM keys its allocations by it.
