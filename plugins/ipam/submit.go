@@ -9,6 +9,7 @@ import "context"
 //
 // This first version waits for the durable outcome before it returns;
 // the pipelined keeper answers the decision first.
+//
 //lint:ignore U1000 the AddPod handler uses it (issue 10, in progress)
 func (k *keeper) submit(r *request) (dec reply, final func(ctx context.Context) reply) {
 	rep := k.do(r)
