@@ -1,0 +1,314 @@
+// Package testenv runs the real contiv-agent binary for the suites under
+// tests/: it builds the binaries once per test process, writes a config
+// directory from the conf/ samples with loopback ports chosen by the
+// kernel and every path inside a temporary directory, starts the agent
+// with an embedded etcd, and waits until it is ready. An Agent can be
+// killed (SIGKILL) and started again on the same directory, as a node
+// would be after a crash.
+//
+// Owner: each Agent belongs to the test goroutine that started it; its
+// log reader goroutine only forwards lines. Caller duties: call Main from
+// TestMain (it builds the binaries and removes them at the end).
+package testenv
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Bins are the binaries built by Main.
+type Bins struct {
+	Dir   string // the directory holding them (a CNI_PATH entry)
+	Agent string // contiv-agent
+	CNI   string // contiv-cni
+}
+
+var bins Bins
+
+// Main builds contiv-agent and contiv-cni into a temporary directory, runs
+// the tests and removes the directory.
+func Main(m *testing.M) {
+	dir, err := os.MkdirTemp("", "contiv-testenv")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "testenv:", err)
+		os.Exit(2)
+	}
+	bins = Bins{Dir: dir, Agent: filepath.Join(dir, "contiv-agent"), CNI: filepath.Join(dir, "contiv-cni")}
+	for _, b := range []struct{ out, pkg string }{{bins.Agent, "cmd/contiv-agent"}, {bins.CNI, "cmd/contiv-cni"}} {
+		build := exec.Command("go", "build", "-o", b.out, "./"+b.pkg)
+		build.Dir = RepoRoot()
+		build.Stdout, build.Stderr = os.Stderr, os.Stderr
+		if err := build.Run(); err != nil {
+			_ = os.RemoveAll(dir)
+			fmt.Fprintf(os.Stderr, "testenv: building %s: %v\n", b.pkg, err)
+			os.Exit(2)
+		}
+	}
+	code := m.Run()
+	_ = os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// Binaries returns what Main built.
+func Binaries() Bins { return bins }
+
+// RepoRoot is the root of the repository (where go.mod is).
+func RepoRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
+}
+
+// Tool returns the path of a tool `make test-deps` installs into ./bin
+// (cnitool); the test fails, naming the make target, when it is missing.
+func Tool(t testing.TB, name string) string {
+	t.Helper()
+	p := filepath.Join(RepoRoot(), "bin", name)
+	if _, err := os.Stat(p); err != nil {
+		t.Fatalf("%s is missing (%v): run `make test-deps` first", p, err)
+	}
+	return p
+}
+
+// Options shape an agent.
+type Options struct {
+	// Node is the node name (MICROSERVICE_LABEL); default "testenv-node".
+	Node string
+	// Conf replaces or adds config files of the directory by name
+	// ("contiv.conf": "..."); the defaults come from conf/.
+	Conf map[string]string
+	// Env adds environment variables.
+	Env []string
+}
+
+// Agent is a contiv-agent process on a config directory.
+type Agent struct {
+	Dir    string // the config directory (CONFIG_DIR) and data
+	Socket string // the CNI gRPC socket
+	REST   string // the REST base URL, "http://127.0.0.1:port"; set once ready
+
+	opts  Options
+	cmd   *exec.Cmd
+	lines chan map[string]any
+	done  chan error
+	logs  *os.File
+}
+
+// StartAgent writes a config directory in t.TempDir() and starts the
+// agent on it; it returns once /readiness answers 200.
+func StartAgent(t testing.TB, opts Options) *Agent {
+	t.Helper()
+	if opts.Node == "" {
+		opts.Node = "testenv-node"
+	}
+	dir := t.TempDir()
+	a := &Agent{Dir: dir, Socket: filepath.Join(dir, "cni.sock"), opts: opts}
+	a.writeConfig(t)
+	a.Start(t)
+	t.Cleanup(func() { a.Kill(t) })
+	return a
+}
+
+// writeConfig copies the conf/ samples with loopback port 0, paths in
+// a.Dir, then opts.Conf over them.
+func (a *Agent) writeConfig(t testing.TB) {
+	t.Helper()
+	files := map[string]string{}
+	for _, name := range []string{"logmanager.conf", "health.conf", "metrics.conf", "controller.conf", "contiv.conf", "ipam.conf"} {
+		data, err := os.ReadFile(filepath.Join(RepoRoot(), "conf", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		files[name] = string(data)
+	}
+	files["http.conf"] = "endpoint: 127.0.0.1:0\n"
+	files["etcd.conf"] = "embedded: true\nembedded-data-dir: " + filepath.Join(a.Dir, "etcd") +
+		"\nembedded-client-url: http://127.0.0.1:0\nembedded-peer-url: http://127.0.0.1:0\n"
+	files["bolt.conf"] = "db-path: " + filepath.Join(a.Dir, "data", "bolt.db") + "\n"
+	files["podmanager.conf"] = "socketPath: " + a.Socket + "\n"
+	for name, content := range a.opts.Conf {
+		files[name] = content
+	}
+	for name, content := range files {
+		if err := os.WriteFile(filepath.Join(a.Dir, name), []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// Start runs the agent on its directory (again, after Kill or Stop) and
+// waits until it is ready.
+func (a *Agent) Start(t testing.TB) {
+	t.Helper()
+	cmd := exec.Command(bins.Agent)
+	cmd.Dir = a.Dir
+	cmd.Env = append(os.Environ(), "CONFIG_DIR="+a.Dir, "LOG_FORMAT=json",
+		"MICROSERVICE_LABEL="+a.opts.Node, "HTTP_PORT=", "ETCD_ENDPOINTS=", "INITIAL_LOGLVL=",
+		// A killed agent's presence lease blocks its restart for a TTL.
+		"NODESYNC_PRESENCE_TTL=2s")
+	cmd.Env = append(cmd.Env, a.opts.Env...)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs, err := os.OpenFile(filepath.Join(a.Dir, "agent.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.cmd, a.logs = cmd, logs
+	a.lines, a.done = make(chan map[string]any, 4096), make(chan error, 1)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go a.readLog(stderr)
+	a.REST = a.waitReady(t)
+}
+
+// readLog keeps every log line in agent.log, forwards the parsed ones
+// and then the exit status.
+func (a *Agent) readLog(r io.Reader) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64*1024), 1024*1024)
+	for sc.Scan() {
+		_, _ = a.logs.Write(append(sc.Bytes(), '\n'))
+		var rec map[string]any
+		if json.Unmarshal(sc.Bytes(), &rec) != nil {
+			rec = map[string]any{"msg": sc.Text()}
+		}
+		select {
+		case a.lines <- rec:
+		default:
+		}
+	}
+	close(a.lines)
+	a.done <- a.cmd.Wait()
+	_ = a.logs.Close()
+}
+
+// waitReady returns the REST base from the "agent ready" line, after
+// /readiness answers 200.
+func (a *Agent) waitReady(t testing.TB) string {
+	t.Helper()
+	timeout := time.After(60 * time.Second)
+	for {
+		select {
+		case rec, ok := <-a.lines:
+			if !ok {
+				t.Fatalf("agent exited before it was ready: %v; log in %s", <-a.done, a.LogPath())
+			}
+			if rec["msg"] == "agent ready" {
+				base := strings.TrimSuffix(fmt.Sprint(rec["rest"]), "/")
+				a.waitReadiness(t, base)
+				go drain(a.lines)
+				return base
+			}
+		case <-timeout:
+			t.Fatalf("agent not ready after 60s; log in %s", a.LogPath())
+		}
+	}
+}
+
+func drain(ch <-chan map[string]any) {
+	for range ch {
+	}
+}
+
+// waitReadiness polls /readiness until 200.
+func (a *Agent) waitReadiness(t testing.TB, base string) {
+	t.Helper()
+	client := &http.Client{Timeout: 2 * time.Second}
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		resp, err := client.Get(base + "/readiness")
+		if err == nil {
+			_ = resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("%s/readiness not 200 within 60s; log in %s", base, a.LogPath())
+}
+
+// LogPath is the file holding every log line of every run of the agent.
+func (a *Agent) LogPath() string { return filepath.Join(a.Dir, "agent.log") }
+
+// Running tells whether the process runs.
+func (a *Agent) Running() bool { return a.cmd != nil && a.cmd.ProcessState == nil }
+
+// Kill sends SIGKILL and waits for the process to end; a stopped agent is
+// left alone.
+func (a *Agent) Kill(t testing.TB) {
+	t.Helper()
+	if !a.Running() {
+		return
+	}
+	_ = a.cmd.Process.Signal(syscall.SIGKILL)
+	<-a.done
+}
+
+// Stop sends SIGINT and returns the exit error (nil for exit 0).
+func (a *Agent) Stop(t testing.TB) error {
+	t.Helper()
+	if !a.Running() {
+		return nil
+	}
+	if err := a.cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-a.done:
+		return err
+	case <-time.After(30 * time.Second):
+		t.Fatalf("agent did not stop 30s after SIGINT; log in %s", a.LogPath())
+		return nil
+	}
+}
+
+// Get fetches a REST path and returns the status and the body.
+func (a *Agent) Get(t testing.TB, path string) (int, []byte) {
+	t.Helper()
+	client := &http.Client{Timeout: 10 * time.Second}
+	resp, err := client.Get(a.REST + path)
+	if err != nil {
+		t.Fatalf("GET %s: %v", path, err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, body
+}
+
+// LogMentions returns the log lines of every run that contain any of the
+// words (case-insensitive), e.g. "panic", "fatal".
+func (a *Agent) LogMentions(t testing.TB, words ...string) []string {
+	t.Helper()
+	data, err := os.ReadFile(a.LogPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var hits []string
+	for _, line := range strings.Split(string(data), "\n") {
+		low := strings.ToLower(line)
+		for _, w := range words {
+			if strings.Contains(low, strings.ToLower(w)) {
+				hits = append(hits, line)
+				break
+			}
+		}
+	}
+	return hits
+}
