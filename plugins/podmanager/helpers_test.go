@@ -205,6 +205,21 @@ func (r registry) counter(t *testing.T, name string, labels map[string]string) f
 	return 0
 }
 
+// gauge returns the value of the unlabelled gauge name.
+func (r registry) gauge(t *testing.T, name string) float64 {
+	t.Helper()
+	mfs, err := r.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name && len(mf.GetMetric()) == 1 {
+			return mf.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	return -1
+}
+
 // stack is etcd + controller + podmanager + fakeIPAM under one agent.
 type stack struct {
 	pm     *podmanager.Plugin
@@ -256,7 +271,7 @@ func tryStartStack(t *testing.T, o stackOpts) (*stack, error) {
 	ctrl := controller.NewPlugin(controller.UseLoopRef(loop), controller.UseHandlers(s.pm, s.ipam),
 		controller.UseDeps(func(d *controller.Deps) {
 			d.Cfg, d.Log = config.NoFile, quiet
-			d.RemoteDB = etcdP
+			d.RemoteDB, d.Metrics = etcdP, s.reg
 		}))
 	a, err := agent.NewAgent(agent.Plugins(etcdP, s.pm, ctrl), agent.Args(nil), agent.Logger(quiet))
 	if err != nil {

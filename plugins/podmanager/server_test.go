@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 
+	"github.com/contiv-ipam/agent/plugins/controller/api"
 	"github.com/contiv-ipam/agent/plugins/ipam/ipalloc"
 	podmodel "github.com/contiv-ipam/agent/plugins/ksr/model/pod"
 	"github.com/contiv-ipam/agent/plugins/podmanager"
@@ -340,4 +342,53 @@ func TestStatus(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(reply.GetErrorCode()).To(Equal(cni.CodeNotAvailable))
 	g.Expect(reply.GetError()).To(ContainSubstring("no node ID yet"))
+}
+
+// TestConcurrentAddsOfOnePodWithTwoContainers: both Adds pass the obsolete
+// check before either is recorded (the loop is busy); the loop records the
+// first, podmanager's Update refuses the second as obsolete, and the
+// second Add deletes the first container and adds again.
+func TestConcurrentAddsOfOnePodWithTwoContainers(t *testing.T) {
+	g := NewWithT(t)
+	s := startStack(t)
+	busy, resume := make(chan struct{}), make(chan struct{})
+	s.ipam.set(func(f *fakeIPAM) {
+		f.onUpdate = func(ev api.Event) {
+			if add, ok := ev.(*podmanager.AddPod); ok && add.Key.ContainerID == "blocker" {
+				close(busy)
+				<-resume
+			}
+		}
+	})
+	done := make(chan *cni.CNIReply, 3)
+	add := func(c, pod string) {
+		reply, err := s.client.Add(context.Background(), addRequest(c, pod))
+		if err != nil {
+			reply = &cni.CNIReply{Result: cni.CNIReply_ERROR, Error: err.Error()}
+		}
+		done <- reply
+	}
+	go add("blocker", "other")
+	<-busy // the loop is inside the blocker's AddPod
+	go add("c1", "web")
+	go add("c2", "web")
+	g.Eventually(func() float64 { return s.reg.gauge(t, "contiv_controller_event_queue_length") }, 10*time.Second).
+		Should(Equal(2.0), "both AddPods of web wait in the queue")
+	close(resume)
+	for range 3 {
+		reply := <-done
+		g.Expect(reply.GetResult()).To(Equal(cni.CNIReply_OK), reply.GetError())
+	}
+
+	calls := s.ipam.calls()
+	g.Expect(calls).To(HaveLen(4))
+	g.Expect(calls[0]).To(Equal("add " + keyOf("blocker").String()))
+	first := calls[1][len("add "):]
+	g.Expect(calls[1]).To(HavePrefix("add "))
+	g.Expect(calls[2]).To(Equal("delete "+first), "the first container is deleted")
+	g.Expect(calls[3]).To(HavePrefix("add "))
+	g.Expect(calls[3]).NotTo(Equal(calls[1]))
+	lp := s.pm.GetLocalPods()[podmodel.ID{Name: "web", Namespace: "default"}]
+	g.Expect(lp).NotTo(BeNil())
+	g.Expect("add " + lp.Attachments[0].String()).To(Equal(calls[3]), "the second container is the pod's")
 }
