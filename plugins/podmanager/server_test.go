@@ -390,5 +390,5 @@ func TestConcurrentAddsOfOnePodWithTwoContainers(t *testing.T) {
 	g.Expect(calls[3]).NotTo(Equal(calls[1]))
 	lp := s.pm.GetLocalPods()[podmodel.ID{Name: "web", Namespace: "default"}]
 	g.Expect(lp).NotTo(BeNil())
-	g.Expect("add " + lp.Attachments[0].String()).To(Equal(calls[3]), "the second container is the pod's")
+	g.Expect("add "+lp.Attachments[0].String()).To(Equal(calls[3]), "the second container is the pod's")
 }
