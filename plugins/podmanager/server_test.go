@@ -392,3 +392,20 @@ func TestConcurrentAddsOfOnePodWithTwoContainers(t *testing.T) {
 	g.Expect(lp).NotTo(BeNil())
 	g.Expect("add "+lp.Attachments[0].String()).To(Equal(calls[3]), "the second container is the pod's")
 }
+
+// TestAddRefusesNamesTheCNISpecForbids: Add checks the names a key is made
+// of; Delete of such a key is OK (it holds nothing).
+func TestAddRefusesNamesTheCNISpecForbids(t *testing.T) {
+	g := NewWithT(t)
+	s := startStack(t)
+	req := addRequest("c1", "web")
+	req.InterfaceName = "eth0:1"
+	reply, err := s.client.Add(ctx(t), req)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(reply.GetErrorCode()).To(Equal(cni.CodeBadRequest))
+	g.Expect(reply.GetError()).To(ContainSubstring(`interface_name "eth0:1"`))
+	reply, err = s.client.Delete(ctx(t), req)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(reply.GetResult()).To(Equal(cni.CNIReply_OK), reply.GetError())
+	g.Expect(s.ipam.calls()).To(Equal([]string{"delete k8s-pod-network/c1/eth0:1"}))
+}
