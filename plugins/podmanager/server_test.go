@@ -44,6 +44,8 @@ func TestAddRepliesWithTheAddressAndRecordsThePod(t *testing.T) {
 	g.Expect(pods[id].NetworkNamespace).To(Equal("/var/run/netns/c1"))
 	g.Expect(pods[id].Attachments).To(ConsistOf(keyOf("c1")))
 	g.Expect(s.reg.counter(t, "contiv_podmanager_requests_total", map[string]string{"method": "add", "code": "0"})).To(Equal(1.0))
+	g.Expect(s.reg.histogramCount(t, "contiv_podmanager_request_duration_seconds", map[string]string{"method": "add"})).
+		To(Equal(uint64(1)))
 }
 
 func TestAddWithoutPodArgumentsRecordsAPlainContainer(t *testing.T) {
@@ -408,4 +410,17 @@ func TestAddRefusesNamesTheCNISpecForbids(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(reply.GetResult()).To(Equal(cni.CNIReply_OK), reply.GetError())
 	g.Expect(s.ipam.calls()).To(Equal([]string{"delete k8s-pod-network/c1/eth0:1"}))
+}
+
+func TestCheckAndStatusWithoutIPAM(t *testing.T) {
+	g := NewWithT(t)
+	s := startStack(t, func(o *stackOpts) { o.noIPAM = true })
+	reply, err := s.client.Check(ctx(t), addRequest("c1", "web"))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(reply.GetErrorCode()).To(Equal(cni.CodeInternal))
+	g.Expect(reply.GetError()).To(ContainSubstring("no IPAM"))
+	reply, err = s.client.Status(ctx(t), &cni.StatusRequest{})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(reply.GetErrorCode()).To(Equal(cni.CodeNotAvailable))
+	g.Expect(reply.GetError()).To(ContainSubstring("no IPAM"))
 }
