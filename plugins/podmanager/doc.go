@@ -19,6 +19,10 @@
 //   - anything else (a file, a directory, a symlink): ErrNotSocket, naming
 //     the path; it is never removed.
 //
+// LoadConfig already looks (changing nothing), so a second agent on the
+// same socket stops before any plugin has created anything (etcd data,
+// bolt file); AfterInit looks again and replaces a stale socket.
+//
 // Close first ends every call in flight (they answer code 11, "try again
 // later": nothing of them was acknowledged), stops the server gracefully
 // (at most gracefulStopTimeout, then cuts the connections) and removes the
