@@ -57,10 +57,10 @@ func TestParseConfig(t *testing.T) {
 			target: "dns:///127.0.0.1:9111", timeout: 10 * time.Second,
 		},
 		{
-			name:     "plugin mode with a delegate",
-			conf:     `{"name":"k8s","type":"contiv-cni","grpcServer":"/s","ipam":{"type":"host-local","subnet":"usePodCidr"}}`,
-			mode:     ModePlugin,
-			target:   "unix:///s", timeout: 10 * time.Second, delegate: "host-local",
+			name:   "plugin mode with a delegate",
+			conf:   `{"name":"k8s","type":"contiv-cni","grpcServer":"/s","ipam":{"type":"host-local","subnet":"usePodCidr"}}`,
+			mode:   ModePlugin,
+			target: "unix:///s", timeout: 10 * time.Second, delegate: "host-local",
 		},
 		{
 			name:   "plugin mode, cnitool shape: ipam of our own type carries the keys",
