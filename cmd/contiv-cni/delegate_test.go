@@ -189,3 +189,47 @@ func TestDelegatedCheck(t *testing.T) {
 		})
 	}
 }
+
+// debianPlugins is where `make test-deps` installs Debian's
+// containernetworking-plugins.
+const debianPlugins = "/usr/lib/cni"
+
+// TestDelegateToHostLocal runs the real host-local (Debian's, installed
+// by `make test-deps`) as the delegate: its lease exists while the agent
+// holds the address and is gone after DEL, and after an ADD the agent
+// refused.
+func TestDelegateToHostLocal(t *testing.T) {
+	if _, err := os.Stat(filepath.Join(debianPlugins, "host-local")); err != nil {
+		t.Fatalf("Debian's host-local is needed (run `make test-deps`): %v", err)
+	}
+	cniPath := binDir + ":" + debianPlugins
+	conf := func(sock, dataDir string) string {
+		return pluginConf("1.0.0", sock, fmt.Sprintf(
+			`,"ipam":{"type":"host-local","subnet":"10.9.0.0/24","dataDir":%q}`, dataDir))
+	}
+	lease := func(dataDir string) string { return filepath.Join(dataDir, "contiv-net", "10.9.0.2") }
+	t.Run("add and del", func(t *testing.T) {
+		g := NewWithT(t)
+		fa, sock := startAgent(t)
+		dataDir := t.TempDir()
+		env := map[string]string{"CNI_PATH": cniPath}
+		run{Command: "ADD", Conf: conf(sock, dataDir), Env: env}.mustSucceed(t)
+		g.Expect(fa.Requests()[0].GetIpamType()).To(Equal("host-local"))
+		g.Expect(fa.Requests()[0].GetIpamData()).To(MatchJSON(`{"address":"10.9.0.2/24","gateway":"10.9.0.1"}`))
+		g.Expect(lease(dataDir)).To(BeAnExistingFile())
+		run{Command: "DEL", Conf: conf(sock, dataDir), Env: env}.mustSucceed(t)
+		g.Expect(lease(dataDir)).NotTo(BeAnExistingFile())
+		g.Expect(fa.Calls()).To(Equal([]string{"Add", "Delete"}))
+	})
+	t.Run("agent refuses", func(t *testing.T) {
+		g := NewWithT(t)
+		fa, sock := startAgent(t)
+		fa.set("Add", errReply(cni.CodeBadRequest, "bad external IPAM result"))
+		dataDir := t.TempDir()
+		e := run{Command: "ADD", Conf: conf(sock, dataDir), Env: map[string]string{"CNI_PATH": cniPath}}.mustFail(t)
+		g.Expect(e.Code).To(BeEquivalentTo(102))
+		// host-local ran (it keeps its cursor) and its lease was released.
+		g.Expect(filepath.Join(dataDir, "contiv-net", "last_reserved_ip.0")).To(BeAnExistingFile())
+		g.Expect(lease(dataDir)).NotTo(BeAnExistingFile())
+	})
+}
