@@ -334,3 +334,33 @@ func TestErrorJSONShape(t *testing.T) {
 	g.Expect(m).To(HaveKeyWithValue("code", BeEquivalentTo(7)))
 	g.Expect(m).To(HaveKey("msg"))
 }
+
+// TestSkelErrors: the protocol errors come from skel, before contiv-cni
+// runs, and the agent is never called.
+func TestSkelErrors(t *testing.T) {
+	cases := []struct {
+		name     string
+		conf     func(sock string) string
+		env      map[string]string
+		code     uint
+		contains string
+	}{
+		{"4 missing CNI_IFNAME", func(s string) string { return pluginConf("1.0.0", s, "") },
+			map[string]string{"CNI_IFNAME": ""}, 4, "CNI_IFNAME"},
+		{"4 bad CNI_IFNAME", func(s string) string { return pluginConf("1.0.0", s, "") },
+			map[string]string{"CNI_IFNAME": "eth/0"}, 4, "interface name"},
+		{"6 stdin not JSON", func(string) string { return "grpcServer=/s" }, nil, 6, "network config"},
+		{"7 missing name", func(s string) string { return `{"cniVersion":"1.0.0","type":"contiv-cni","grpcServer":"/s"}` },
+			nil, 7, "network name"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			fa, sock := startAgent(t)
+			e := run{Command: "ADD", Conf: tc.conf(sock), Env: tc.env}.mustFail(t)
+			g.Expect(e.Code).To(Equal(tc.code), "msg %q", e.Msg)
+			g.Expect(e.Msg).To(ContainSubstring(tc.contains))
+			g.Expect(fa.Calls()).To(BeEmpty())
+		})
+	}
+}
