@@ -364,3 +364,13 @@ func TestSkelErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestCheckWithoutPrevResult: the agent is still asked (the key must
+// hold an address), with no prev_ips.
+func TestCheckWithoutPrevResult(t *testing.T) {
+	g := NewWithT(t)
+	fa, sock := startAgent(t)
+	run{Command: "CHECK", Conf: ipamConf("1.0.0", sock, "")}.mustSucceed(t)
+	g.Expect(fa.Calls()).To(Equal([]string{"Check"}))
+	g.Expect(fa.Requests()[0].GetPrevIps()).To(BeEmpty())
+}
