@@ -277,13 +277,13 @@ func TestErrorCodes(t *testing.T) {
 			conf: func(s string) string { return pluginConf("1.0.0", s, "") },
 			agent: map[string]*cni.CNIReply{"Add": {Interfaces: []*cni.CNIReply_Interface{{
 				IpAddresses: []*cni.CNIReply_Interface_IP{{Address: "10.1.5.2"}}}}}},
-			code: 100, contains: []string{"interfaces[0].ip_addresses[0].address", `"10.1.5.2"`}, calls: []string{"Add"},
+			code: 100, contains: []string{"interfaces[0].ip_addresses[0].address", `"10.1.5.2"`}, calls: []string{"Add", "Delete"},
 		},
 		{
 			name: "100 reply without address", command: "ADD",
 			conf:  func(s string) string { return pluginConf("1.0.0", s, "") },
 			agent: map[string]*cni.CNIReply{"Add": {}},
-			code:  100, contains: []string{"no address"}, calls: []string{"Add"},
+			code:  100, contains: []string{"no address"}, calls: []string{"Add", "Delete"},
 		},
 		{
 			name: "1 unsupported version", command: "ADD",

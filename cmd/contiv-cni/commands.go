@@ -123,11 +123,25 @@ func (inv *invocation) add(ctx context.Context) error {
 		return err
 	}
 	res, err := toResult(reply, inv.conf.Mode, inv.args)
+	if err == nil {
+		err = types.PrintResult(res, inv.conf.CNIVersion)
+	}
 	if err != nil {
+		inv.rollback(ctx)
 		return err
 	}
 	inv.log.Info("added", "container", inv.args.ContainerID, "ips", len(res.IPs))
-	return types.PrintResult(res, inv.conf.CNIVersion)
+	return nil
+}
+
+// rollback undoes an ADD the agent acknowledged but contiv-cni could not
+// turn into a result: the runtime gets an error, so nothing may stay
+// allocated (the agent's address, the delegate's lease). Best effort: the
+// runtime's DEL after a failed ADD retries what fails here.
+func (inv *invocation) rollback(ctx context.Context) {
+	if err := inv.del(ctx); err != nil {
+		inv.log.Error("rolling back the ADD", "container", inv.args.ContainerID, "error", err)
+	}
 }
 
 // del releases the container's address: the agent first, then the
