@@ -1,6 +1,7 @@
 package ipam
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"net/netip"
@@ -51,10 +52,8 @@ func (k allocKey) storeKey() string {
 // compareKeys orders allocations: pod-keyed first by pod, then by the
 // attachment key's fields.
 func compareKeys(a, b allocKey) int {
-	if c := comparePods(a.pod, b.pod); c != 0 {
-		return c
-	}
-	return strings.Compare(a.att.String(), b.att.String())
+	return cmp.Or(comparePods(a.pod, b.pod), strings.Compare(a.att.Network, b.att.Network),
+		strings.Compare(a.att.ContainerID, b.att.ContainerID), strings.Compare(a.att.IfName, b.att.IfName))
 }
 
 // AttachmentPrefix is the bolt key prefix of the attachment-keyed

@@ -29,8 +29,10 @@ func keyOf(r *request) allocKey {
 func (k *keeper) allocate(r *request, b *batch) {
 	t := k.tab
 	key := keyOf(r)
-	if held, _, ok := t.podAddr(r.pod); ok && key.podKeyed() {
-		key = held // the pod-ID API answers the address the pod has
+	if key.podKeyed() {
+		if held, _, ok := t.podAddr(r.pod); ok {
+			key = held // the pod-ID API answers the address the pod has
+		}
 	}
 	pod := r.pod
 	if _, ok := t.lookup(key); ok {

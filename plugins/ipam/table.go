@@ -3,7 +3,6 @@ package ipam
 import (
 	"encoding/json"
 	"fmt"
-	"maps"
 	"net/netip"
 	"slices"
 
@@ -31,7 +30,7 @@ type table struct {
 	// pods is the pod of each attachment-keyed allocation; byPod lists
 	// the allocations of each pod (both kinds).
 	pods   map[allocKey]podmodel.ID
-	byPod  map[podmodel.ID]map[allocKey]struct{}
+	byPod  map[podmodel.ID][]allocKey // sorted by compareKeys; most pods have one
 	unsure map[allocKey]struct{}
 }
 
@@ -40,7 +39,7 @@ type table struct {
 // the broadcast) are handed out.
 func newTable(st *state) (*table, error) {
 	t := &table{st: st, external: map[allocKey]netip.Addr{}, pods: map[allocKey]podmodel.ID{},
-		byPod: map[podmodel.ID]map[allocKey]struct{}{}, unsure: map[allocKey]struct{}{}}
+		byPod: map[podmodel.ID][]allocKey{}, unsure: map[allocKey]struct{}{}}
 	if st.cfg.UseExternalIPAM {
 		return t, nil
 	}
@@ -84,12 +83,9 @@ func (t *table) podOf(k allocKey) podmodel.ID {
 	return t.pods[k]
 }
 
-// keysOf lists the allocations of the pod in a stable order.
-func (t *table) keysOf(id podmodel.ID) []allocKey {
-	keys := slices.Collect(maps.Keys(t.byPod[id]))
-	sortKeys(keys)
-	return keys
-}
+// keysOf lists the allocations of the pod in a stable order. The slice is
+// the table's: read it before the table changes, never modify it.
+func (t *table) keysOf(id podmodel.ID) []allocKey { return t.byPod[id] }
 
 // podAddr is the pod's address for the pod-ID API: the one of interface
 // eth0 when it has several, else the lowest.
@@ -127,10 +123,10 @@ func (t *table) index(k allocKey, pod podmodel.ID) {
 	if !k.podKeyed() {
 		t.pods[k] = pod
 	}
-	if t.byPod[pod] == nil {
-		t.byPod[pod] = map[allocKey]struct{}{}
+	keys := t.byPod[pod]
+	if i, found := slices.BinarySearchFunc(keys, k, compareKeys); !found {
+		t.byPod[pod] = slices.Insert(slices.Clip(keys), i, k) // a new array: keysOf results stay valid
 	}
-	t.byPod[pod][k] = struct{}{}
 }
 
 // drop forgets the allocation; its address is free again.
@@ -141,10 +137,12 @@ func (t *table) drop(k allocKey) {
 	pod := t.podOf(k)
 	delete(t.unsure, k)
 	delete(t.pods, k)
-	if keys := t.byPod[pod]; keys != nil {
-		delete(keys, k)
-		if len(keys) == 0 {
+	keys := t.byPod[pod]
+	if i, found := slices.BinarySearchFunc(keys, k, compareKeys); found {
+		if len(keys) == 1 {
 			delete(t.byPod, pod)
+		} else {
+			t.byPod[pod] = slices.Delete(slices.Clone(keys), i, i+1)
 		}
 	}
 	if t.externalMode() {
