@@ -463,3 +463,29 @@ func TestAnAttachmentKeyTooLongForTheStoreIsRefused(t *testing.T) {
 	g.Expect(err).To(MatchError(podmanager.ErrBadRequest))
 	g.Expect(err).To(MatchError(ContainSubstring("more than 4096")))
 }
+
+// An adoption whose store fails is undone: the pod keeps its pod-keyed
+// allocation (record and address), the key holds nothing.
+func TestAFailedAdoptionIsUndone(t *testing.T) {
+	g := NewWithT(t)
+	fdb, db := boltFaults(t)
+	f := mustFixture(t, fixtureOpts{db: fdb}, nil)
+	ip, err := f.ipam.AllocatePodIP(pod1, "", "")
+	g.Expect(err).NotTo(HaveOccurred())
+	fdb.setDecide(func(ops []kvdb.Op) fault {
+		if touches(ops, ipam.AttachmentPrefix+"net/c1/eth0") {
+			return failBefore
+		}
+		return pass
+	})
+	_, err = addPod(f.ipam, pod1, att("c1", "eth0"))
+	g.Expect(err).To(MatchError(errInjected))
+	g.Expect(err).To(MatchError(ContainSubstring("allocation undone")))
+	g.Expect(attIP(g, f.ipam, att("c1", "eth0"))).To(BeEmpty())
+	g.Expect(f.ipam.GetPodIP(pod1).IP).To(Equal(ip))
+	g.Expect(stored(g, db, pod1)).To(Equal(ip.String()), "the pod-keyed record stays")
+
+	fdb.setDecide(nil)
+	g.Expect(mustAdd(g, f.ipam, pod1, att("c1", "eth0"))).To(Equal(ip.String()), "adopted at the next try")
+	g.Expect(stored(g, db, pod1)).To(BeEmpty())
+}

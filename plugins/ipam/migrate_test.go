@@ -2,6 +2,7 @@ package ipam_test
 
 import (
 	"context"
+	"errors"
 	"io"
 	"os"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/contiv-ipam/agent/infra/kvdb"
+	"github.com/contiv-ipam/agent/plugins/controller/api"
 	"github.com/contiv-ipam/agent/plugins/ipam"
 	podmodel "github.com/contiv-ipam/agent/plugins/ksr/model/pod"
 )
@@ -160,9 +162,10 @@ func TestANewerOrUnreadableSchemaIsRefused(t *testing.T) {
 	for _, tc := range []struct {
 		value string
 		want  []string
+		is    error // nil: no sentinel
 	}{
-		{"3", []string{ipam.SchemaKey, "= 3", "supports 2", "newer IPAM layout"}},
-		{"two", []string{ipam.SchemaKey, `"two"`, "not a version", "supports 2"}},
+		{"3", []string{ipam.SchemaKey, "= 3", "supports 2", "newer IPAM layout"}, ipam.ErrSchemaTooNew},
+		{"two", []string{ipam.SchemaKey, `"two"`, "not a version", "supports 2"}, nil},
 	} {
 		t.Run(tc.value, func(t *testing.T) {
 			g := NewWithT(t)
@@ -171,6 +174,11 @@ func TestANewerOrUnreadableSchemaIsRefused(t *testing.T) {
 			g.Expect(db.Put(context.Background(), ipam.SchemaKey, []byte(tc.value))).To(Succeed())
 			_, err := newFixture(t, fixtureOpts{db: db, yaml: v1Config}, nil)
 			g.Expect(err).To(HaveOccurred())
+			var fatal *api.FatalError
+			g.Expect(errors.As(err, &fatal)).To(BeTrue(), "the agent stops")
+			if tc.is != nil {
+				g.Expect(err).To(MatchError(tc.is))
+			}
 			for _, w := range tc.want {
 				g.Expect(err.Error()).To(ContainSubstring(w))
 			}
