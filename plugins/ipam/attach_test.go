@@ -489,3 +489,39 @@ func TestAFailedAdoptionIsUndone(t *testing.T) {
 	g.Expect(mustAdd(g, f.ipam, pod1, att("c1", "eth0"))).To(Equal(ip.String()), "adopted at the next try")
 	g.Expect(stored(g, db, pod1)).To(BeEmpty())
 }
+
+// GetPodIP of a pod with several attachments and no eth0 is the lowest
+// address; GetPodFromIP finds the pod through any of them.
+func TestGetPodIPWithoutEth0IsTheLowest(t *testing.T) {
+	g := NewWithT(t)
+	f := mustFixture(t, fixtureOpts{}, nil)
+	first := mustAdd(g, f.ipam, pod1, att("c1", "net1"))
+	second := mustAdd(g, f.ipam, pod1, att("c1", "net0"))
+	g.Expect(first < second).To(BeTrue(), "next-fit hands out upwards")
+	g.Expect(f.ipam.GetPodIP(pod1).IP.String()).To(Equal(first))
+	for _, a := range []string{first, second} {
+		id, found := f.ipam.GetPodFromIP(netip.MustParseAddr(a).AsSlice())
+		g.Expect(found).To(BeTrue())
+		g.Expect(id).To(Equal(pod1))
+	}
+	ip, err := f.ipam.AllocatePodIP(pod1, "", "")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(ip.String()).To(Equal(first), "the pod-ID API answers the address the pod has")
+	g.Expect(f.ipam.ReleasePodIP(pod1)).To(Succeed())
+	g.Expect(ipam.AllocationsOf(f.ipam).Pods).To(BeEmpty(), "ReleasePodIP releases every allocation of the pod")
+}
+
+// GET /contiv/v1/ipam/allocations: the attachment fields are there for an
+// attachment and left out for a pod-keyed allocation.
+func TestTheAllocationsJSONNamesTheAttachment(t *testing.T) {
+	g := NewWithT(t)
+	f := mustFixture(t, fixtureOpts{}, nil)
+	mustAdd(g, f.ipam, pod1, att("c1", "eth0"))
+	_, err := f.ipam.AllocatePodIP(pod2, "", "")
+	g.Expect(err).NotTo(HaveOccurred())
+	body, err := json.Marshal(ipam.AllocationsOf(f.ipam))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(string(body)).To(Equal(`{"Pods":[` +
+		`{"PodID":{"Name":"pod1","Namespace":"default"},"MainIP":"1.2.128.10","network":"net","containerId":"c1","ifName":"eth0"},` +
+		`{"PodID":{"Name":"pod2","Namespace":"default"},"MainIP":"1.2.128.11"}]}`))
+}
