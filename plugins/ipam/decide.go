@@ -55,8 +55,9 @@ func (k *keeper) allocate(r *request, b *batch) {
 		b.add(write{op: kvdb.DeleteOp(d.adopted.storeKey()), done: k.adoptedDone(*d.adopted)})
 	}
 	for _, old := range k.obsolete(key, pod) {
-		b.add(write{op: kvdb.DeleteOp(old.storeKey()), done: k.releaseDone(old, "obsolete", nil)})
+		b.add(write{op: kvdb.DeleteOp(old.storeKey()), done: k.releaseDone(old, "released as obsolete", nil)})
 	}
+	r.decided(reply{addr: d.addr})
 }
 
 // allocated completes the store of an allocation's record.
@@ -119,20 +120,17 @@ func (k *keeper) obsolete(key allocKey, pod podmodel.ID) []allocKey {
 // read back.
 var errUnknownOutcome = errors.New("the store's outcome is unknown and could not be read back, so the address stays reserved for the pod")
 
-// release serves the requests that free addresses: a GC, the release of
-// one attachment (DEL: never a pod-keyed allocation), or the release of
-// every allocation of a pod (the pod-ID API, a pod deleted from
-// Kubernetes). An address is free only once its delete is durable.
+// release serves the requests that free addresses: the release of one
+// attachment (DEL: never a pod-keyed allocation), or the release of every
+// allocation of a pod (the pod-ID API, a pod deleted from Kubernetes).
+// An address is free only once its delete is durable.
 func (k *keeper) release(r *request, b *batch) {
 	var keys []allocKey
-	switch {
-	case r.kind == reqGC:
-		keys = k.tab.garbage(r.gc)
-	case r.key != podmanager.AttachmentKey{}:
+	if r.key != (podmanager.AttachmentKey{}) {
 		if _, ok := k.tab.lookup(attKeyOf(r.key)); ok {
 			keys = []allocKey{attKeyOf(r.key)}
 		}
-	default:
+	} else {
 		keys = k.tab.keysOf(r.pod)
 	}
 	if len(keys) == 0 {
@@ -141,8 +139,11 @@ func (k *keeper) release(r *request, b *batch) {
 	}
 	j := newJoin(r, len(keys))
 	for _, key := range keys {
+		a, _ := k.tab.lookup(key)
+		j.lowest(a)
 		b.add(write{op: kvdb.DeleteOp(key.storeKey()), done: k.releaseDone(key, "released", j)})
 	}
+	r.decided(reply{addr: j.addr, held: true})
 }
 
 // releaseDone completes the delete of an allocation's record: the address
@@ -192,13 +193,18 @@ type join struct {
 
 func newJoin(r *request, n int) *join { return &join{r: r, left: n} }
 
+// lowest keeps the lowest of the addresses seen.
+func (j *join) lowest(a netip.Addr) {
+	if !j.addr.IsValid() || a.Less(j.addr) {
+		j.addr = a
+	}
+}
+
 func (j *join) done(a netip.Addr, err error) {
 	if j == nil {
 		return
 	}
-	if !j.addr.IsValid() || a.Less(j.addr) {
-		j.addr = a
-	}
+	j.lowest(a)
 	if j.err == nil {
 		j.err = err
 	}

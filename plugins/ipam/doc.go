@@ -90,10 +90,11 @@
 // GCPods) reach it through keeper.submit from the event loop: the handler
 // fills the reply from the in-memory decision and the CNI reply waits
 // (ev.Await) for the durable outcome. Every request names its pod
-// (request.pod) and touches only that pod's records, except GC, which is
-// served like a resync (reqGC). The derived addressing (subnets,
-// gateway, node addresses) is an immutable state value, replaced whole at
-// each resync through an atomic pointer and read by any caller.
+// (request.pod) and touches only that pod's records, except a GC, which
+// is served like a resync, as a barrier through the read path (gc.go).
+// The derived addressing (subnets, gateway, node addresses) is an
+// immutable state value, replaced whole at each resync through an atomic
+// pointer and read by any caller.
 //
 // The owner is a goroutine inside ipam rather than the controller's event
 // loop (Contiv's way, where an allocation is an event) because durability

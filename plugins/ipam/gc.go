@@ -1,13 +1,12 @@
 package ipam
 
 import (
+	"errors"
+	"fmt"
+
+	"github.com/contiv-ipam/agent/infra/kvdb"
 	"github.com/contiv-ipam/agent/plugins/podmanager"
 )
-
-// reqGC asks the keeper to release the attachments of a network that a
-// CNI GC does not list as valid. It touches the records of many pods, so
-// the keeper serves it like a resync: after the writes in flight.
-const reqGC reqKind = 100
 
 // gcInput is what a GC names: the network, and its valid attachments.
 type gcInput struct {
@@ -41,4 +40,28 @@ func (t *table) garbage(in *gcInput) []allocKey {
 	}
 	sortKeys(out)
 	return out
+}
+
+// gc releases the garbage of in and returns once every delete's outcome
+// is known: the number released and the errors of the others. A GC
+// touches the records of many pods, so it runs like a resync, as a
+// barrier: the keeper serves it through the read path (reqRead), after
+// the writes decided before it are durable and with nothing in flight,
+// and stores its deletes on its own goroutine (flush).
+func (k *keeper) gc(t *table, in *gcInput) (released int, err error) {
+	b := newBatch()
+	var errs []error
+	for _, key := range t.garbage(in) {
+		done := k.releaseDone(key, "released by GC", nil)
+		b.add(write{op: kvdb.DeleteOp(key.storeKey()), done: func(o outcome, e error) {
+			done(o, e)
+			if o == durable {
+				released++
+				return
+			}
+			errs = append(errs, fmt.Errorf("%s: %w", key, e))
+		}})
+	}
+	k.flush(b)
+	return released, errors.Join(errs...)
 }

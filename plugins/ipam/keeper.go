@@ -73,7 +73,6 @@ type request struct {
 	// key is the attachment of an allocation or a release (AddPod,
 	// DeletePod); zero for the pod-ID API and Kubernetes pod events.
 	key podmanager.AttachmentKey
-	gc  *gcInput // reqGC: the network and its valid attachments
 }
 
 // reply answers a request.

@@ -76,21 +76,31 @@ func (p *Plugin) revertAddPod(ev *podmanager.AddPod) error {
 }
 
 // gcPods releases every attachment of ev.Network that ev.Valid does not
-// list; pod-keyed allocations are untouched. The CNI reply waits for the
-// deletes to be durable.
+// list; pod-keyed allocations are untouched. It returns once the deletes
+// are durable (a GC is a barrier: see keeper.gc).
 func (p *Plugin) gcPods(ev *podmanager.GCPods) (string, error) {
 	if ev.Network == "" {
 		return "", fmt.Errorf("GC: the network name is empty: %w", podmanager.ErrBadRequest)
 	}
-	dec, final := p.keeper.submit(&request{kind: reqGC, gc: newGCInput(ev)})
-	if dec.err != nil {
-		return "", p.cniError(dec.err)
-	}
-	ev.Await(func(ctx context.Context) error { return p.cniError(final(ctx).err) })
-	if !dec.held {
+	in := newGCInput(ev)
+	var released int
+	var gcErr error
+	ran := false
+	rep := p.keeper.do(&request{kind: reqRead, read: func(t *table) {
+		ran = true
+		released, gcErr = p.keeper.gc(t, in)
+	}})
+	switch {
+	case rep.err != nil:
+		return "", p.cniError(rep.err)
+	case !ran:
+		return "", p.notReadyTryAgain()
+	case gcErr != nil:
+		return "", fmt.Errorf("GC of network %q: %d attachments released, others not: %w", ev.Network, released, gcErr)
+	case released == 0:
 		return "", nil
 	}
-	return fmt.Sprintf("GC of network %q released attachments", ev.Network), nil
+	return fmt.Sprintf("GC of network %q released %d attachments", ev.Network, released), nil
 }
 
 // cniError makes "not ready" an error podmanager answers with "try again
