@@ -525,3 +525,18 @@ func TestTheAllocationsJSONNamesTheAttachment(t *testing.T) {
 		`{"PodID":{"Name":"pod1","Namespace":"default"},"MainIP":"1.2.128.10","network":"net","containerId":"c1","ifName":"eth0"},` +
 		`{"PodID":{"Name":"pod2","Namespace":"default"},"MainIP":"1.2.128.11"}]}`))
 }
+
+// An address learned from Kubernetes at a restore (no record: a new store
+// file) is pod-keyed; the pod's first ADD adopts it and stores it under
+// the attachment.
+func TestAnAddAdoptsAnAddressLearnedFromKubernetes(t *testing.T) {
+	g := NewWithT(t)
+	db := openBolt(t, filepath.Join(t.TempDir(), "bolt.db"))
+	defer db.Close()
+	ks := kubePods(&podmodel.Pod{Name: pod1.Name, Namespace: pod1.Namespace, IpAddress: "1.2.128.12"})
+	f := mustFixture(t, fixtureOpts{db: db}, ks)
+	g.Expect(stored(g, db, pod1)).To(Equal("1.2.128.12"), "learned and stored pod-keyed")
+	g.Expect(mustAdd(g, f.ipam, pod1, att("c1", "eth0"))).To(Equal("1.2.128.12"))
+	g.Expect(stored(g, db, pod1)).To(BeEmpty())
+	g.Expect(attIP(g, f.ipam, att("c1", "eth0"))).To(Equal("1.2.128.12/29"))
+}
