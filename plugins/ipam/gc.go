@@ -1,0 +1,67 @@
+package ipam
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/contiv-ipam/agent/infra/kvdb"
+	"github.com/contiv-ipam/agent/plugins/podmanager"
+)
+
+// gcInput is what a GC names: the network, and its valid attachments.
+type gcInput struct {
+	network string
+	valid   map[podmanager.AttachmentKey]struct{}
+}
+
+// newGCInput collects the valid attachments of ev; keys of other networks
+// are ignored.
+func newGCInput(ev *podmanager.GCPods) *gcInput {
+	in := &gcInput{network: ev.Network, valid: make(map[podmanager.AttachmentKey]struct{}, len(ev.Valid))}
+	for _, k := range ev.Valid {
+		if k.Network == ev.Network {
+			in.valid[k] = struct{}{}
+		}
+	}
+	return in
+}
+
+// garbage lists the attachment-keyed allocations of the network that are
+// not valid, in a stable order; pod-keyed allocations are never garbage.
+func (t *table) garbage(in *gcInput) []allocKey {
+	var out []allocKey
+	for k := range t.pods {
+		if k.att.Network != in.network {
+			continue
+		}
+		if _, ok := in.valid[k.att]; !ok {
+			out = append(out, k)
+		}
+	}
+	sortKeys(out)
+	return out
+}
+
+// gc releases the garbage of in and returns once every delete's outcome
+// is known: the number released and the errors of the others. A GC
+// touches the records of many pods, so it runs like a resync, as a
+// barrier: the keeper serves it through the read path (reqRead), after
+// the writes decided before it are durable and with nothing in flight,
+// and stores its deletes on its own goroutine (flush).
+func (k *keeper) gc(t *table, in *gcInput) (released int, err error) {
+	b := newBatch()
+	var errs []error
+	for _, key := range t.garbage(in) {
+		done := k.releaseDone(key, "released by GC", nil)
+		b.add(write{op: kvdb.DeleteOp(key.storeKey()), done: func(o outcome, e error) {
+			done(o, e)
+			if o == durable {
+				released++
+				return
+			}
+			errs = append(errs, fmt.Errorf("%s: %w", key, e))
+		}})
+	}
+	k.flush(b)
+	return released, errors.Join(errs...)
+}
