@@ -120,7 +120,7 @@ func (a *ContivAgent) addControllerAndHandlers(reg *logging.Registry) {
 	}))
 	a.PodManager = podmanager.NewPlugin(podmanager.UseDeps(func(d *podmanager.Deps) {
 		d.LogRegistry = reg
-		d.EventLoop, d.IPAM = loop, ipamForCNI(a.IPAM)
+		d.EventLoop, d.IPAM = loop, a.IPAM
 		d.Metrics, d.StatusCheck = a.Metrics, a.Health
 	}))
 	a.Controller = controller.NewPlugin(controller.UseLoopRef(loop),
@@ -130,13 +130,6 @@ func (a *ContivAgent) addControllerAndHandlers(reg *logging.Registry) {
 			d.RemoteDB, d.LocalDB = a.ETCD, a.Bolt
 			d.HTTP, d.Metrics, d.StatusCheck = a.HTTP, a.Metrics, a.Health
 		}))
-}
-
-// ipamForCNI is the ipam plugin's podmanager.IPAM (CHECK and STATUS read
-// it), nil while the plugin does not implement it.
-func ipamForCNI(p any) podmanager.IPAM {
-	i, _ := p.(podmanager.IPAM)
-	return i
 }
 
 // Init has nothing to do: the plugins it lists are initialised before it.
