@@ -1,0 +1,138 @@
+package cni
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/containernetworking/cni/libcni"
+	. "github.com/onsi/gomega"
+
+	cnicodes "github.com/contiv-ipam/agent/plugins/podmanager/cni"
+	"github.com/contiv-ipam/agent/tests/testenv"
+)
+
+// TestBadConfig: a network config contiv-cni cannot use is code 7 with a
+// message naming the key and the value, in every version, before any
+// agent is asked (none runs here).
+func TestBadConfig(t *testing.T) {
+	socket := filepath.Join(t.TempDir(), "nobody.sock")
+	cases := []struct {
+		name   string
+		plugin map[string]any
+		words  []string
+	}{
+		{"missing grpcServer", map[string]any{"type": "contiv-cni"}, []string{"grpcServer"}},
+		{"grpcTimeout not a duration", pluginMode(socket, "grpcTimeout", "soon"), []string{"grpcTimeout", "soon"}},
+		{"grpcTimeout zero", pluginMode(socket, "grpcTimeout", "0s"), []string{"grpcTimeout", "0s"}},
+		{"grpcTimeout negative", pluginMode(socket, "grpcTimeout", "-1s"), []string{"grpcTimeout", "-1s"}},
+	}
+	rt := newRuntime(t)
+	for _, c := range cases {
+		for _, v := range versions {
+			t.Run(c.name+"/"+v, func(t *testing.T) {
+				g := NewWithT(t)
+				_, err := rt.AddNetworkList(ctxT(t), conflist(t, v, "bad", c.plugin), attachment(t, "bad"))
+				e := expectCode(g, err, uint(cnicodes.CodeInvalidNetworkConfig))
+				for _, w := range c.words {
+					g.Expect(e.Msg).To(ContainSubstring(w))
+				}
+			})
+		}
+	}
+}
+
+// smallPoolConf is contiv.conf with 8 addresses per node: 4 for pods
+// (network, gateway, NAT loopback and broadcast are reserved).
+func smallPoolConf(t *testing.T, oneNodeLen string) string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "conf", "contiv.conf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	conf := strings.Replace(string(data), "podSubnetOneNodePrefixLen: 24", "podSubnetOneNodePrefixLen: "+oneNodeLen, 1)
+	if conf == string(data) {
+		t.Fatalf("conf/contiv.conf no longer says podSubnetOneNodePrefixLen: 24; update smallPoolConf")
+	}
+	return conf
+}
+
+// grpcTimeout is contiv-cni's deadline in the small-pool test.
+const grpcTimeout = 5 * time.Second
+
+// TestSmallPool fills a /29 pod subnet: the fifth ADD is code 101, STATUS
+// is code 50 until a DEL frees an address; then the agent is killed (ADD
+// is code 11 within contiv-cni's deadline) and restarted (every address
+// acknowledged before the kill is still allocated).
+func TestSmallPool(t *testing.T) {
+	g := NewWithT(t)
+	n := startNode(t, testenv.Options{Conf: map[string]string{"contiv.conf": smallPoolConf(t, "29")}})
+	g.Expect(n.subnet.Bits()).To(Equal(29))
+	ctx, rt := ctxT(t), newRuntime(t)
+	name := uniqueName("small")
+	list := conflist(t, "1.1.0", name, pluginMode(n.agent.Socket, "grpcTimeout", grpcTimeout.String()))
+
+	var added []*libcni.RuntimeConf
+	for i := 0; i < 4; i++ {
+		att := attachment(t, "fill")
+		_, err := rt.AddNetworkList(ctx, list, att)
+		g.Expect(err).NotTo(HaveOccurred(), "ADD %d of 4", i+1)
+		added = append(added, att)
+	}
+	g.Expect(rt.GetStatusNetworkList(ctx, list)).To(Succeed(), "STATUS before the pool is full")
+
+	_, err := rt.AddNetworkList(ctx, list, attachment(t, "one-too-many"))
+	e := expectCode(g, err, uint(cnicodes.CodePoolExhausted))
+	t.Logf("ADD into a full pool: %v", e)
+	e = expectCode(g, rt.GetStatusNetworkList(ctx, list), uint(cnicodes.CodeNotAvailable))
+	t.Logf("STATUS of a full pool: %v", e)
+
+	g.Expect(rt.DelNetworkList(ctx, list, added[0])).To(Succeed())
+	g.Expect(rt.GetStatusNetworkList(ctx, list)).To(Succeed(), "STATUS after a DEL")
+	again := attachment(t, "refill")
+	_, err = rt.AddNetworkList(ctx, list, again)
+	g.Expect(err).NotTo(HaveOccurred(), "ADD after a DEL")
+	added[0] = again
+
+	before := sortedAddrs(n.inNetwork(t, name))
+	g.Expect(before).To(HaveLen(4))
+	n.killedAgent(t, g, rt, list)
+
+	n.agent.Start(t)
+	g.Expect(sortedAddrs(n.inNetwork(t, name))).To(Equal(before), "allocations after SIGKILL and restart")
+	expectCode(g, rt.GetStatusNetworkList(ctx, list), uint(cnicodes.CodeNotAvailable))
+	for _, att := range added {
+		g.Expect(rt.CheckNetworkList(ctx, list, att)).To(Succeed(), "CHECK %s after restart", att.ContainerID)
+	}
+}
+
+// killedAgent: with the agent killed (its socket file left behind), ADD
+// and DEL answer code 11 naming the socket, before contiv-cni's deadline
+// ends (the libcni context is only a little longer: a plugin still
+// waiting when it ends is killed, and that error is not a CNI code 11).
+func (n *node) killedAgent(t *testing.T, g *WithT, rt *libcni.CNIConfig, list *libcni.NetworkConfigList) {
+	t.Helper()
+	n.agent.Kill(t)
+	ctx, cancel := context.WithTimeout(context.Background(), grpcTimeout+2*time.Second)
+	defer cancel()
+	start := time.Now()
+	_, err := rt.AddNetworkList(ctx, list, attachment(t, "agent-down"))
+	e := expectCode(g, err, uint(cnicodes.CodeTryAgainLater))
+	g.Expect(e.Msg).To(ContainSubstring(n.agent.Socket))
+	t.Logf("ADD with the agent killed: %v after %v", e, time.Since(start))
+	err = rt.DelNetworkList(ctx, list, attachment(t, "agent-down"))
+	expectCode(g, err, uint(cnicodes.CodeTryAgainLater))
+}
+
+func sortedAddrs(as []allocation) []string {
+	out := make([]string, 0, len(as))
+	for _, a := range as {
+		out = append(out, a.addr())
+	}
+	sort.Strings(out)
+	return out
+}

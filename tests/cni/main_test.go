@@ -1,0 +1,9 @@
+package cni
+
+import (
+	"testing"
+
+	"github.com/contiv-ipam/agent/tests/testenv"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
