@@ -13,6 +13,7 @@ package testenv
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -152,11 +153,7 @@ func (a *Agent) Start(t testing.TB) {
 	t.Helper()
 	cmd := exec.Command(bins.Agent)
 	cmd.Dir = a.Dir
-	cmd.Env = append(os.Environ(), "CONFIG_DIR="+a.Dir, "LOG_FORMAT=json",
-		"MICROSERVICE_LABEL="+a.opts.Node, "HTTP_PORT=", "ETCD_ENDPOINTS=", "INITIAL_LOGLVL=",
-		// A killed agent's presence lease blocks its restart for a TTL.
-		"NODESYNC_PRESENCE_TTL=2s")
-	cmd.Env = append(cmd.Env, a.opts.Env...)
+	cmd.Env = a.env()
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -172,6 +169,42 @@ func (a *Agent) Start(t testing.TB) {
 	}
 	go a.readLog(stderr)
 	a.REST = a.waitReady(t)
+}
+
+// env is the environment of the agent process.
+func (a *Agent) env() []string {
+	env := append(os.Environ(), "CONFIG_DIR="+a.Dir, "LOG_FORMAT=json",
+		"MICROSERVICE_LABEL="+a.opts.Node, "HTTP_PORT=", "ETCD_ENDPOINTS=", "INITIAL_LOGLVL=",
+		// A killed agent's presence lease blocks its restart for a TTL.
+		"NODESYNC_PRESENCE_TTL=2s")
+	return append(env, a.opts.Env...)
+}
+
+// refuseTimeout bounds StartRefused: an agent still running then has
+// accepted the config.
+const refuseTimeout = 60 * time.Second
+
+// StartRefused writes a config directory like StartAgent and runs the
+// agent on it, expecting it to refuse the config and exit: it returns the
+// exit error and everything the agent wrote to stderr. The test fails when
+// the agent is still running after refuseTimeout (it accepted the config).
+func StartRefused(t testing.TB, opts Options) (exit error, logs string) {
+	t.Helper()
+	if opts.Node == "" {
+		opts.Node = "testenv-node"
+	}
+	dir := t.TempDir()
+	a := &Agent{Dir: dir, Socket: filepath.Join(dir, "cni.sock"), opts: opts}
+	a.writeConfig(t)
+	ctx, cancel := context.WithTimeout(context.Background(), refuseTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bins.Agent)
+	cmd.Dir, cmd.Env = a.Dir, a.env()
+	out, err := cmd.CombinedOutput()
+	if ctx.Err() != nil {
+		t.Fatalf("the agent still ran %v after start: it accepted the config; its output: %s", refuseTimeout, out)
+	}
+	return err, string(out)
 }
 
 // readLog keeps every log line in agent.log, forwards the parsed ones
