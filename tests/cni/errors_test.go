@@ -98,6 +98,18 @@ func TestSmallPool(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred(), "ADD after a DEL")
 	added[0] = again
 
+	// host-local on the same /29 hands out 5 (it keeps no NAT loopback),
+	// then says 999.
+	hl := conflist(t, "1.0.0", name, hostLocal(n.subnet, t.TempDir()))
+	hlRuntime := newRuntime(t)
+	for i := 0; i < 5; i++ {
+		_, err := hlRuntime.AddNetworkList(ctx, hl, attachment(t, "hl-fill"))
+		g.Expect(err).NotTo(HaveOccurred(), "host-local ADD %d of 5", i+1)
+	}
+	_, err = hlRuntime.AddNetworkList(ctx, hl, attachment(t, "hl-one-too-many"))
+	e = expectCode(g, err, hostLocalCode)
+	g.Expect(e.Msg).To(ContainSubstring("no IP addresses available"))
+
 	before := sortedAddrs(n.inNetwork(t, name))
 	g.Expect(before).To(HaveLen(4))
 	n.killedAgent(t, g, rt, list)
