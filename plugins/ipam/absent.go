@@ -116,15 +116,17 @@ func (k *keeper) releaseAbsent() {
 	}
 	b := newBatch()
 	for _, id := range k.due() {
-		if b.full() {
-			break // the rest at the next sweep, which is due at once
-		}
-		a, ok := k.tab.lookup(id)
-		if !ok {
+		keys := k.tab.keysOf(id)
+		if len(keys) == 0 {
 			delete(k.absent, id)
 			continue
 		}
-		b.add(write{op: kvdb.DeleteOp(podKey(id)), done: k.reclaimDone(k.tab, id, a.String(), reasonAbsent)})
+		if b.full() {
+			break // the rest at the next sweep, which is due at once
+		}
+		for _, key := range keys {
+			b.add(write{op: kvdb.DeleteOp(key.storeKey()), done: k.reclaimDone(k.tab, key, reasonAbsent)})
+		}
 	}
 	k.flush(b)
 }
@@ -135,24 +137,28 @@ const (
 	reasonDeleted = "deleted" // deleted from Kubernetes while the watch was cut off
 )
 
-// reclaimDone completes the delete of a reclaimed pod's record: the
-// address is free once the delete is durable; otherwise the pod keeps it
-// and the sweep tries again later.
-func (k *keeper) reclaimDone(t *table, id podmodel.ID, addr, reason string) func(outcome, error) {
+// reclaimDone completes the delete of a reclaimed allocation's record:
+// the address is free once the delete is durable; otherwise the pod keeps
+// it and the sweep tries again later.
+func (k *keeper) reclaimDone(t *table, key allocKey, reason string) func(outcome, error) {
+	a, _ := t.lookup(key)
+	id := t.podOf(key)
 	return func(o outcome, err error) {
 		if o != durable {
 			k.sweep.notBefore = k.clock.Now().Add(sweepRetryDelay)
 			if o == unknown {
-				t.unsure[id] = struct{}{}
+				t.unsure[key] = struct{}{}
 			}
 			k.log.Warn("releasing the address of a pod missing from Kubernetes failed; retrying later",
-				"pod", id.String(), "ip", addr, "reason", reason, "error", err)
+				"pod", id.String(), "key", key.String(), "ip", a.String(), "reason", reason, "error", err)
 			return
 		}
-		t.drop(id)
-		delete(k.absent, id)
-		delete(k.young, id)
+		t.drop(key)
+		if len(t.byPod[id]) == 0 {
+			delete(k.absent, id)
+			delete(k.young, id)
+		}
 		k.metrics.reclaimed.WithLabelValues(reason).Inc()
-		k.log.Info("released the address of a pod missing from Kubernetes", "pod", id.String(), "ip", addr, "reason", reason)
+		k.log.Info("released the address of a pod missing from Kubernetes", "pod", id.String(), "key", key.String(), "ip", a.String(), "reason", reason)
 	}
 }

@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"net/netip"
 	"strings"
 
 	podmodel "github.com/contiv-ipam/agent/plugins/ksr/model/pod"
+	"github.com/contiv-ipam/agent/plugins/podmanager"
 )
 
 // AllocationPrefix is the bolt key prefix of the pod allocations:
@@ -64,16 +66,18 @@ func checkPodID(id podmodel.ID) error {
 	return nil
 }
 
-// ReleasePodIP implements API. It returns once the pod's record is
-// deleted; only then is the address free for another pod.
+// ReleasePodIP implements API: every allocation of the pod (pod-keyed and
+// attachment-keyed) is released. It returns once the records are deleted;
+// only then are the addresses free for another pod.
 func (p *Plugin) ReleasePodIP(podID podmodel.ID) error {
 	return p.keeper.do(&request{kind: reqRelease, pod: podID}).err
 }
 
-// GetPodIP implements API.
+// GetPodIP implements API: the pod's address (the one of interface eth0
+// when it has several attachments, else the lowest).
 func (p *Plugin) GetPodIP(podID podmodel.ID) (n *net.IPNet) {
 	p.keeper.read(func(t *table) {
-		if a, ok := t.lookup(podID); ok {
+		if _, a, ok := t.podAddr(podID); ok {
 			n = &net.IPNet{IP: toIP(a), Mask: net.CIDRMask(a.BitLen(), a.BitLen())}
 		}
 	})
@@ -86,16 +90,62 @@ func (p *Plugin) GetPodFromIP(podIP net.IP) (id podmodel.ID, found bool) {
 	if !ok {
 		return id, false
 	}
-	p.keeper.read(func(t *table) { id, found = t.owner(a) })
+	p.keeper.read(func(t *table) {
+		var key allocKey
+		if key, found = t.owner(a); found {
+			id = t.podOf(key)
+		}
+	})
 	return id, found
 }
 
-// podAddrs lists the held addresses.
-func (p *Plugin) podAddrs() map[podmodel.ID]netip.Addr {
-	out := map[podmodel.ID]netip.Addr{}
+// AttachmentIP implements podmanager.IPAM: the address of the attachment
+// with the pod subnet's prefix length.
+func (p *Plugin) AttachmentIP(key podmanager.AttachmentKey) (pfx netip.Prefix, found bool, err error) {
+	err = p.notReadyTryAgain()
 	p.keeper.read(func(t *table) {
-		t.each(func(id podmodel.ID, a netip.Addr) bool {
-			out[id] = a
+		err = nil
+		if a, ok := t.lookup(attKeyOf(key)); ok {
+			pfx, found = netip.PrefixFrom(a, t.st.podThis.Bits()), true
+		}
+	})
+	return pfx, found, err
+}
+
+// FreeAddresses implements podmanager.IPAM: the free addresses of the pod
+// pool; with an external IPAM, which hands out the addresses,
+// math.MaxUint64.
+func (p *Plugin) FreeAddresses() (free uint64, err error) {
+	err = p.notReadyTryAgain()
+	p.keeper.read(func(t *table) {
+		err = nil
+		free = math.MaxUint64
+		if !t.externalMode() {
+			free = t.pool.Pool().Free()
+		}
+	})
+	return free, err
+}
+
+// notReadyTryAgain is the error of a call made before IPAM has a pod
+// subnet: podmanager answers it with "try again later".
+func (p *Plugin) notReadyTryAgain() error {
+	return fmt.Errorf("%w: %w", podmanager.ErrTryAgain, p.notReady())
+}
+
+// allocation is one held address, for the REST API.
+type allocation struct {
+	key  allocKey
+	pod  podmodel.ID
+	addr netip.Addr
+}
+
+// allocationList lists the held addresses.
+func (p *Plugin) allocationList() []allocation {
+	var out []allocation
+	p.keeper.read(func(t *table) {
+		t.each(func(key allocKey, pod podmodel.ID, a netip.Addr) bool {
+			out = append(out, allocation{key: key, pod: pod, addr: a})
 			return true
 		})
 	})

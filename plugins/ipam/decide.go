@@ -5,79 +5,204 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/netip"
 
 	"github.com/contiv-ipam/agent/infra/kvdb"
 	podmodel "github.com/contiv-ipam/agent/plugins/ksr/model/pod"
+	"github.com/contiv-ipam/agent/plugins/podmanager"
 )
 
-// allocate decides the pod's address and adds its record to b. The
-// caller is answered once the record is durable; if it is not, the
-// decision is undone, or, when the outcome is unknown, the address stays
-// reserved for the pod (see table.unsure).
+// keyOf is the allocation a request names: its attachment, or with none
+// the pod (the pod-ID API).
+func keyOf(r *request) allocKey {
+	if r.key == (podmanager.AttachmentKey{}) {
+		return podKeyOf(r.pod)
+	}
+	return attKeyOf(r.key)
+}
+
+// allocate decides the address of the request's allocation and adds its
+// record to b (with the delete of an adopted pod-keyed record, and the
+// release of the pod's obsolete attachments). The caller is answered once
+// the record is durable; if it is not, the decision is undone, or, when
+// the outcome is unknown, the address stays reserved (see table.unsure).
 func (k *keeper) allocate(r *request, b *batch) {
 	t := k.tab
-	d, err := t.decide(r.pod, r.data)
+	key := keyOf(r)
+	if held, _, ok := t.podAddr(r.pod); ok && key.podKeyed() {
+		key = held // the pod-ID API answers the address the pod has
+	}
+	pod := r.pod
+	if _, ok := t.lookup(key); ok {
+		pod = t.podOf(key)
+	}
+	d, err := t.decide(key, pod, r.data)
 	if err != nil {
 		k.metrics.failed.Inc()
-		r.answer(reply{err: err})
+		r.answer(reply{err: fmt.Errorf("%s: %w", describe(key, r.pod), err)})
 		return
 	}
 	if !d.store {
-		k.young[r.pod] = k.clock.Now() // acknowledged (again) now
+		k.young[pod] = k.clock.Now() // acknowledged (again) now
 		r.answer(reply{addr: d.addr})
 		return
 	}
 	b.cursor = b.cursor || !t.externalMode()
-	b.add(write{op: kvdb.PutOp(podKey(r.pod), []byte(d.addr.String())), done: func(o outcome, err error) {
+	b.add(write{op: kvdb.PutOp(key.storeKey(), recordValue(key, pod, d.addr)), done: k.allocated(r, key, pod, d)})
+	if d.adopted != nil {
+		b.add(write{op: kvdb.DeleteOp(d.adopted.storeKey()), done: k.adoptedDone(*d.adopted)})
+	}
+	for _, old := range k.obsolete(key, pod) {
+		b.add(write{op: kvdb.DeleteOp(old.storeKey()), done: k.releaseDone(old, "obsolete", nil)})
+	}
+}
+
+// allocated completes the store of an allocation's record.
+func (k *keeper) allocated(r *request, key allocKey, pod podmodel.ID, d decision) func(outcome, error) {
+	t := k.tab
+	return func(o outcome, err error) {
 		switch o {
 		case durable:
-			delete(t.unsure, r.pod)
-			k.young[r.pod] = k.clock.Now() // acknowledged now
-			k.noteHeld(r.pod)
+			delete(t.unsure, key)
+			k.young[pod] = k.clock.Now() // acknowledged now
+			k.noteHeld(pod)
 			r.answer(reply{addr: d.addr})
 		case failed:
 			d.undo()
 			k.metrics.failed.Inc()
-			r.answer(reply{err: fmt.Errorf("pod %s: address %s not stored, allocation undone: %w", r.pod, d.addr, err)})
+			r.answer(reply{err: fmt.Errorf("%s: address %s not stored, allocation undone: %w", describe(key, pod), d.addr, err)})
 		default:
-			t.unsure[r.pod] = struct{}{}
-			k.noteHeld(r.pod)
+			t.unsure[key] = struct{}{}
+			k.noteHeld(pod)
 			k.metrics.failed.Inc()
-			r.answer(reply{err: fmt.Errorf("pod %s: address %s: %w: %w", r.pod, d.addr, errUnknownOutcome, err)})
+			r.answer(reply{err: fmt.Errorf("%s: address %s: %w: %w", describe(key, pod), d.addr, errUnknownOutcome, err)})
 		}
-	}})
+	}
+}
+
+// adoptedDone completes the delete of an adopted pod-keyed record. It runs
+// after the done of the new record (same batch, later write): when the
+// store of the new record failed, the table holds old again.
+func (k *keeper) adoptedDone(old allocKey) func(outcome, error) {
+	t := k.tab
+	return func(o outcome, _ error) {
+		_, restored := t.lookup(old)
+		switch {
+		case o == durable && restored:
+			t.unsure[old] = struct{}{} // its record is gone: store it again at the next allocation
+		case o != durable && !restored:
+			k.retry[old.storeKey()] = struct{}{} // stale now: delete it with a later batch
+		}
+	}
+}
+
+// obsolete lists the pod's attachments that key replaces: the same
+// network and interface with another container ID (Contiv's obsolete pod
+// configuration). Plain containers (podmanager.ContainerNamespace) have
+// no obsolete attachments: their pod name is the container ID.
+func (k *keeper) obsolete(key allocKey, pod podmodel.ID) []allocKey {
+	if key.podKeyed() || pod.Namespace == podmanager.ContainerNamespace {
+		return nil
+	}
+	var out []allocKey
+	for _, other := range k.tab.keysOf(pod) {
+		if !other.podKeyed() && other != key && other.att.Network == key.att.Network && other.att.IfName == key.att.IfName {
+			out = append(out, other)
+		}
+	}
+	return out
 }
 
 // errUnknownOutcome wraps the error of a write whose outcome could not be
 // read back.
 var errUnknownOutcome = errors.New("the store's outcome is unknown and could not be read back, so the address stays reserved for the pod")
 
-// release adds the delete of the pod's record to b; the address is free
-// only once the delete is durable.
+// release serves the requests that free addresses: a GC, the release of
+// one attachment (DEL: never a pod-keyed allocation), or the release of
+// every allocation of a pod (the pod-ID API, a pod deleted from
+// Kubernetes). An address is free only once its delete is durable.
 func (k *keeper) release(r *request, b *batch) {
-	t := k.tab
-	a, ok := t.lookup(r.pod)
-	if !ok {
+	var keys []allocKey
+	switch {
+	case r.kind == reqGC:
+		keys = k.tab.garbage(r.gc)
+	case r.key != podmanager.AttachmentKey{}:
+		if _, ok := k.tab.lookup(attKeyOf(r.key)); ok {
+			keys = []allocKey{attKeyOf(r.key)}
+		}
+	default:
+		keys = k.tab.keysOf(r.pod)
+	}
+	if len(keys) == 0 {
 		r.answer(reply{})
 		return
 	}
-	b.add(write{op: kvdb.DeleteOp(podKey(r.pod)), done: func(o outcome, err error) {
+	j := newJoin(r, len(keys))
+	for _, key := range keys {
+		b.add(write{op: kvdb.DeleteOp(key.storeKey()), done: k.releaseDone(key, "released", j)})
+	}
+}
+
+// releaseDone completes the delete of an allocation's record: the address
+// is free once the delete is durable; j (nil: nobody waits) hears the
+// outcome.
+func (k *keeper) releaseDone(key allocKey, what string, j *join) func(outcome, error) {
+	t := k.tab
+	a, _ := t.lookup(key)
+	pod := t.podOf(key)
+	return func(o outcome, err error) {
 		switch o {
 		case durable:
-			t.drop(r.pod)
-			delete(k.absent, r.pod)
-			delete(k.young, r.pod)
-			if k.log.Enabled(context.Background(), slog.LevelDebug) {
-				k.log.Debug("pod IP released", "pod", r.pod.String(), "ip", a.String())
+			t.drop(key)
+			k.forgetIfFree(pod)
+			if k.log.Enabled(context.Background(), slog.LevelDebug) || what != "released" {
+				k.log.Info("pod IP "+what, "pod", pod.String(), "key", key.String(), "ip", a.String())
 			}
-			r.answer(reply{addr: a, held: true})
 		case failed:
-			r.answer(reply{addr: a, held: true, err: fmt.Errorf("pod %s: address %s not released: its record could not be deleted: %w", r.pod, a, err)})
+			err = fmt.Errorf("%s: address %s not released: its record could not be deleted: %w", describe(key, pod), a, err)
 		default:
-			t.unsure[r.pod] = struct{}{}
-			r.answer(reply{addr: a, held: true, err: fmt.Errorf("pod %s: address %s not released: %w: %w", r.pod, a, errUnknownOutcome, err)})
+			t.unsure[key] = struct{}{}
+			err = fmt.Errorf("%s: address %s not released: %w: %w", describe(key, pod), a, errUnknownOutcome, err)
 		}
-	}})
+		if o != durable && j == nil {
+			k.log.Warn("releasing an address failed; it stays held", "error", err)
+		}
+		j.done(a, err)
+	}
+}
+
+// forgetIfFree drops the absence and youth of a pod that holds nothing.
+func (k *keeper) forgetIfFree(pod podmodel.ID) {
+	if len(k.tab.byPod[pod]) == 0 {
+		delete(k.absent, pod)
+		delete(k.young, pod)
+	}
+}
+
+// join answers a request once all of its writes are done: the lowest
+// address released, and the first error.
+type join struct {
+	r    *request
+	left int
+	addr netip.Addr
+	err  error
+}
+
+func newJoin(r *request, n int) *join { return &join{r: r, left: n} }
+
+func (j *join) done(a netip.Addr, err error) {
+	if j == nil {
+		return
+	}
+	if !j.addr.IsValid() || a.Less(j.addr) {
+		j.addr = a
+	}
+	if j.err == nil {
+		j.err = err
+	}
+	if j.left--; j.left == 0 {
+		j.r.answer(reply{addr: j.addr, held: true, err: j.err})
+	}
 }
 
 // seen notes a pod of the Kubernetes state: it is not absent.
@@ -96,9 +221,9 @@ func (k *keeper) gone(id podmodel.ID) {
 }
 
 // noteHeld starts the grace period of a held pod that the live
-// Kubernetes state does not have.
+// Kubernetes state does not have. Plain containers are never absent.
 func (k *keeper) noteHeld(id podmodel.ID) {
-	if !k.view.live {
+	if !k.view.live || id.Namespace == podmanager.ContainerNamespace {
 		return
 	}
 	if _, ok := k.view.pods[id]; ok {
@@ -109,5 +234,13 @@ func (k *keeper) noteHeld(id podmodel.ID) {
 	}
 }
 
-// podKey is the store key of the pod's allocation.
+// describe names an allocation and its pod in errors.
+func describe(key allocKey, pod podmodel.ID) string {
+	if key.podKeyed() {
+		return key.String()
+	}
+	return fmt.Sprintf("%s of pod %s", key, pod)
+}
+
+// podKey is the store key of the pod-keyed allocation of a pod.
 func podKey(id podmodel.ID) string { return AllocationPrefix + id.Namespace + "/" + id.Name }

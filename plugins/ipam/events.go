@@ -10,16 +10,20 @@ import (
 	"github.com/contiv-ipam/agent/plugins/controller/api"
 	podmodel "github.com/contiv-ipam/agent/plugins/ksr/model/pod"
 	"github.com/contiv-ipam/agent/plugins/nodesync"
+	"github.com/contiv-ipam/agent/plugins/podmanager"
 )
 
 // HandlesEvent selects every resync, NodeUpdate of this node with external
-// IPAM (it may move the pod CIDR), and changes of Kubernetes pods (a pod
-// deleted from Kubernetes gives its address back).
+// IPAM (it may move the pod CIDR), changes of Kubernetes pods (a pod
+// deleted from Kubernetes gives its addresses back), and the CNI events
+// of podmanager (AddPod, DeletePod, GCPods).
 func (p *Plugin) HandlesEvent(ev api.Event) bool {
 	if ev.Method() != api.Update {
 		return true
 	}
 	switch e := ev.(type) {
+	case *podmanager.AddPod, *podmanager.DeletePod, *podmanager.GCPods:
+		return true
 	case *nodesync.NodeUpdate:
 		return p.externalIPAM() && e.NodeName == p.ServiceLabel.GetAgentLabel()
 	case *api.KubeStateChange:
@@ -176,9 +180,16 @@ func (p *Plugin) thisNodeIPs() map[netip.Addr]struct{} {
 
 // Update pushes PodCIDRChange when the Kubernetes pod CIDR of this node
 // differs from the pod subnet in use (compared by value: spec §2.16 bug
-// 2 fixed), and gives back the address of a pod deleted from Kubernetes.
+// 2 fixed), gives back the addresses of a pod deleted from Kubernetes,
+// and serves the CNI events (see pod_events.go).
 func (p *Plugin) Update(ev api.Event, txn api.UpdateOperations) (string, error) {
 	switch e := ev.(type) {
+	case *podmanager.AddPod:
+		return p.addPod(e)
+	case *podmanager.DeletePod:
+		return p.deletePod(e)
+	case *podmanager.GCPods:
+		return p.gcPods(e)
 	case *nodesync.NodeUpdate:
 		return p.nodeUpdate(e, txn)
 	case *api.KubeStateChange:
@@ -221,7 +232,7 @@ func (p *Plugin) nodeUpdate(e *nodesync.NodeUpdate, txn api.UpdateOperations) (s
 }
 
 // podChange tells the keeper about a pod of the Kubernetes state: a
-// deleted pod gives its address back (once the delete of its record is
+// deleted pod gives its addresses back (once the delete of its record is
 // durable); a pod that is there stops its grace period.
 func (p *Plugin) podChange(e *api.KubeStateChange) (string, error) {
 	if e.NewValue != nil {
@@ -242,6 +253,12 @@ func (p *Plugin) podChange(e *api.KubeStateChange) (string, error) {
 	return fmt.Sprintf("released the address %s of deleted pod %s", rep.addr, id), nil
 }
 
-// Revert does nothing: Update changes nothing that a later handler's
-// failure would need undone.
-func (p *Plugin) Revert(api.Event) error { return nil }
+// Revert undoes an AddPod (a later handler failed): the attachment's
+// address is released, after its store (the keeper orders requests of
+// one pod). Other events change nothing that would need undoing.
+func (p *Plugin) Revert(ev api.Event) error {
+	if e, ok := ev.(*podmanager.AddPod); ok {
+		return p.revertAddPod(e)
+	}
+	return nil
+}

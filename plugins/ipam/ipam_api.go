@@ -3,9 +3,11 @@ package ipam
 import (
 	"fmt"
 	"net"
+	"net/netip"
 
 	"github.com/contiv-ipam/agent/plugins/controller/api"
 	podmodel "github.com/contiv-ipam/agent/plugins/ksr/model/pod"
+	"github.com/contiv-ipam/agent/plugins/podmanager"
 )
 
 // API is what the IPAM plugin offers other plugins. Every method is safe
@@ -52,20 +54,31 @@ type API interface {
 	// NodeIDFromPodIP returns the ID of the node whose pod subnet holds
 	// podIP.
 	NodeIDFromPodIP(podIP net.IP) (uint32, error)
-	// AllocatePodIP returns an address for the pod: the one it already
-	// has, else the next free one after the last handed out (next-fit).
-	// With external IPAM ipamData is the CNI IPConfig JSON of the external
+	// AllocatePodIP returns an address for the pod (the pod-ID API): the
+	// one it already has (see GetPodIP), else the next free one after the
+	// last handed out (next-fit), held as a pod-keyed allocation. With
+	// external IPAM ipamData is the CNI IPConfig JSON of the external
 	// plugin's result and its address is recorded. The allocation is
 	// durable (in bolt) when the call returns.
 	AllocatePodIP(podID podmodel.ID, ipamType, ipamData string) (net.IP, error)
 	// GetPodIP returns the pod's address with a host mask (/32, /128), nil
-	// when it has none.
+	// when it has none. A pod with several attachments answers the one of
+	// interface eth0, else the lowest address.
 	GetPodIP(podID podmodel.ID) *net.IPNet
-	// GetPodFromIP returns the pod holding podIP.
+	// GetPodFromIP returns the pod holding podIP (through any of its
+	// allocations).
 	GetPodFromIP(podIP net.IP) (podID podmodel.ID, found bool)
-	// ReleasePodIP frees the pod's address; a pod without one is not an
-	// error.
+	// ReleasePodIP frees every address of the pod (pod-keyed and
+	// attachment-keyed); a pod without one is not an error.
 	ReleasePodIP(podID podmodel.ID) error
+	// AttachmentIP returns the address of a CNI attachment with the pod
+	// subnet's prefix length, false when the key holds none. Before IPAM
+	// has a pod subnet the error wraps podmanager.ErrTryAgain.
+	AttachmentIP(key podmanager.AttachmentKey) (netip.Prefix, bool, error)
+	// FreeAddresses is the number of pod addresses still free
+	// (math.MaxUint64 with an external IPAM, which hands them out). Before
+	// IPAM has a pod subnet the error wraps podmanager.ErrTryAgain.
+	FreeAddresses() (uint64, error)
 }
 
 // PodCIDRChangeName is the name of PodCIDRChange events.

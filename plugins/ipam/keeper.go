@@ -10,6 +10,7 @@ import (
 
 	"github.com/contiv-ipam/agent/infra/kvdb"
 	podmodel "github.com/contiv-ipam/agent/plugins/ksr/model/pod"
+	"github.com/contiv-ipam/agent/plugins/podmanager"
 )
 
 // keeper is the single writer of the pod addresses (see doc.go, "One
@@ -68,6 +69,11 @@ type request struct {
 	rs    *resyncInput
 	read  func(t *table)
 	reply chan reply
+
+	// key is the attachment of an allocation or a release (AddPod,
+	// DeletePod); zero for the pod-ID API and Kubernetes pod events.
+	key podmanager.AttachmentKey
+	gc  *gcInput // reqGC: the network and its valid attachments
 }
 
 // reply answers a request.

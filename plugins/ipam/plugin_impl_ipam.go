@@ -17,6 +17,7 @@ import (
 	"github.com/contiv-ipam/agent/plugins/contivconf"
 	"github.com/contiv-ipam/agent/plugins/controller/api"
 	"github.com/contiv-ipam/agent/plugins/nodesync"
+	"github.com/contiv-ipam/agent/plugins/podmanager"
 )
 
 // Deps are the IPAM plugin's dependencies.
@@ -77,6 +78,7 @@ var (
 	_ infra.PostInit   = (*Plugin)(nil)
 	_ api.EventHandler = (*Plugin)(nil)
 	_ API              = (*Plugin)(nil)
+	_ podmanager.IPAM  = (*Plugin)(nil)
 )
 
 // Init checks the dependencies, loads ipam.conf and registers REST

@@ -1,12 +1,13 @@
 package ipam
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
-	"sort"
+	"slices"
 	"strings"
 
 	"github.com/contiv-ipam/agent/infra/rest"
@@ -31,10 +32,15 @@ type NodeIPAMInfo struct {
 	Config            *contivconf.IPAMConfigJSON `json:"config"`
 }
 
-// PodAllocation is one pod's address in GET /contiv/v1/ipam/allocations.
+// PodAllocation is one allocation in GET /contiv/v1/ipam/allocations:
+// the pod and its address, and for an attachment-keyed allocation the
+// CNI attachment (network, container ID, interface name).
 type PodAllocation struct {
-	PodID  PodName `json:"PodID"`
-	MainIP string  `json:"MainIP"`
+	PodID       PodName `json:"PodID"`
+	MainIP      string  `json:"MainIP"`
+	Network     string  `json:"network,omitempty"`
+	ContainerID string  `json:"containerId,omitempty"`
+	IfName      string  `json:"ifName,omitempty"`
 }
 
 // PodName names a pod in REST replies.
@@ -64,10 +70,13 @@ func (p *Plugin) registerHandlers() {
 
 // Conflict is a record moved aside in GET /contiv/v1/ipam/conflicts.
 type Conflict struct {
-	PodID   PodName `json:"PodID"`
-	IP      string  `json:"ip"`
-	KeptFor string  `json:"keptFor"`
-	At      string  `json:"at"`
+	PodID       PodName `json:"PodID"`
+	IP          string  `json:"ip"`
+	KeptFor     string  `json:"keptFor"`
+	At          string  `json:"at"`
+	Network     string  `json:"network,omitempty"`
+	ContainerID string  `json:"containerId,omitempty"`
+	IfName      string  `json:"ifName,omitempty"`
 }
 
 // Conflicts is the reply of GET /contiv/v1/ipam/conflicts.
@@ -90,16 +99,26 @@ func (p *Plugin) conflictsHandler(f *rest.Formatter) http.HandlerFunc {
 			return
 		}
 		for _, kv := range kvs {
-			c := Conflict{}
-			if json.Unmarshal(kv.Value, &c) != nil {
-				c.IP = "unreadable: " + string(kv.Value)
-			}
-			ns, name, _ := strings.Cut(strings.TrimPrefix(kv.Key, ConflictPrefix), "/")
-			c.PodID = PodName{Name: name, Namespace: ns}
-			out.Conflicts = append(out.Conflicts, c)
+			out.Conflicts = append(out.Conflicts, conflictOf(kv.Key, kv.Value))
 		}
 		f.JSON(w, http.StatusOK, out)
 	}
+}
+
+// conflictOf decodes a record moved aside.
+func conflictOf(key string, value []byte) Conflict {
+	var v conflictValue
+	if json.Unmarshal(value, &v) != nil {
+		v.IP = "unreadable: " + string(value)
+	}
+	c := Conflict{IP: v.IP, KeptFor: v.KeptFor, At: v.At, Network: v.Network, ContainerID: v.ContainerID, IfName: v.IfName}
+	if v.Pod != nil {
+		c.PodID = *v.Pod
+		return c
+	}
+	ns, name, _ := strings.Cut(strings.TrimPrefix(key, ConflictPrefix), "/")
+	c.PodID = PodName{Name: name, Namespace: ns}
+	return c
 }
 
 func (p *Plugin) ipamHandler(f *rest.Formatter) http.HandlerFunc {
@@ -167,18 +186,17 @@ func (p *Plugin) allocationsHandler(f *rest.Formatter) http.HandlerFunc {
 	}
 }
 
-// allocations lists this node's pod addresses sorted by namespace and name.
+// allocations lists this node's allocations sorted by namespace, name
+// and attachment.
 func (p *Plugin) allocations() Allocations {
-	var out Allocations
-	for id, a := range p.podAddrs() {
-		out.Pods = append(out.Pods, PodAllocation{PodID: PodName{Name: id.Name, Namespace: id.Namespace}, MainIP: a.String()})
-	}
-	sort.Slice(out.Pods, func(i, j int) bool {
-		a, b := out.Pods[i].PodID, out.Pods[j].PodID
-		if a.Namespace != b.Namespace {
-			return a.Namespace < b.Namespace
-		}
-		return a.Name < b.Name
+	list := p.allocationList()
+	slices.SortFunc(list, func(a, b allocation) int {
+		return cmp.Or(comparePods(a.pod, b.pod), compareKeys(a.key, b.key))
 	})
+	var out Allocations
+	for _, al := range list {
+		out.Pods = append(out.Pods, PodAllocation{PodID: PodName{Name: al.pod.Name, Namespace: al.pod.Namespace},
+			MainIP: al.addr.String(), Network: al.key.att.Network, ContainerID: al.key.att.ContainerID, IfName: al.key.att.IfName})
+	}
 	return out
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/contiv-ipam/agent/infra/kvdb"
 	"github.com/contiv-ipam/agent/plugins/controller/api"
 	podmodel "github.com/contiv-ipam/agent/plugins/ksr/model/pod"
+	"github.com/contiv-ipam/agent/plugins/podmanager"
 )
 
 // CursorKey is the store key of the next-fit cursor: the last address
@@ -35,7 +36,8 @@ type resyncInput struct {
 
 // record is one stored allocation.
 type record struct {
-	id   podmodel.ID
+	key  allocKey
+	pod  podmodel.ID
 	addr netip.Addr
 	rev  int64
 }
@@ -52,7 +54,7 @@ type plan struct {
 	stale     []string                   // record keys to delete
 	conflicts []conflict                 // records to move aside
 	learned   map[podmodel.ID]netip.Addr // records to (re)write from Kubernetes
-	reclaim   map[podmodel.ID]string     // held pods to release now, with the reason
+	reclaim   map[podmodel.ID]string     // pods to release now (every allocation), with the reason
 	absent    map[podmodel.ID]time.Time  // held pods in their grace period
 	inKube    map[podmodel.ID]struct{}   // the pods of the new state
 	dropped   int                        // records outside the pod subnet
@@ -84,7 +86,7 @@ func (k *keeper) resync(in *resyncInput) error {
 	}
 	k.tab, k.view, k.absent, k.retry = t, kubeView{live: live, pods: p.inKube}, p.absent, map[string]struct{}{}
 	for id := range k.young {
-		if _, ok := t.lookup(id); !ok {
+		if len(t.byPod[id]) == 0 {
 			delete(k.young, id)
 		}
 	}
@@ -150,40 +152,57 @@ func (k *keeper) runsHere(in *resyncInput, pod *podmodel.Pod) bool {
 }
 
 // claimRecords restores the stored allocations. Two records of one
-// address mean that a delete failed; the record that Kubernetes confirms
-// (its pod shows that address) wins, else the newest. A record outside
-// the pod subnet or losing a clash is stale.
+// address mean that a delete failed. When both are of one pod and one is
+// pod-keyed, it is what an adoption left behind (the attachment wins, the
+// pod-keyed record is stale); otherwise the record that Kubernetes
+// confirms (its pod shows that address) wins, else the newest. A record
+// outside the pod subnet or losing a clash is stale.
 func (k *keeper) claimRecords(p *plan, recs []record, kube []kubePod) {
 	confirmed := make(map[podmodel.ID]netip.Addr, len(kube))
 	for _, kp := range kube {
 		confirmed[kp.id] = kp.addr
 	}
 	rank := func(r record) int {
-		if confirmed[r.id] == r.addr {
+		if confirmed[r.pod] == r.addr {
 			return 0
 		}
 		return 1
 	}
 	slices.SortFunc(recs, func(a, b record) int {
-		return cmp.Or(cmp.Compare(rank(a), rank(b)), cmp.Compare(b.rev, a.rev), comparePods(a.id, b.id))
+		return cmp.Or(cmp.Compare(rank(a), rank(b)), cmp.Compare(b.rev, a.rev), compareKeys(a.key, b.key))
 	})
 	for _, r := range recs {
 		if !p.t.st.podThis.Contains(r.addr) {
 			p.dropped++
-			p.stale = append(p.stale, podKey(r.id))
+			p.stale = append(p.stale, r.key.storeKey())
 			continue
 		}
 		if winner, ok := p.t.owner(r.addr); ok {
-			k.log.Warn("two stored records hold one address: the record is moved aside", "ip", r.addr.String(),
-				"kept", winner.String(), "moved", r.id.String(), "to", conflictKey(r.id))
-			p.conflicts = append(p.conflicts, conflict{rec: r, winner: winner})
+			k.clash(p, r, winner)
 			continue
 		}
-		if err := p.t.claim(r.id, r.addr); err != nil {
-			k.log.Warn("stored pod address not restored", "pod", r.id.String(), "error", err)
-			p.stale = append(p.stale, podKey(r.id))
+		if err := p.t.claim(r.key, r.pod, r.addr); err != nil {
+			k.log.Warn("stored pod address not restored", "pod", r.pod.String(), "key", r.key.String(), "error", err)
+			p.stale = append(p.stale, r.key.storeKey())
 		}
 	}
+}
+
+// clash settles a record whose address winner holds already.
+func (k *keeper) clash(p *plan, r record, winner allocKey) {
+	if p.t.podOf(winner) == r.pod && r.key.podKeyed() != winner.podKeyed() {
+		if winner.podKeyed() { // the attachment adopted it
+			p.t.drop(winner)
+			_ = p.t.claim(r.key, r.pod, r.addr) // the address was just freed
+			winner = r.key
+		}
+		k.log.Info("a pod-keyed record an attachment adopted is deleted", "pod", r.pod.String(), "ip", r.addr.String(), "attachment", winner.String())
+		p.stale = append(p.stale, podKey(r.pod))
+		return
+	}
+	k.log.Warn("two stored records hold one address: the record is moved aside", "ip", r.addr.String(),
+		"kept", winner.String(), "moved", r.key.String(), "to", conflictKey(r.key))
+	p.conflicts = append(p.conflicts, conflict{rec: r, winner: winner, winnerPod: p.t.podOf(winner)})
 }
 
 // claimKube learns the addresses of the Kubernetes pods that hold none
@@ -197,10 +216,10 @@ func (k *keeper) claimKube(p *plan, kube []kubePod) {
 	var differ int
 	for _, kp := range kube {
 		p.inKube[kp.id] = struct{}{}
-		if !kp.addr.IsValid() || !p.t.st.podThis.Contains(kp.addr) {
+		if !kp.addr.IsValid() || !p.t.st.podThis.Contains(kp.addr) || kp.id.Namespace == podmanager.ContainerNamespace {
 			continue
 		}
-		if held, ok := p.t.lookup(kp.id); ok {
+		if _, held, ok := p.t.podAddr(kp.id); ok {
 			if held != kp.addr {
 				differ++
 			}
@@ -211,7 +230,7 @@ func (k *keeper) claimKube(p *plan, kube []kubePod) {
 				"kept", winner.String(), "ignored", kp.id.String())
 			continue
 		}
-		if err := p.t.claim(kp.id, kp.addr); err != nil {
+		if err := p.t.claim(podKeyOf(kp.id), kp.id, kp.addr); err != nil {
 			k.log.Warn("pod address from Kubernetes not restored", "pod", kp.id.String(), "error", err)
 			continue
 		}
@@ -238,15 +257,15 @@ func (k *keeper) planAbsent(p *plan) {
 			delete(k.young, id)
 		}
 	}
-	p.t.each(func(id podmodel.ID, _ netip.Addr) bool {
-		if _, ok := p.inKube[id]; ok {
-			return true
+	for id := range p.t.byPod {
+		if _, ok := p.inKube[id]; ok || id.Namespace == podmanager.ContainerNamespace {
+			continue
 		}
 		_, young := k.young[id]
 		if _, had := k.view.pods[id]; had && !young {
 			p.reclaim[id] = reasonDeleted
 			p.absent[id] = now.Add(-k.cfg.AbsentPodGracePeriod)
-			return true
+			continue
 		}
 		since, ok := k.absent[id]
 		if !ok || !k.view.live {
@@ -256,8 +275,7 @@ func (k *keeper) planAbsent(p *plan) {
 		if now.Sub(since) >= k.cfg.AbsentPodGracePeriod {
 			p.reclaim[id] = reasonAbsent
 		}
-		return true
-	})
+	}
 }
 
 // tidyWrites are the writes that make the store match the new table:
@@ -275,14 +293,15 @@ func (k *keeper) tidyWrites(p *plan) []write {
 	for id, a := range p.learned {
 		ws = append(ws, write{op: kvdb.PutOp(podKey(id), []byte(a.String())), done: func(o outcome, err error) {
 			if o != durable {
-				p.t.unsure[id] = struct{}{}
+				p.t.unsure[podKeyOf(id)] = struct{}{}
 				k.log.Warn("storing a pod allocation learned from Kubernetes failed", "pod", id.String(), "error", err)
 			}
 		}})
 	}
 	for id, reason := range p.reclaim {
-		a, _ := p.t.lookup(id)
-		ws = append(ws, write{op: kvdb.DeleteOp(podKey(id)), done: k.reclaimDone(p.t, id, a.String(), reason)})
+		for _, key := range p.t.keysOf(id) {
+			ws = append(ws, write{op: kvdb.DeleteOp(key.storeKey()), done: k.reclaimDone(p.t, key, reason)})
+		}
 	}
 	return dedupe(ws)
 }
@@ -320,7 +339,7 @@ func (k *keeper) setCursor(cursor netip.Addr) {
 		}
 	}
 	var top netip.Addr
-	t.pool.Range(func(_ podmodel.ID, a netip.Addr) bool {
+	t.pool.Range(func(_ allocKey, a netip.Addr) bool {
 		top = a
 		return true
 	})
@@ -332,27 +351,37 @@ func (k *keeper) setCursor(cursor netip.Addr) {
 	}
 }
 
-// load reads the stored allocations and cursor. A record that does not
-// parse is reported and left in place (no data is dropped silently).
+// load reads the stored allocations and cursor, after checking the
+// schema (and migrating a v1 store: see schema.go). A record that does
+// not parse is reported and left in place (no data is dropped silently).
 // Without a store, memory is the store.
 func (k *keeper) load() ([]record, netip.Addr, error) {
 	if k.db == nil {
 		return k.memRecords()
 	}
+	if err := k.checkSchema(); err != nil {
+		return nil, netip.Addr{}, err
+	}
 	ctx, cancel := k.ctx()
 	defer cancel()
-	kvs, _, err := k.db.List(ctx, AllocationPrefix)
-	if err != nil {
-		return nil, netip.Addr{}, fmt.Errorf("reading pod allocations under %s: %w", AllocationPrefix, err)
-	}
-	recs := make([]record, 0, len(kvs))
-	for _, kv := range kvs {
-		id, a, err := parseAllocation(kv.Key, kv.Value)
+	var recs []record
+	for _, src := range []struct {
+		prefix string
+		parse  func(key string, value []byte) (record, error)
+	}{{AllocationPrefix, parseAllocation}, {AttachmentPrefix, parseAttachment}} {
+		kvs, _, err := k.db.List(ctx, src.prefix)
 		if err != nil {
-			k.log.Warn("skipping a pod allocation record", "error", err)
-			continue
+			return nil, netip.Addr{}, fmt.Errorf("reading pod allocations under %s: %w", src.prefix, err)
 		}
-		recs = append(recs, record{id: id, addr: a, rev: kv.Revision})
+		for _, kv := range kvs {
+			r, err := src.parse(kv.Key, kv.Value)
+			if err != nil {
+				k.log.Warn("skipping a pod allocation record", "error", err)
+				continue
+			}
+			r.rev = kv.Revision
+			recs = append(recs, r)
+		}
 	}
 	var cursor netip.Addr
 	if kv, found, err := k.db.Get(ctx, CursorKey); err != nil {
@@ -369,8 +398,8 @@ func (k *keeper) memRecords() ([]record, netip.Addr, error) {
 		return nil, netip.Addr{}, nil
 	}
 	var recs []record
-	k.tab.each(func(id podmodel.ID, a netip.Addr) bool {
-		recs = append(recs, record{id: id, addr: a})
+	k.tab.each(func(key allocKey, pod podmodel.ID, a netip.Addr) bool {
+		recs = append(recs, record{key: key, pod: pod, addr: a})
 		return true
 	})
 	var cursor netip.Addr
@@ -380,33 +409,53 @@ func (k *keeper) memRecords() ([]record, netip.Addr, error) {
 	return recs, cursor, nil
 }
 
-// parseAllocation decodes one allocation record.
-func parseAllocation(key string, value []byte) (podmodel.ID, netip.Addr, error) {
+// parseAllocation decodes one pod-keyed allocation record (v1 and v2:
+// the value is the plain address).
+func parseAllocation(key string, value []byte) (record, error) {
 	rest, _ := strings.CutPrefix(key, AllocationPrefix)
 	ns, name, ok := strings.Cut(rest, "/")
 	id := podmodel.ID{Name: name, Namespace: ns}
 	if !ok || checkPodID(id) != nil {
-		return id, netip.Addr{}, fmt.Errorf("key %q: want %s<namespace>/<name>", key, AllocationPrefix)
+		return record{}, fmt.Errorf("key %q: want %s<namespace>/<name>", key, AllocationPrefix)
 	}
 	a, err := netip.ParseAddr(string(value))
 	if err != nil {
-		return id, netip.Addr{}, fmt.Errorf("key %q: value %q: not an IP address", key, value)
+		return record{}, fmt.Errorf("key %q: value %.80q: not an IP address", key, value)
 	}
-	return id, a, nil
+	return record{key: podKeyOf(id), pod: id, addr: a}, nil
 }
 
 // ConflictPrefix keeps the records that lost a clash (two records of one
-// address): ConflictPrefix + "<namespace>/<name>" -> JSON {ip, keptFor,
-// at}. Nothing reads them back; they are for an operator.
+// address): ConflictPrefix + "<namespace>/<name>" for a pod-keyed record,
+// ConflictPrefix + "attachments/<network>/<containerID>/<ifname>" (parts
+// escaped) for an attachment-keyed one, -> JSON {ip, keptFor, at, pod,
+// and the attachment}. Nothing reads them back; they are for an operator.
 const ConflictPrefix = "/contiv-agent/ipam/conflicts/"
 
 // conflict is a record that lost a clash to winner.
 type conflict struct {
-	rec    record
-	winner podmodel.ID
+	rec       record
+	winner    allocKey
+	winnerPod podmodel.ID
 }
 
-func conflictKey(id podmodel.ID) string { return ConflictPrefix + id.Namespace + "/" + id.Name }
+func conflictKey(key allocKey) string {
+	if key.podKeyed() {
+		return ConflictPrefix + key.pod.Namespace + "/" + key.pod.Name
+	}
+	return ConflictPrefix + "attachments/" + strings.TrimPrefix(attachmentKey(key.att), AttachmentPrefix)
+}
+
+// conflictValue is the value of a record moved aside.
+type conflictValue struct {
+	IP          string   `json:"ip"`
+	KeptFor     string   `json:"keptFor"`
+	At          string   `json:"at"`
+	Pod         *PodName `json:"pod,omitempty"`
+	Network     string   `json:"network,omitempty"`
+	ContainerID string   `json:"containerId,omitempty"`
+	IfName      string   `json:"ifName,omitempty"`
+}
 
 // moveAside moves each losing record under ConflictPrefix, each in one
 // transaction (the copy and the delete land together or not at all). A
@@ -417,17 +466,18 @@ func (k *keeper) moveAside(cs []conflict) {
 		return
 	}
 	for _, c := range cs {
-		value, _ := json.Marshal(struct {
-			IP      string `json:"ip"`
-			KeptFor string `json:"keptFor"`
-			At      string `json:"at"`
-		}{c.rec.addr.String(), c.winner.String(), k.clock.Now().UTC().Format(time.RFC3339)})
-		ops := []kvdb.Op{kvdb.PutOp(conflictKey(c.rec.id), value), kvdb.DeleteOp(podKey(c.rec.id))}
+		v := conflictValue{IP: c.rec.addr.String(), KeptFor: c.winnerPod.String(), At: k.clock.Now().UTC().Format(time.RFC3339)}
+		if !c.rec.key.podKeyed() {
+			v.Pod = &PodName{Name: c.rec.pod.Name, Namespace: c.rec.pod.Namespace}
+			v.Network, v.ContainerID, v.IfName = c.rec.key.att.Network, c.rec.key.att.ContainerID, c.rec.key.att.IfName
+		}
+		value, _ := json.Marshal(v)
+		ops := []kvdb.Op{kvdb.PutOp(conflictKey(c.rec.key), value), kvdb.DeleteOp(c.rec.key.storeKey())}
 		ctx, cancel := k.ctx()
 		_, err := k.db.Txn(ctx, nil, ops)
 		cancel()
 		if err != nil {
-			k.log.Warn("moving a conflicting record aside failed; the next resync tries again", "pod", c.rec.id.String(), "error", err)
+			k.log.Warn("moving a conflicting record aside failed; the next resync tries again", "key", c.rec.key.String(), "error", err)
 		}
 	}
 }

@@ -1,0 +1,82 @@
+package ipam
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/contiv-ipam/agent/infra/kvdb"
+)
+
+// SchemaKey holds the version of the layout of the IPAM records in the
+// local store (a decimal number).
+const SchemaKey = "/contiv-agent/ipam/schema"
+
+// SchemaVersion is the layout this code reads and writes:
+//
+//	v1 (no SchemaKey): AllocationPrefix + "<ns>/<name>" -> the address;
+//	   CursorKey; ConflictPrefix records.
+//	v2: v1's keys, which hold the pod-keyed allocations unchanged, plus
+//	   AttachmentPrefix records (JSON) for the attachment-keyed ones.
+const SchemaVersion = 2
+
+// ErrSchemaTooNew: the local store was written by a newer agent; this
+// one refuses to start rather than overwrite what it cannot read.
+var ErrSchemaTooNew = errors.New("the local store has a newer IPAM layout than this agent supports")
+
+// checkSchema reads SchemaKey at the first resync (the store file is
+// locked by this process: its version cannot change later). A store
+// without it is v1 (or new) and is migrated to v2 in one transaction; a
+// newer or unreadable version is an error naming the key, the version
+// found and the supported one.
+func (k *keeper) checkSchema() error {
+	if k.tab != nil {
+		return nil // checked by the resync that built the table
+	}
+	ctx, cancel := k.ctx()
+	defer cancel()
+	kv, found, err := k.db.Get(ctx, SchemaKey)
+	if err != nil {
+		return fmt.Errorf("reading the IPAM schema version %s: %w", SchemaKey, err)
+	}
+	if !found {
+		return k.migrateV1()
+	}
+	v, err := strconv.Atoi(string(kv.Value))
+	switch {
+	case err != nil || v < 1:
+		return fmt.Errorf("IPAM schema version %s = %.40q: not a version (this agent supports %d)", SchemaKey, kv.Value, SchemaVersion)
+	case v > SchemaVersion:
+		return fmt.Errorf("IPAM schema version %s = %d, this agent supports %d: %w", SchemaKey, v, SchemaVersion, ErrSchemaTooNew)
+	}
+	return nil
+}
+
+// migrateV1 turns a v1 store (no SchemaKey) into a v2 one. The v1 records
+// are v2's pod-keyed records as they are, so no record is rewritten: one
+// transaction writes SchemaKey, on condition that it is still absent.
+// Records that do not parse stay where they are and are reported at
+// load, as in any version. When the transaction fails nothing changed:
+// the plugin serves the records it read, and the next start migrates.
+func (k *keeper) migrateV1() error {
+	ctx, cancel := k.ctx()
+	defer cancel()
+	kvs, _, err := k.db.List(ctx, AllocationPrefix)
+	if err != nil {
+		return fmt.Errorf("migrating the IPAM records to schema %d: reading %s: %w", SchemaVersion, AllocationPrefix, err)
+	}
+	ok, err := k.db.Txn(ctx, []kvdb.Cmp{kvdb.IfAbsent(SchemaKey)},
+		[]kvdb.Op{kvdb.PutOp(SchemaKey, []byte(strconv.Itoa(SchemaVersion)))})
+	if err != nil {
+		// Nothing changed (one transaction), and v1 records read as v2:
+		// serve, and migrate at the next start.
+		k.log.Warn("migrating the IPAM records failed; the next start migrates them", "to-schema", SchemaVersion,
+			"key", SchemaKey, "error", err)
+		return nil
+	}
+	if !ok {
+		return k.checkSchema() // written meanwhile: check what is there
+	}
+	k.log.Info("IPAM records migrated", "from-schema", 1, "to-schema", SchemaVersion, "pod-records", len(kvs), "key", SchemaKey)
+	return nil
+}
