@@ -78,17 +78,19 @@ func TestSmallPool(t *testing.T) {
 
 	var added []*libcni.RuntimeConf
 	for i := 0; i < 4; i++ {
+		g.Expect(rt.GetStatusNetworkList(ctx, list)).To(Succeed(), "STATUS with %d of 4 used", i)
 		att := attachment(t, "fill")
 		_, err := rt.AddNetworkList(ctx, list, att)
 		g.Expect(err).NotTo(HaveOccurred(), "ADD %d of 4", i+1)
 		added = append(added, att)
 	}
-	g.Expect(rt.GetStatusNetworkList(ctx, list)).To(Succeed(), "STATUS before the pool is full")
 
 	_, err := rt.AddNetworkList(ctx, list, attachment(t, "one-too-many"))
 	e := expectCode(g, err, uint(cnicodes.CodePoolExhausted))
+	g.Expect(e.Msg).To(ContainSubstring(n.subnet.String()), "the ADD error names the pod subnet")
 	t.Logf("ADD into a full pool: %v", e)
 	e = expectCode(g, rt.GetStatusNetworkList(ctx, list), uint(cnicodes.CodeNotAvailable))
+	g.Expect(e.Msg).To(ContainSubstring("no IP address is free"))
 	t.Logf("STATUS of a full pool: %v", e)
 
 	g.Expect(rt.DelNetworkList(ctx, list, added[0])).To(Succeed())

@@ -44,6 +44,11 @@ func startNode(t *testing.T, opts testenv.Options) *node {
 	a := testenv.StartAgent(t, opts)
 	n := &node{agent: a}
 	n.readSubnet(t)
+	t.Cleanup(func() {
+		if hits := a.LogMentions(t, `"level":"ERROR"`, "panic", "data race"); len(hits) > 0 {
+			t.Errorf("the agent logged errors (log in %s):\n%s", a.LogPath(), strings.Join(hits, "\n"))
+		}
+	})
 	return n
 }
 
@@ -148,15 +153,9 @@ func pluginMode(socket string, extra ...string) map[string]any {
 	return p
 }
 
-// ipamMode returns the conflist entry that runs contiv-cni as an IPAM
-// plugin: the shape cnitool and the host-local oracle use (a top-level
-// type whose ipam section names the same plugin).
-func ipamMode(socket string) map[string]any {
-	return map[string]any{"type": "contiv-cni",
-		"ipam": map[string]any{"type": "contiv-cni", "grpcServer": socket}}
-}
-
-// hostLocal returns the same shape for Debian's host-local.
+// hostLocal returns the conflist entry of Debian's host-local: IPAM only,
+// it is its own network plugin (the shape cnitool users write), with the
+// default route configured.
 func hostLocal(subnet netip.Prefix, dataDir string) map[string]any {
 	return map[string]any{"type": "host-local", "ipam": map[string]any{
 		"type": "host-local", "subnet": subnet.String(), "dataDir": dataDir,

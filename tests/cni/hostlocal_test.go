@@ -1,12 +1,17 @@
 package cni
 
 import (
+	"encoding/json"
+	"fmt"
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/containernetworking/cni/libcni"
+	"github.com/containernetworking/cni/pkg/invoke"
+	"github.com/containernetworking/cni/pkg/types"
 	. "github.com/onsi/gomega"
 
 	cnicodes "github.com/contiv-ipam/agent/plugins/podmanager/cni"
@@ -18,9 +23,10 @@ import (
 // specific" range, one code for all.
 const hostLocalCode = 999
 
-// oracle runs one operation on both IPAM plugins: contiv-cni in IPAM mode
-// against the agent, and host-local on the agent's pod subnet with its
-// own data directory; each has its own runtime cache.
+// oracle runs one operation on both plugins: contiv-cni against the agent
+// (the network plugin of the conflist, or the IPAM delegate of ptp), and
+// host-local on the agent's pod subnet with its own data directory; each
+// has its own runtime cache.
 type oracle struct {
 	n       *node
 	dataDir string
@@ -32,14 +38,16 @@ func newOracle(t *testing.T, n *node) *oracle {
 	return &oracle{n: n, dataDir: t.TempDir(), ours: newRuntime(t), theirs: newRuntime(t)}
 }
 
-// lists are the same network (name, version) for both plugins.
+// lists are the same network (name, version) for both plugins as the
+// network plugin of a conflist (the shape cnitool users write for
+// host-local: {"type":"host-local","ipam":{"type":"host-local",...}}).
 func (o *oracle) lists(t *testing.T, version string) (ours, theirs *libcni.NetworkConfigList) {
 	name := uniqueName("oracle")
-	return conflist(t, version, name, ipamMode(o.n.agent.Socket)),
+	return conflist(t, version, name, pluginMode(o.n.agent.Socket)),
 		conflist(t, version, name, hostLocal(o.n.subnet, o.dataDir))
 }
 
-// TestOracle compares contiv-cni (IPAM mode) with Debian's host-local on
+// TestOracle compares contiv-cni with Debian's host-local on
 // the same network config: result shape per version, CHECK and DEL
 // behaviour, and the error cases where the two differ on purpose
 // (README.md, "Differences from host-local"). Each difference is asserted
@@ -49,6 +57,7 @@ func TestOracle(t *testing.T) {
 	for _, v := range []string{"0.3.1", "0.4.0", "1.0.0"} {
 		t.Run("shape/"+v, func(t *testing.T) { newOracle(t, n).shape(t, v) })
 	}
+	t.Run("plugin shape", func(t *testing.T) { newOracle(t, n).pluginShape(t) })
 	t.Run("repeated ADD", func(t *testing.T) { newOracle(t, n).repeatedAdd(t) })
 	t.Run("CHECK of a released key", func(t *testing.T) { newOracle(t, n).checkReleased(t) })
 	t.Run("version 1.1.0", func(t *testing.T) { newOracle(t, n).version110(t) })
@@ -69,22 +78,50 @@ func hostLocalHeld(dataDir string) heldFunc {
 	}
 }
 
-// shape: ADD on both; the results agree on every field except the chosen
-// address and the default route's gw (ours names the gateway, host-local
-// copies the configured route, which has none); CHECK passes on both;
-// DEL, DEL again and DEL of an unknown key succeed on both.
+// delegate runs an IPAM plugin the way ptp, bridge, macvlan and ipvlan
+// do (pkg/invoke, the whole ptp config on stdin): command ADD returns the
+// result; CHECK and DEL carry prev as prevResult when given.
+func delegate(t *testing.T, command, version, network string, ipam map[string]any, rt *libcni.RuntimeConf, prev types.Result) (types.Result, error) {
+	t.Helper()
+	conf := map[string]any{"cniVersion": version, "name": network, "type": "ptp", "ipMasq": false, "ipam": ipam}
+	if prev != nil {
+		conf["prevResult"] = resultJSON(t, prev)
+	}
+	stdin, err := json.Marshal(conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plugin, err := invoke.FindInPath(fmt.Sprint(ipam["type"]), cniPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := &invoke.Args{Command: command, ContainerID: rt.ContainerID, NetNS: rt.NetNS, IfName: rt.IfName,
+		Path: strings.Join(cniPath(), string(filepath.ListSeparator))}
+	if command == "ADD" {
+		return invoke.ExecPluginWithResult(ctxT(t), plugin, stdin, args, nil)
+	}
+	return nil, invoke.ExecPluginWithoutResult(ctxT(t), plugin, stdin, args, nil)
+}
+
+// shape: both plugins as the IPAM delegate of ptp. ADD results agree on
+// every field except the chosen address and the default route's gw (ours
+// names the gateway, host-local copies the configured route, which has
+// none); CHECK with prevResult passes on both; DEL, DEL again and DEL of
+// an unknown key succeed on both and leave nothing allocated.
 func (o *oracle) shape(t *testing.T, version string) {
 	g := NewWithT(t)
-	ctx := ctxT(t)
-	ours, theirs := o.lists(t, version)
+	network := uniqueName("oracle")
+	ours := map[string]any{"type": "contiv-cni", "grpcServer": o.n.agent.Socket}
+	theirs := hostLocal(o.n.subnet, o.dataDir)["ipam"].(map[string]any)
 	att := attachment(t, "shape")
 
-	resOurs, err := o.ours.AddNetworkList(ctx, ours, att)
+	resOurs, err := delegate(t, "ADD", version, network, ours, att, nil)
 	g.Expect(err).NotTo(HaveOccurred(), "ADD contiv-cni")
-	resTheirs, err := o.theirs.AddNetworkList(ctx, theirs, att)
+	resTheirs, err := delegate(t, "ADD", version, network, theirs, att, nil)
 	g.Expect(err).NotTo(HaveOccurred(), "ADD host-local")
 	mOurs, mTheirs := resultJSON(t, resOurs), resultJSON(t, resTheirs)
 	o.n.checkIPs(g, version, mOurs, false)
+	g.Expect(mOurs).NotTo(HaveKey("interfaces"), "the IPAM result has no interfaces")
 
 	g.Expect(mTheirs["routes"]).To(Equal([]any{map[string]any{"dst": "0.0.0.0/0"}}), "host-local routes")
 	for _, m := range []map[string]any{mOurs, mTheirs} {
@@ -97,26 +134,49 @@ func (o *oracle) shape(t *testing.T, version string) {
 	}
 	g.Expect(mOurs).To(Equal(mTheirs), "contiv-cni and host-local results, address and routes aside")
 
-	if version != "0.3.1" {
-		g.Expect(o.ours.CheckNetworkList(ctx, ours, att)).To(Succeed(), "CHECK contiv-cni")
-		g.Expect(o.theirs.CheckNetworkList(ctx, theirs, att)).To(Succeed(), "CHECK host-local")
-	}
 	unknown := attachment(t, "unknown")
 	for _, side := range []struct {
-		rt   *libcni.CNIConfig
-		list *libcni.NetworkConfigList
-	}{{o.ours, ours}, {o.theirs, theirs}} {
-		what := side.list.Plugins[0].Network.Type
-		g.Expect(side.rt.DelNetworkList(ctx, side.list, att)).To(Succeed(), "DEL %s", what)
-		g.Expect(side.rt.DelNetworkList(ctx, side.list, att)).To(Succeed(), "DEL again %s", what)
-		g.Expect(side.rt.DelNetworkList(ctx, side.list, unknown)).To(Succeed(), "DEL unknown %s", what)
+		ipam map[string]any
+		prev types.Result
+	}{{ours, resOurs}, {theirs, resTheirs}} {
+		what := side.ipam["type"]
+		if version != "0.3.1" {
+			_, err := delegate(t, "CHECK", version, network, side.ipam, att, side.prev)
+			g.Expect(err).NotTo(HaveOccurred(), "CHECK %s", what)
+		}
+		for _, del := range []struct {
+			what string
+			att  *libcni.RuntimeConf
+		}{{"DEL", att}, {"DEL again", att}, {"DEL unknown", unknown}} {
+			_, err := delegate(t, "DEL", version, network, side.ipam, del.att, nil)
+			g.Expect(err).NotTo(HaveOccurred(), "%s %s", del.what, what)
+		}
 	}
-	g.Expect(o.n.inNetwork(t, ours.Name)).To(BeEmpty())
-	entries, err := os.ReadDir(filepath.Join(o.dataDir, theirs.Name))
+	g.Expect(o.n.inNetwork(t, network)).To(BeEmpty())
+	entries, err := os.ReadDir(filepath.Join(o.dataDir, network))
 	g.Expect(err).NotTo(HaveOccurred())
 	for _, e := range entries {
 		g.Expect(e.Name()).To(Or(Equal("lock"), HavePrefix("last_reserved_ip")), "host-local kept %s", e.Name())
 	}
+}
+
+// pluginShape: as the network plugin of a conflist, contiv-cni returns
+// the full result (interfaces, ips[].interface = 0) where host-local, an
+// IPAM plugin only, returns the abbreviated one.
+func (o *oracle) pluginShape(t *testing.T) {
+	g := NewWithT(t)
+	ours, theirs := o.lists(t, "1.0.0")
+	att := attachment(t, "plugin-shape")
+	resOurs, err := o.ours.AddNetworkList(ctxT(t), ours, att)
+	g.Expect(err).NotTo(HaveOccurred())
+	o.n.checkPluginResult(t, g, "1.0.0", att, resOurs)
+	resTheirs, err := o.theirs.AddNetworkList(ctxT(t), theirs, att)
+	g.Expect(err).NotTo(HaveOccurred())
+	mTheirs := resultJSON(t, resTheirs)
+	g.Expect(mTheirs).NotTo(HaveKey("interfaces"))
+	g.Expect(mTheirs["ips"]).To(ConsistOf(Not(HaveKey("interface"))))
+	g.Expect(o.ours.DelNetworkList(ctxT(t), ours, att)).To(Succeed())
+	g.Expect(o.theirs.DelNetworkList(ctxT(t), theirs, att)).To(Succeed())
 }
 
 // repeatedAdd: a second ADD of the same key is an error for host-local
