@@ -265,7 +265,7 @@ func TestTinySubnet(t *testing.T) {
 	e := expectCode(g, err, hostLocalCode)
 	g.Expect(e.Msg).To(ContainSubstring("too small"))
 
-	exit, logs := testenv.StartRefused(t, testenv.Options{Conf: map[string]string{"contiv.conf": smallPoolConf(t, "31")}})
+	logs, exit := testenv.StartRefused(t, testenv.Options{Conf: map[string]string{"contiv.conf": smallPoolConf(t, "31")}})
 	g.Expect(exit).To(HaveOccurred(), "the agent accepted podSubnetOneNodePrefixLen 31")
 	g.Expect(logs).To(ContainSubstring("podSubnetOneNodePrefixLen 31"))
 }

@@ -185,10 +185,11 @@ func (a *Agent) env() []string {
 const refuseTimeout = 60 * time.Second
 
 // StartRefused writes a config directory like StartAgent and runs the
-// agent on it, expecting it to refuse the config and exit: it returns the
-// exit error and everything the agent wrote to stderr. The test fails when
-// the agent is still running after refuseTimeout (it accepted the config).
-func StartRefused(t testing.TB, opts Options) (exit error, logs string) {
+// agent on it, expecting it to refuse the config and exit: it returns
+// everything the agent wrote to stderr and the exit error. The test fails
+// when the agent is still running after refuseTimeout (it accepted the
+// config).
+func StartRefused(t testing.TB, opts Options) (logs string, exit error) {
 	t.Helper()
 	if opts.Node == "" {
 		opts.Node = "testenv-node"
@@ -204,7 +205,7 @@ func StartRefused(t testing.TB, opts Options) (exit error, logs string) {
 	if ctx.Err() != nil {
 		t.Fatalf("the agent still ran %v after start: it accepted the config; its output: %s", refuseTimeout, out)
 	}
-	return err, string(out)
+	return string(out), err
 }
 
 // readLog keeps every log line in agent.log, forwards the parsed ones
