@@ -167,7 +167,7 @@ func (a *Agent) Start(t testing.TB) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	go a.readLog(stderr)
+	go run{cmd: cmd, logs: logs, lines: a.lines, done: a.done}.readLog(stderr)
 	a.REST = a.waitReady(t)
 }
 
@@ -208,25 +208,37 @@ func StartRefused(t testing.TB, opts Options) (logs string, exit error) {
 	return string(out), err
 }
 
+// run is one run of the agent process. Start makes a new one; the log
+// reader goroutine of a run touches only its own run, never the Agent,
+// whose fields the next Start replaces.
+type run struct {
+	cmd   *exec.Cmd
+	logs  *os.File
+	lines chan map[string]any
+	done  chan error
+}
+
 // readLog keeps every log line in agent.log, forwards the parsed ones
-// and then the exit status.
-func (a *Agent) readLog(r io.Reader) {
-	sc := bufio.NewScanner(r)
+// and then the exit status (after the log file is closed, so that a Start
+// after it never meets this run's file).
+func (r run) readLog(stderr io.Reader) {
+	sc := bufio.NewScanner(stderr)
 	sc.Buffer(make([]byte, 64*1024), 1024*1024)
 	for sc.Scan() {
-		_, _ = a.logs.Write(append(sc.Bytes(), '\n'))
+		_, _ = r.logs.Write(append(sc.Bytes(), '\n'))
 		var rec map[string]any
 		if json.Unmarshal(sc.Bytes(), &rec) != nil {
 			rec = map[string]any{"msg": sc.Text()}
 		}
 		select {
-		case a.lines <- rec:
+		case r.lines <- rec:
 		default:
 		}
 	}
-	close(a.lines)
-	a.done <- a.cmd.Wait()
-	_ = a.logs.Close()
+	close(r.lines)
+	err := r.cmd.Wait()
+	_ = r.logs.Close()
+	r.done <- err
 }
 
 // waitReady returns the REST base from the "agent ready" line, after
