@@ -2,6 +2,7 @@ package cni
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
@@ -46,19 +47,43 @@ func TestBadConfig(t *testing.T) {
 	}
 }
 
-// smallPoolConf is contiv.conf with 8 addresses per node: 4 for pods
-// (network, gateway, NAT loopback and broadcast are reserved).
-func smallPoolConf(t *testing.T, oneNodeLen string) string {
+// contivConf is conf/contiv.conf with the pod subnet's keys replaced:
+// podSubnetCIDR when podSubnet is not empty, podSubnetOneNodePrefixLen
+// when oneNodeLen is not.
+func contivConf(t *testing.T, podSubnet, oneNodeLen string) string {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "conf", "contiv.conf"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	conf := strings.Replace(string(data), "podSubnetOneNodePrefixLen: 24", "podSubnetOneNodePrefixLen: "+oneNodeLen, 1)
-	if conf == string(data) {
-		t.Fatalf("conf/contiv.conf no longer says podSubnetOneNodePrefixLen: 24; update smallPoolConf")
+	conf := string(data)
+	for _, r := range []struct{ key, old, new string }{
+		{"podSubnetCIDR", "10.1.0.0/16", podSubnet},
+		{"podSubnetOneNodePrefixLen", "24", oneNodeLen},
+	} {
+		line := r.key + ": " + r.old
+		if !strings.Contains(conf, line) {
+			t.Fatalf("conf/contiv.conf no longer says %q; update contivConf", line)
+		}
+		if r.new != "" {
+			conf = strings.Replace(conf, line, r.key+": "+r.new, 1)
+		}
 	}
 	return conf
+}
+
+// smallPoolConf is contiv.conf with a pod subnet of /oneNodeLen per node
+// (a /29 has 8 addresses: 4 for pods, as network, gateway, NAT loopback
+// and broadcast are reserved).
+func smallPoolConf(t *testing.T, oneNodeLen string) string { return contivConf(t, "", oneNodeLen) }
+
+// routedConf is contiv.conf with a pod subnet of its own for this test
+// process: the ptp tests put routes and the gateway on the host, and
+// another run of the suite on the same machine must not meet them.
+// 10.112.0.0/16 to 10.239.0.0/16 overlap none of the other subnets of
+// conf/contiv.conf (the services are 10.96.0.0/12).
+func routedConf(t *testing.T) string {
+	return contivConf(t, fmt.Sprintf("10.%d.0.0/16", 112+os.Getpid()%128), "")
 }
 
 // grpcTimeout is contiv-cni's deadline in the small-pool test.

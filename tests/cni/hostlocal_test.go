@@ -53,7 +53,7 @@ func (o *oracle) lists(t *testing.T, version string) (ours, theirs *libcni.Netwo
 // (README.md, "Differences from host-local"). Each difference is asserted
 // on both sides, so the test fails if either plugin changes.
 func TestOracle(t *testing.T) {
-	n := startNode(t, testenv.Options{})
+	n := startNode(t, testenv.Options{Conf: map[string]string{"contiv.conf": routedConf(t)}})
 	for _, v := range []string{"0.3.1", "0.4.0", "1.0.0"} {
 		t.Run("shape/"+v, func(t *testing.T) { newOracle(t, n).shape(t, v) })
 	}

@@ -81,7 +81,7 @@ func nsAddresses(t *testing.T, ns, dev string) ([]string, error) {
 // CHECK passes, and DEL removes both veth ends and the allocation.
 // TestOracle runs the same round trip with host-local.
 func TestPTPInNetns(t *testing.T) {
-	n := startNode(t, testenv.Options{})
+	n := startNode(t, testenv.Options{Conf: map[string]string{"contiv.conf": routedConf(t)}})
 	ipam := map[string]any{"type": "contiv-cni", "grpcServer": n.agent.Socket}
 	ptpRoundTrip(t, ipam, n.subnet, func(g Gomega, network string, rt *libcni.RuntimeConf, addr netip.Addr, held bool) {
 		a, ok := n.allocationOf(t, network, rt)
@@ -122,6 +122,7 @@ func ptpRoundTrip(t *testing.T, ipam map[string]any, subnet netip.Prefix, held h
 	g.Expect(subnet.Contains(addr)).To(BeTrue(), "%s in %s", pod, subnet)
 	g.Expect(r.IPs[0].Gateway.String()).To(Equal(gateway.String()))
 
+	t.Logf("%s: eth0 %s, gateway %s on the host end %s", ns, pod, gateway, hostVeth)
 	g.Expect(nsAddresses(t, ns, "eth0")).To(Equal([]string{pod.String()}), "eth0 inside %s", ns)
 	held(g, name, att, addr, true)
 
