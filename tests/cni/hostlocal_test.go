@@ -3,6 +3,7 @@ package cni
 import (
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 	"github.com/containernetworking/cni/libcni"
 	"github.com/containernetworking/cni/pkg/invoke"
 	"github.com/containernetworking/cni/pkg/types"
+	types100 "github.com/containernetworking/cni/pkg/types/100"
 	. "github.com/onsi/gomega"
 
 	cnicodes "github.com/contiv-ipam/agent/plugins/podmanager/cni"
@@ -60,6 +62,7 @@ func TestOracle(t *testing.T) {
 	t.Run("plugin shape", func(t *testing.T) { newOracle(t, n).pluginShape(t) })
 	t.Run("repeated ADD", func(t *testing.T) { newOracle(t, n).repeatedAdd(t) })
 	t.Run("CHECK of a released key", func(t *testing.T) { newOracle(t, n).checkReleased(t) })
+	t.Run("CHECK with another address", func(t *testing.T) { newOracle(t, n).checkOtherAddress(t) })
 	t.Run("version 1.1.0", func(t *testing.T) { newOracle(t, n).version110(t) })
 	t.Run("unknown version", func(t *testing.T) { newOracle(t, n).unknownVersion(t) })
 	t.Run("ptp/host-local", func(t *testing.T) {
@@ -226,17 +229,84 @@ func (o *oracle) checkReleased(t *testing.T) {
 	}
 }
 
+// checkOtherAddress: CHECK with a prevResult whose address is not the
+// one the key holds. contiv-cni compares and fails (103, naming both);
+// host-local only looks for the container ID and passes.
+func (o *oracle) checkOtherAddress(t *testing.T) {
+	g := NewWithT(t)
+	network := uniqueName("oracle")
+	ours := map[string]any{"type": "contiv-cni", "grpcServer": o.n.agent.Socket}
+	theirs := hostLocal(o.n.subnet, o.dataDir)["ipam"].(map[string]any)
+	att := attachment(t, "other-address")
+	for _, side := range []struct {
+		ipam map[string]any
+		code uint
+	}{{ours, uint(cnicodes.CodeCheckFailed)}, {theirs, 0}} {
+		what := side.ipam["type"]
+		res, err := delegate(t, "ADD", "1.0.0", network, side.ipam, att, nil)
+		g.Expect(err).NotTo(HaveOccurred(), "ADD %s", what)
+		held, moved := movedAddress(t, res, o.n.subnet)
+		_, err = delegate(t, "CHECK", "1.0.0", network, side.ipam, att, moved)
+		if side.code == 0 {
+			g.Expect(err).NotTo(HaveOccurred(), "CHECK %s with another address", what)
+		} else {
+			e := expectCode(g, err, side.code)
+			g.Expect(e.Msg).To(And(ContainSubstring(held.Addr().String()), ContainSubstring(att.ContainerID)))
+		}
+		_, err = delegate(t, "DEL", "1.0.0", network, side.ipam, att, nil)
+		g.Expect(err).NotTo(HaveOccurred(), "DEL %s", what)
+	}
+}
+
+// movedAddress returns the address of res and a copy of res whose address
+// is another one of the subnet (the last host before the broadcast and
+// NAT loopback, which nobody holds here).
+func movedAddress(t *testing.T, res types.Result, subnet netip.Prefix) (netip.Prefix, types.Result) {
+	t.Helper()
+	r, err := types100.NewResultFromResult(res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held, err := netip.ParsePrefix(r.IPs[0].Address.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := subnet.Addr()
+	for i := 0; i < 1<<(32-subnet.Bits())-3; i++ {
+		other = other.Next()
+	}
+	r.IPs[0].Address.IP = net.IP(other.AsSlice())
+	moved, err := r.GetAsVersion(res.Version())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return held, moved
+}
+
 // version110: Debian's host-local speaks up to 1.0.0 (code 1 for a 1.1.0
-// config); contiv-cni speaks 1.1.0 (TestLibCNI runs the whole sequence).
+// config); contiv-cni as the IPAM delegate answers 1.1.0 with the
+// abbreviated result (TestLibCNI runs the whole 1.1.0 sequence in plugin
+// mode).
 func (o *oracle) version110(t *testing.T) {
 	g := NewWithT(t)
-	ours, theirs := o.lists(t, "1.1.0")
+	network := uniqueName("oracle")
+	ours := map[string]any{"type": "contiv-cni", "grpcServer": o.n.agent.Socket}
+	theirs := hostLocal(o.n.subnet, o.dataDir)["ipam"].(map[string]any)
 	att := attachment(t, "v110")
-	_, err := o.theirs.AddNetworkList(ctxT(t), theirs, att)
-	expectCode(g, err, 1)
-	_, err = o.ours.AddNetworkList(ctxT(t), ours, att)
+	_, err := delegate(t, "ADD", "1.1.0", network, theirs, att, nil)
+	e := expectCode(g, err, 1)
+	g.Expect(e.Msg).To(ContainSubstring("incompatible CNI versions"))
+
+	res, err := delegate(t, "ADD", "1.1.0", network, ours, att, nil)
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(o.ours.DelNetworkList(ctxT(t), ours, att)).To(Succeed())
+	m := resultJSON(t, res)
+	o.n.checkIPs(g, "1.1.0", m, false)
+	g.Expect(m).NotTo(HaveKey("interfaces"))
+	_, err = delegate(t, "CHECK", "1.1.0", network, ours, att, res)
+	g.Expect(err).NotTo(HaveOccurred(), "CHECK")
+	_, err = delegate(t, "DEL", "1.1.0", network, ours, att, nil)
+	g.Expect(err).NotTo(HaveOccurred(), "DEL")
+	g.Expect(o.n.inNetwork(t, network)).To(BeEmpty())
 }
 
 // unknownVersion: both answer a cniVersion they do not know with code 1.
