@@ -90,6 +90,21 @@ func TestDelegatedAddAgentFailure(t *testing.T) {
 	}
 }
 
+// TestDelegatedAddUnusableReply: the agent acknowledged the ADD but its
+// reply cannot be printed: both the agent's address and the delegate's
+// lease are released before the error is returned.
+func TestDelegatedAddUnusableReply(t *testing.T) {
+	g := NewWithT(t)
+	fa, sock := startAgent(t)
+	fa.set("Add", &cni.CNIReply{})
+	logPath, calls := delegateLog(t)
+	e := run{Command: "ADD", Conf: delegateConf("1.0.0", sock),
+		Env: map[string]string{"FAKE_IPAM_LOG": logPath}}.mustFail(t)
+	g.Expect(e.Code).To(BeEquivalentTo(100))
+	g.Expect(fa.Calls()).To(Equal([]string{"Add", "Delete"}))
+	g.Expect(calls()).To(Equal([]string{"ADD", "DEL"}))
+}
+
 func TestDelegateAddFailureSkipsTheAgent(t *testing.T) {
 	g := NewWithT(t)
 	fa, sock := startAgent(t)

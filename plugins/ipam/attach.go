@@ -84,18 +84,24 @@ func checkAttachment(k podmanager.AttachmentKey) error {
 	return nil
 }
 
+// recordPod names the pod in a stored record.
+type recordPod struct {
+	Name      string `json:"name"`
+	Namespace string `json:"namespace"`
+}
+
 // attachmentRecord is the stored value of an attachment-keyed allocation.
 type attachmentRecord struct {
-	IP          string  `json:"ip"`
-	Pod         PodName `json:"pod"`
-	Network     string  `json:"network"`
-	ContainerID string  `json:"containerId"`
-	IfName      string  `json:"ifName"`
+	IP          string    `json:"ip"`
+	Pod         recordPod `json:"pod"`
+	Network     string    `json:"network"`
+	ContainerID string    `json:"containerId"`
+	IfName      string    `json:"ifName"`
 }
 
 // encodeAttachment is the stored value of an attachment's allocation.
 func encodeAttachment(k podmanager.AttachmentKey, pod podmodel.ID, a netip.Addr) []byte {
-	v, _ := json.Marshal(attachmentRecord{IP: a.String(), Pod: PodName{Name: pod.Name, Namespace: pod.Namespace},
+	v, _ := json.Marshal(attachmentRecord{IP: a.String(), Pod: recordPod{Name: pod.Name, Namespace: pod.Namespace},
 		Network: k.Network, ContainerID: k.ContainerID, IfName: k.IfName})
 	return v
 }

@@ -25,10 +25,59 @@
 //
 // Pod addresses are handed out next-fit (the first free address after the
 // last one handed out, wrapping around) by an ipalloc pool, idempotently
-// per pod, and stored in bolt under AllocationPrefix before AllocatePodIP
-// returns. With an external IPAM, a NodeUpdate that moves this node's
-// Kubernetes pod CIDR makes the plugin push PodCIDRChange, an upstream
-// resync of every handler.
+// per allocation, and stored in bolt before the caller is answered. With
+// an external IPAM, a NodeUpdate that moves this node's Kubernetes pod
+// CIDR makes the plugin push PodCIDRChange, an upstream resync of every
+// handler.
+//
+// # Allocation identity
+//
+// An allocation is keyed by the CNI primary key, podmanager.AttachmentKey
+// (network, container ID, interface name), and keeps the pod ID it was
+// made for. Pod-keyed allocations (empty attachment, identified by the pod
+// ID) remain for the pod-ID API (AllocatePodIP, ReleasePodIP), for the
+// addresses learned from Kubernetes at a restore, and for migrated v1
+// records. The table (table.go) keys its ipalloc.Keyed pool by allocKey
+// and indexes pod -> allocations. The rules:
+//
+//   - AddPod with a key that holds an address returns it (a repeated ADD).
+//     The first key of a pod that holds a pod-keyed allocation adopts it:
+//     same address, re-keyed, the pod-keyed record deleted in the batch of
+//     the new one (a leftover of a failed delete is deleted at the next
+//     restore). Otherwise next-fit.
+//   - AddPod of a pod (not podmanager.ContainerNamespace) with another
+//     container ID on the same network and interface releases the old
+//     attachment in the same batch (Contiv's obsolete pod configuration;
+//     podmanager normally deletes it first, this covers a podmanager that
+//     lost its local pods).
+//   - DeletePod releases its key only: an unknown key succeeds and releases
+//     nothing, an old container ID never releases the new container's
+//     address, and a pod-keyed allocation is never released by a DEL.
+//   - GCPods releases every attachment-keyed allocation of its network that
+//     is not in its valid list; pod-keyed allocations are untouched.
+//   - A pod deleted from Kubernetes, or absent past the grace period,
+//     loses every allocation (ReleasePodIP too). Pods in
+//     podmanager.ContainerNamespace (plain containers) are never absent and
+//     never learned from Kubernetes.
+//   - GetPodIP answers the pod's address: interface eth0's if the pod has
+//     several, else the lowest. AllocatePodIP of a pod that has an address
+//     returns it.
+//
+// # Store layout and schema
+//
+// SchemaKey holds the layout version (SchemaVersion, "2"). v2 keeps the v1
+// keys (AllocationPrefix + "<namespace>/<name>" -> the address, for
+// pod-keyed allocations; CursorKey; ConflictPrefix) and adds
+// AttachmentPrefix + "<network>/<containerID>/<ifname>" (each part
+// url.PathEscape'd) -> JSON {ip, pod {name, namespace}, network,
+// containerId, ifName}. A store without SchemaKey is v1: the first resync
+// migrates it with one transaction that writes SchemaKey if it is still
+// absent (v1 records are v2 pod-keyed records as they are, so none is
+// rewritten and nothing can be lost). A failed migration changes nothing:
+// the plugin serves the records and the next start migrates. A newer (or
+// unreadable) version is refused: the first resync fails fatally with an
+// error naming the key and both versions, and nothing is written. A
+// record that does not parse is logged and left in place.
 //
 // # One writer
 //
@@ -37,7 +86,12 @@
 // is decided by one owner, the keeper (keeper.go): one goroutine that takes
 // requests from a channel in arrival order and alone touches the table of
 // pod addresses (table.go), the view of the Kubernetes pods, the absence
-// clocks and the records still to delete. The derived addressing (subnets,
+// clocks and the records still to delete. CNI events (AddPod, DeletePod,
+// GCPods) reach it through keeper.submit from the event loop: the handler
+// fills the reply from the in-memory decision and the CNI reply waits
+// (ev.Await) for the durable outcome. Every request names its pod
+// (request.pod) and touches only that pod's records, except GC, which is
+// served like a resync (reqGC). The derived addressing (subnets,
 // gateway, node addresses) is an immutable state value, replaced whole at
 // each resync through an atomic pointer and read by any caller.
 //
@@ -60,7 +114,8 @@
 //     back leaves the address reserved for its pod (unsure), and that
 //     pod's next allocation stores the record again before it answers.
 //  3. A request for a pod that already has a write in the current batch
-//     waits for the batch: a release never overtakes a store.
+//     waits for the batch: a release never overtakes a store (Revert of an
+//     AddPod included).
 //  4. A released address stays held until its delete is durable; then
 //     next-fit reaches it only after the rest of the window.
 //  5. A resync and a read wait for the writes in flight, so a resync
@@ -94,4 +149,13 @@
 //  4. Call AllocatePodIP and ReleasePodIP from any goroutine once a resync
 //     has run; errors name the pod and the address. An error wrapping
 //     ipalloc.ErrPoolExhausted means the pod subnet is full.
+//  5. podmanager pushes AddPod, DeletePod and GCPods as blocking events
+//     and, after WaitDone, calls Wait: the handlers Await the durable
+//     outcome. Their errors wrap podmanager.ErrTryAgain (no node ID or pod
+//     subnet yet), podmanager.ErrBadRequest (an incomplete or too long
+//     attachment key, bad ipamData) or ipalloc.ErrPoolExhausted.
+//     AttachmentIP and FreeAddresses (podmanager.IPAM, for CHECK and
+//     STATUS) may be called from any goroutine.
+//  6. A store of an unknown newer SchemaVersion makes the first resync
+//     fail fatally: run the newer agent, or move the file aside.
 package ipam

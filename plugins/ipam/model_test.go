@@ -2,6 +2,7 @@ package ipam_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
@@ -16,7 +17,8 @@ import (
 	podmodel "github.com/contiv-ipam/agent/plugins/ksr/model/pod"
 )
 
-// The model test: workers allocate and release pod addresses while
+// The model test: workers allocate (through the pod-ID API or an AddPod
+// of the pod's attachment) and release pod addresses while
 // resyncs run and the store fails a fraction of the writes (before or
 // after applying them) and of the read-backs. After every round, and
 // after a restart on the same bolt file, the invariants must hold:
@@ -171,16 +173,31 @@ func runWorker(i *ipam.Plugin, m *model, w int, seed uint64) error {
 			continue
 		}
 		m.create(id)
-		ip, err := i.AllocatePodIP(id, "", "")
-		s := ""
-		if err == nil {
-			s = ip.String()
+		s, err := modelAllocate(i, id, rng.IntN(2) == 0)
+		if err != nil {
+			s = ""
 		}
 		if err := m.allocated(id, s, err); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// modelAllocate gives the pod an address through the pod-ID API or
+// through an AddPod of its one attachment (which adopts a pod-keyed
+// allocation, and which AllocatePodIP answers afterwards): either way the
+// pod holds one address.
+func modelAllocate(i *ipam.Plugin, id podmodel.ID, cni bool) (string, error) {
+	if !cni {
+		ip, err := i.AllocatePodIP(id, "", "")
+		if err != nil {
+			return "", err
+		}
+		return ip.String(), nil
+	}
+	ev, err := addPod(i, id, att(id.Name, "eth0"))
+	return addr(ev), err
 }
 
 // resyncLoop runs remote DB resyncs and healing resyncs until stop.
@@ -213,19 +230,13 @@ func checkModel(g Gomega, i *ipam.Plugin, db kvdb.Broker, m *model, when string)
 		g.Expect(dup).To(BeFalse(), "%s: %s held by %s and %s in memory", when, a.MainIP, prev, id)
 		owners[a.MainIP] = id
 	}
-	kvs, _, err := db.List(context.Background(), ipam.AllocationPrefix)
-	g.Expect(err).NotTo(HaveOccurred())
 	rec := map[podmodel.ID]string{}
 	byIP := map[string]string{}
-	for _, kv := range kvs {
-		prev, dup := byIP[string(kv.Value)]
-		g.Expect(dup).To(BeFalse(), "%s: %s stored for %s and %s", when, kv.Value, prev, kv.Key)
-		byIP[string(kv.Value)] = kv.Key
-		var id podmodel.ID
-		_, err := fmt.Sscanf(kv.Key[len(ipam.AllocationPrefix):], "model/%s", &id.Name)
-		g.Expect(err).NotTo(HaveOccurred())
-		id.Namespace = "model"
-		rec[id] = string(kv.Value)
+	for key, r := range storedModel(g, db) {
+		prev, dup := byIP[r.ip]
+		g.Expect(dup).To(BeFalse(), "%s: %s stored for %s and %s", when, r.ip, prev, key)
+		byIP[r.ip] = key
+		rec[r.pod] = r.ip
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -239,6 +250,40 @@ func checkModel(g Gomega, i *ipam.Plugin, db kvdb.Broker, m *model, when string)
 	for id, ip := range rec {
 		g.Expect(mem).To(HaveKeyWithValue(id, ip), "%s: bolt holds %s for %s, memory does not", when, ip, id)
 	}
+}
+
+// modelRecord is one stored allocation of the model's pods.
+type modelRecord struct {
+	pod podmodel.ID
+	ip  string
+}
+
+// storedModel reads the pod-keyed and the attachment records by key.
+func storedModel(g Gomega, db kvdb.Broker) map[string]modelRecord {
+	out := map[string]modelRecord{}
+	kvs, _, err := db.List(context.Background(), ipam.AllocationPrefix)
+	g.Expect(err).NotTo(HaveOccurred())
+	for _, kv := range kvs {
+		var id podmodel.ID
+		_, err := fmt.Sscanf(kv.Key[len(ipam.AllocationPrefix):], "model/%s", &id.Name)
+		g.Expect(err).NotTo(HaveOccurred())
+		id.Namespace = "model"
+		out[kv.Key] = modelRecord{pod: id, ip: string(kv.Value)}
+	}
+	kvs, _, err = db.List(context.Background(), ipam.AttachmentPrefix)
+	g.Expect(err).NotTo(HaveOccurred())
+	for _, kv := range kvs {
+		var v struct {
+			IP  string `json:"ip"`
+			Pod struct {
+				Name      string `json:"name"`
+				Namespace string `json:"namespace"`
+			} `json:"pod"`
+		}
+		g.Expect(json.Unmarshal(kv.Value, &v)).To(Succeed())
+		out[kv.Key] = modelRecord{pod: podmodel.ID{Name: v.Pod.Name, Namespace: v.Pod.Namespace}, ip: v.IP}
+	}
+	return out
 }
 
 func allocationsOf(g Gomega, i *ipam.Plugin) []ipam.PodAllocation {

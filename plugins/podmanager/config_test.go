@@ -1,6 +1,7 @@
 package podmanager
 
 import (
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -75,4 +76,36 @@ func TestConfigFile(t *testing.T) {
 			g.Expect(got).To(Equal(tc.want))
 		})
 	}
+}
+
+// TestLoadConfigLooksAtTheSocket: the socket path is
+// looked at before any plugin's Init; a stale socket is left for AfterInit.
+func TestLoadConfigLooksAtTheSocket(t *testing.T) {
+	g := NewWithT(t)
+	dir := t.TempDir()
+	live := filepath.Join(dir, "live.sock")
+	ln, err := net.Listen("unix", live)
+	g.Expect(err).NotTo(HaveOccurred())
+	defer func() { _ = ln.Close() }()
+	stale := filepath.Join(dir, "stale.sock")
+	sl, err := net.ListenUnix("unix", &net.UnixAddr{Name: stale, Net: "unix"})
+	g.Expect(err).NotTo(HaveOccurred())
+	sl.SetUnlinkOnClose(false)
+	g.Expect(sl.Close()).To(Succeed())
+	file := filepath.Join(dir, "file")
+	g.Expect(os.WriteFile(file, nil, 0o600)).To(Succeed())
+
+	load := func(path string) error {
+		c := DefaultConfig()
+		c.SocketPath = path
+		return NewPlugin(UseConf(c)).LoadConfig()
+	}
+	g.Expect(load(live)).To(MatchError(ErrSocketInUse))
+	g.Expect(load(file)).To(MatchError(ErrNotSocket))
+	g.Expect(load(stale)).To(Succeed())
+	g.Expect(load(filepath.Join(dir, "absent", "cni.sock"))).To(Succeed())
+	_, err = os.Lstat(stale)
+	g.Expect(err).NotTo(HaveOccurred(), "LoadConfig removes nothing")
+	_, err = os.Stat(filepath.Join(dir, "absent"))
+	g.Expect(os.IsNotExist(err)).To(BeTrue(), "LoadConfig creates nothing")
 }
