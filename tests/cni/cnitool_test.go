@@ -69,7 +69,7 @@ func (c *cnitool) run(t *testing.T, cmd, netns string, env ...string) (string, s
 	return stdout.String(), stderr.String(), err
 }
 
-// containerID is the ID cnitool derives from the netns path: "cnitool-"
+// cnitoolContainerID is the ID cnitool derives from the netns path: "cnitool-"
 // and the hex of the first 10 bytes of its SHA-512.
 func cnitoolContainerID(netns string) string {
 	sum := sha512.Sum512([]byte(netns))

@@ -144,7 +144,8 @@ func uniqueName(prefix string) string {
 	return fmt.Sprintf("%s-%d-%d", prefix, os.Getpid(), seq.Add(1))
 }
 
-// plugin returns the conflist entry of contiv-cni as the network plugin.
+// pluginMode returns the conflist entry of contiv-cni as the network
+// plugin; extra are key, value pairs added to it (grpcTimeout).
 func pluginMode(socket string, extra ...string) map[string]any {
 	p := map[string]any{"type": "contiv-cni", "grpcServer": socket}
 	for i := 0; i+1 < len(extra); i += 2 {
