@@ -13,6 +13,7 @@ package testenv
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -152,11 +153,7 @@ func (a *Agent) Start(t testing.TB) {
 	t.Helper()
 	cmd := exec.Command(bins.Agent)
 	cmd.Dir = a.Dir
-	cmd.Env = append(os.Environ(), "CONFIG_DIR="+a.Dir, "LOG_FORMAT=json",
-		"MICROSERVICE_LABEL="+a.opts.Node, "HTTP_PORT=", "ETCD_ENDPOINTS=", "INITIAL_LOGLVL=",
-		// A killed agent's presence lease blocks its restart for a TTL.
-		"NODESYNC_PRESENCE_TTL=2s")
-	cmd.Env = append(cmd.Env, a.opts.Env...)
+	cmd.Env = a.env()
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -170,29 +167,78 @@ func (a *Agent) Start(t testing.TB) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	go a.readLog(stderr)
+	go run{cmd: cmd, logs: logs, lines: a.lines, done: a.done}.readLog(stderr)
 	a.REST = a.waitReady(t)
 }
 
+// env is the environment of the agent process.
+func (a *Agent) env() []string {
+	env := append(os.Environ(), "CONFIG_DIR="+a.Dir, "LOG_FORMAT=json",
+		"MICROSERVICE_LABEL="+a.opts.Node, "HTTP_PORT=", "ETCD_ENDPOINTS=", "INITIAL_LOGLVL=",
+		// A killed agent's presence lease blocks its restart for a TTL.
+		"NODESYNC_PRESENCE_TTL=2s")
+	return append(env, a.opts.Env...)
+}
+
+// refuseTimeout bounds StartRefused: an agent still running then has
+// accepted the config.
+const refuseTimeout = 60 * time.Second
+
+// StartRefused writes a config directory like StartAgent and runs the
+// agent on it, expecting it to refuse the config and exit: it returns
+// everything the agent wrote to stderr and the exit error. The test fails
+// when the agent is still running after refuseTimeout (it accepted the
+// config).
+func StartRefused(t testing.TB, opts Options) (logs string, exit error) {
+	t.Helper()
+	if opts.Node == "" {
+		opts.Node = "testenv-node"
+	}
+	dir := t.TempDir()
+	a := &Agent{Dir: dir, Socket: filepath.Join(dir, "cni.sock"), opts: opts}
+	a.writeConfig(t)
+	ctx, cancel := context.WithTimeout(context.Background(), refuseTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bins.Agent)
+	cmd.Dir, cmd.Env = a.Dir, a.env()
+	out, err := cmd.CombinedOutput()
+	if ctx.Err() != nil {
+		t.Fatalf("the agent still ran %v after start: it accepted the config; its output: %s", refuseTimeout, out)
+	}
+	return string(out), err
+}
+
+// run is one run of the agent process. Start makes a new one; the log
+// reader goroutine of a run touches only its own run, never the Agent,
+// whose fields the next Start replaces.
+type run struct {
+	cmd   *exec.Cmd
+	logs  *os.File
+	lines chan map[string]any
+	done  chan error
+}
+
 // readLog keeps every log line in agent.log, forwards the parsed ones
-// and then the exit status.
-func (a *Agent) readLog(r io.Reader) {
-	sc := bufio.NewScanner(r)
+// and then the exit status (after the log file is closed, so that a Start
+// after it never meets this run's file).
+func (r run) readLog(stderr io.Reader) {
+	sc := bufio.NewScanner(stderr)
 	sc.Buffer(make([]byte, 64*1024), 1024*1024)
 	for sc.Scan() {
-		_, _ = a.logs.Write(append(sc.Bytes(), '\n'))
+		_, _ = r.logs.Write(append(sc.Bytes(), '\n'))
 		var rec map[string]any
 		if json.Unmarshal(sc.Bytes(), &rec) != nil {
 			rec = map[string]any{"msg": sc.Text()}
 		}
 		select {
-		case a.lines <- rec:
+		case r.lines <- rec:
 		default:
 		}
 	}
-	close(a.lines)
-	a.done <- a.cmd.Wait()
-	_ = a.logs.Close()
+	close(r.lines)
+	err := r.cmd.Wait()
+	_ = r.logs.Close()
+	r.done <- err
 }
 
 // waitReady returns the REST base from the "agent ready" line, after
