@@ -25,6 +25,7 @@ type pipeline struct {
 	queued   map[podmodel.ID]int // deferred requests, per lane
 	barrier  *request            // a barrier request waiting for an idle pipeline
 	sweepDue bool                // the sweep timer fired; the sweep waits like a barrier
+	rearm    bool                // a barrier or a sweep ran: set the sweep timer again
 	waiting  atomic.Int64        // requests taken that wait behind the commit in flight
 }
 
@@ -137,12 +138,29 @@ func (k *keeper) advance() {
 	}
 	if r := p.barrier; r != nil {
 		p.barrier = nil
+		p.rearm = true
 		k.runNow(r)
 	}
 	if p.sweepDue {
-		p.sweepDue = false
+		p.sweepDue, p.rearm = false, true
 		k.releaseAbsent()
 	}
+}
+
+// rearmSweep sets the sweep timer when it is not set, and after a
+// barrier or a sweep. armSweep scans every absent pod, so it does not run
+// for every request: between barriers and sweeps the absent pods only
+// change in ways that need no earlier timer. A pod becomes absent "now",
+// after every pod already absent; a pod that stops being absent may leave
+// the timer early, and an early sweep releases nothing and sets the
+// timer again.
+func (k *keeper) rearmSweep() {
+	p := &k.pipe
+	if p.sweepDue || (!p.rearm && k.sweep.c != nil) {
+		return
+	}
+	p.rearm = false
+	k.armSweep()
 }
 
 // undefer decides, in arrival order, the deferred requests that need no
