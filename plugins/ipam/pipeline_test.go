@@ -53,11 +53,14 @@ func newPipe(t *testing.T) *pipe {
 	return p
 }
 
-// hold submits pod1's allocation and waits until its commit is held.
+// hold submits pod1's allocation and waits until its commit is held and
+// its decision answered (a keeper that answers only durable outcomes
+// fails here).
 func (p *pipe) hold(g Gomega) ipam.Submitted {
-	s := ipam.SubmitAllocation(p.ipam, pod1)
-	g.Expect(s.Err).NotTo(HaveOccurred())
+	dec := submitAsync(func() ipam.Submitted { return ipam.SubmitAllocation(p.ipam, pod1) })
 	g.Eventually(p.gate.entered).WithTimeout(10 * time.Second).Should(Receive())
+	s := received(g, dec)
+	g.Expect(s.Err).NotTo(HaveOccurred())
 	return s
 }
 
