@@ -196,13 +196,18 @@ func (k *keeper) unqueue(lane podmodel.ID) {
 }
 
 // dispatch sends the open batch, with the cursor and the retried deletes,
-// to a committer goroutine, and opens the next batch.
+// to a committer goroutine, and opens the next batch. Without a store
+// (memory is the store) the batch is settled at once.
 func (k *keeper) dispatch() {
 	p := &k.pipe
 	b := p.open
 	p.open, p.inflight = newBatch(), b
 	k.prepare(b)
 	ws := b.writes
+	if k.db == nil {
+		k.finish(k.storeAll(ws))
+		return
+	}
 	go func() { p.results <- k.storeAll(ws) }()
 }
 
