@@ -26,7 +26,7 @@ type pipeline struct {
 	barrier  *request            // a barrier request waiting for an idle pipeline
 	sweepDue bool                // the sweep timer fired; the sweep waits like a barrier
 	rearm    bool                // a barrier or a sweep ran: set the sweep timer again
-	waiting  atomic.Int64        // requests taken that wait behind the commit in flight
+	waiting  atomic.Int64        // work waiting behind the commit in flight (publishWaiting)
 }
 
 func newPipeline() pipeline {
@@ -43,12 +43,15 @@ func (p *pipeline) idle() bool {
 	return p.inflight == nil && len(p.open.writes) == 0 && len(p.deferred) == 0
 }
 
-// publishWaiting counts, for the tests, the requests taken from the
-// channel that wait behind the commit in flight: deferred, held behind a
-// barrier, or decided into the open batch.
+// publishWaiting counts, for the tests, the work that waits behind the
+// commit in flight: requests taken from the channel (deferred, held as a
+// barrier, or decided into the open batch) and a due sweep.
 func (p *pipeline) publishWaiting() {
 	n := len(p.deferred) + len(p.open.lanes)
 	if p.barrier != nil {
+		n++
+	}
+	if p.sweepDue {
 		n++
 	}
 	p.waiting.Store(int64(n))

@@ -13,6 +13,7 @@ import (
 	"github.com/contiv-ipam/agent/infra/kvdb"
 	"github.com/contiv-ipam/agent/plugins/controller/api"
 	"github.com/contiv-ipam/agent/plugins/ipam"
+	podmodel "github.com/contiv-ipam/agent/plugins/ksr/model/pod"
 )
 
 // Each test here holds the commit of one batch in flight (a faultDB gate
@@ -297,4 +298,50 @@ func TestARequestThatNeedsNoWriteHasItsOutcomeAtOnce(t *testing.T) {
 	gone := ipam.SubmitRelease(p.ipam, pod4) // holds nothing: no write
 	_, err = gone.Final(ctx)
 	g.Expect(err).NotTo(HaveOccurred())
+}
+
+func TestASweepDueDuringACommitRunsAfterIt(t *testing.T) {
+	g := NewWithT(t)
+	fdb, db := boltFaults(t)
+	gone := podmodel.ID{Name: "gone", Namespace: "default"}
+	g.Expect(db.Put(context.Background(), podKey(gone), []byte("1.2.128.11"))).To(Succeed())
+	gt := newGate(podKey(pod1))
+	heldAtSweep := make(chan bool, 1)
+	var held sync.Mutex // held while pod1's commit waits in the gate
+	fdb.setDecide(func(ops []kvdb.Op) fault {
+		if touches(ops, podKey(gone)) {
+			locked := !held.TryLock()
+			if !locked {
+				held.Unlock()
+			}
+			heldAtSweep <- locked
+			return pass
+		}
+		if touches(ops, podKey(pod1)) {
+			held.Lock()
+			defer held.Unlock()
+		}
+		return gt.decide(ops)
+	})
+	clk := newFakeClock()
+	f := mustFixture(t, fixtureOpts{db: fdb, clock: clk, grace: time.Minute}, kubePods())
+	t.Cleanup(func() {
+		select {
+		case gt.open <- pass:
+		default:
+		}
+	})
+	alloc := submitAsync(func() ipam.Submitted { return ipam.SubmitAllocation(f.ipam, pod1) })
+	g.Eventually(gt.entered).WithTimeout(10 * time.Second).Should(Receive())
+	g.Expect(received(g, alloc).Err).NotTo(HaveOccurred())
+
+	clk.Advance(time.Minute) // the grace period of "gone" ends
+	g.Eventually(func() int { return ipam.QueuedRequests(f.ipam) }).WithTimeout(10*time.Second).Should(Equal(1),
+		"the sweep is due and waits for the commit")
+	gt.open <- pass
+	var sweptWhileHeld bool
+	g.Eventually(heldAtSweep).WithTimeout(10 * time.Second).Should(Receive(&sweptWhileHeld))
+	g.Expect(sweptWhileHeld).To(BeFalse(), "two commits at once")
+	g.Eventually(func() string { return stored(g, db, gone) }).WithTimeout(10 * time.Second).Should(BeEmpty())
+	g.Expect(f.ipam.GetPodIP(gone)).To(BeNil())
 }
