@@ -345,3 +345,37 @@ func TestASweepDueDuringACommitRunsAfterIt(t *testing.T) {
 	g.Eventually(func() string { return stored(g, db, gone) }).WithTimeout(10 * time.Second).Should(BeEmpty())
 	g.Expect(f.ipam.GetPodIP(gone)).To(BeNil())
 }
+
+func TestTheDeleteOfAStaleRecordRidesWithTheNextBatch(t *testing.T) {
+	g := NewWithT(t)
+	fdb, db := boltFaults(t)
+	stale := podmodel.ID{Name: "stale", Namespace: "default"}
+	g.Expect(db.Put(context.Background(), podKey(stale), []byte("9.9.9.9"))).To(Succeed()) // outside the pod subnet
+	var mu sync.Mutex
+	var failed bool
+	var carried [][]kvdb.Op
+	fdb.setDecide(func(ops []kvdb.Op) fault {
+		mu.Lock()
+		defer mu.Unlock()
+		if !touches(ops, podKey(stale)) {
+			return pass
+		}
+		if !failed {
+			failed = true
+			return failBefore // the resync's delete fails
+		}
+		carried = append(carried, ops)
+		return pass
+	})
+	f := mustFixture(t, fixtureOpts{db: fdb}, nil)
+	g.Expect(stored(g, db, stale)).To(Equal("9.9.9.9"), "the resync could not delete it")
+
+	s := ipam.SubmitAllocation(f.ipam, pod1)
+	_, err := final(s)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(stored(g, db, stale)).To(BeEmpty(), "deleted with the allocation's batch")
+	mu.Lock()
+	defer mu.Unlock()
+	g.Expect(carried).To(HaveLen(1))
+	g.Expect(touches(carried[0], podKey(pod1))).To(BeTrue())
+}
