@@ -379,3 +379,28 @@ func TestTheDeleteOfAStaleRecordRidesWithTheNextBatch(t *testing.T) {
 	g.Expect(carried).To(HaveLen(1))
 	g.Expect(touches(carried[0], podKey(pod1))).To(BeTrue())
 }
+
+func TestDeferredRequestsOfAPodKeepTheirOrder(t *testing.T) {
+	g := NewWithT(t)
+	p := newPipe(t)
+	first := p.hold(g)
+	release := submitAsync(func() ipam.Submitted { return ipam.SubmitRelease(p.ipam, pod1) })
+	g.Eventually(func() int { return ipam.QueuedRequests(p.ipam) }).WithTimeout(10 * time.Second).Should(Equal(1))
+	again := submitAsync(func() ipam.Submitted { return ipam.SubmitAllocation(p.ipam, pod1) })
+	g.Eventually(func() int { return ipam.QueuedRequests(p.ipam) }).WithTimeout(10 * time.Second).Should(Equal(2))
+	other := ipam.SubmitAllocation(p.ipam, pod2)
+	g.Expect(other.Err).NotTo(HaveOccurred(), "another pod is decided meanwhile")
+
+	p.gate.open <- pass
+	_, err := final(first)
+	g.Expect(err).NotTo(HaveOccurred())
+	rel := received(g, release)
+	_, err = final(rel)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(rel.Addr).To(Equal(first.Addr))
+	alloc := received(g, again)
+	a, err := final(alloc)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(ipOf(p.ipam.GetPodIP(pod1)).String()).To(Equal(a.String()), "the release came first, the allocation last")
+	g.Expect(stored(g, p.db, pod1)).To(Equal(a.String()))
+}
