@@ -1,9 +1,13 @@
 package ipam
 
 import (
+	"context"
+	"net/netip"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	podmodel "github.com/contiv-ipam/agent/plugins/ksr/model/pod"
 )
 
 // Test hooks, compiled into the tests only.
@@ -33,4 +37,30 @@ func AllocationsOf(p *Plugin) Allocations { return p.allocations() }
 func KubeStateIsLive(p *Plugin) (live bool) {
 	p.keeper.read(func(*table) { live = p.keeper.view.live })
 	return live
+}
+
+// Submitted is what the AddPod handler gets from the keeper: the
+// in-memory decision (Addr or Err) at once, and Final, which waits for
+// the durable outcome.
+type Submitted struct {
+	Addr  netip.Addr
+	Err   error
+	Final func(ctx context.Context) (netip.Addr, error)
+}
+
+// SubmitAllocation submits an allocation the way the AddPod handler does.
+func SubmitAllocation(p *Plugin, id podmodel.ID) Submitted {
+	return submitted(p.keeper.submit(&request{kind: reqAllocate, pod: id}))
+}
+
+// SubmitRelease submits a release the way the DeletePod handler does.
+func SubmitRelease(p *Plugin, id podmodel.ID) Submitted {
+	return submitted(p.keeper.submit(&request{kind: reqRelease, pod: id}))
+}
+
+func submitted(dec reply, final func(ctx context.Context) reply) Submitted {
+	return Submitted{Addr: dec.addr, Err: dec.err, Final: func(ctx context.Context) (netip.Addr, error) {
+		rep := final(ctx)
+		return rep.addr, rep.err
+	}}
 }

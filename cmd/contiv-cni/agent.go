@@ -1,0 +1,81 @@
+package main
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/containernetworking/cni/pkg/types"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	"github.com/contiv-ipam/agent/plugins/podmanager/cni"
+)
+
+// agent is the connection to the agent's RemoteCNI service for one call
+// of contiv-cni. It is owned by the command that opened it and closed by
+// it; it is not shared.
+type agent struct {
+	conf   *Config
+	conn   *grpc.ClientConn
+	client cni.RemoteCNIClient
+}
+
+// dialAgent prepares the connection; grpc.NewClient does not connect, the
+// first call does (and fails fast when nobody listens).
+func dialAgent(conf *Config) (*agent, error) {
+	conn, err := grpc.NewClient(conf.Target,
+		grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, confError("grpcServer", conf.Server, err.Error())
+	}
+	return &agent{conf: conf, conn: conn, client: cni.NewRemoteCNIClient(conn)}, nil
+}
+
+// Close closes the connection.
+func (a *agent) Close() error { return a.conn.Close() }
+
+// rpc is one method of the RemoteCNI client.
+type rpc[Req any] func(ctx context.Context, req Req, opts ...grpc.CallOption) (*cni.CNIReply, error)
+
+// call runs one RPC under the config's timeout and turns every failure
+// into a *types.Error: code 11 when the agent is unreachable or too slow,
+// the reply's error_code (100 when 0) when the agent says ERROR.
+func call[Req any](ctx context.Context, a *agent, name string, method rpc[Req], req Req) (*cni.CNIReply, error) {
+	ctx, cancel := context.WithTimeout(ctx, a.conf.Timeout)
+	defer cancel()
+	reply, err := method(ctx, req)
+	if err != nil {
+		return nil, a.transportError(name, err)
+	}
+	if reply.GetResult() == cni.CNIReply_ERROR {
+		code := reply.GetErrorCode()
+		if code == 0 {
+			code = cni.CodeInternal
+		}
+		msg := reply.GetError()
+		if msg == "" {
+			msg = fmt.Sprintf("the agent's %s failed without a message", name)
+		}
+		return nil, types.NewError(uint(code), msg, "")
+	}
+	return reply, nil
+}
+
+// transportError maps a gRPC failure: unreachable, refused, deadline and
+// cancellation are "try again later" (11); anything else (an agent too old
+// for the call, an internal gRPC error) is ours (100).
+func (a *agent) transportError(name string, err error) *types.Error {
+	st := status.Convert(err)
+	switch st.Code() {
+	case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled:
+		return types.NewError(types.ErrTryAgainLater,
+			fmt.Sprintf("agent unreachable at grpcServer %q (%s, timeout %s): %s: %s; try again later",
+				a.conf.Server, name, a.conf.Timeout, st.Code(), st.Message()), "")
+	default:
+		return types.NewError(uint(cni.CodeInternal),
+			fmt.Sprintf("agent at grpcServer %q failed %s: %s: %s",
+				a.conf.Server, name, st.Code(), st.Message()), "")
+	}
+}

@@ -1,0 +1,30 @@
+package main
+
+import (
+	"github.com/containernetworking/cni/pkg/skel"
+	cniversion "github.com/containernetworking/cni/pkg/version"
+)
+
+// Set by the Makefile (-ldflags -X).
+var (
+	version   = "dev"
+	commit    = "unknown"
+	buildDate = "unknown"
+)
+
+// SupportedVersions are the CNI spec versions contiv-cni speaks.
+var SupportedVersions = []string{"0.3.1", "0.4.0", "1.0.0", "1.1.0"}
+
+func main() {
+	skel.PluginMainFuncs(skel.CNIFuncs{
+		Add:    cmdAdd,
+		Del:    cmdDel,
+		Check:  cmdCheck,
+		GC:     cmdGC,
+		Status: cmdStatus,
+	}, cniversion.PluginSupports(SupportedVersions...), about())
+}
+
+func about() string {
+	return "contiv-cni " + version + " (commit " + commit + ", built " + buildDate + ")"
+}
