@@ -18,6 +18,7 @@ import (
 	"github.com/contiv-ipam/agent/plugins/contivconf"
 	"github.com/contiv-ipam/agent/plugins/controller"
 	"github.com/contiv-ipam/agent/plugins/ipam"
+	"github.com/contiv-ipam/agent/plugins/podmanager"
 )
 
 // validator is a plugin config that checks itself.
@@ -35,6 +36,7 @@ var sampleLoaders = map[string]func() validator{
 	"controller.conf": func() validator { c := controller.DefaultConfig(); return &c },
 	"contiv.conf":     func() validator { c := contivconf.DefaultConfig(); return &c },
 	"ipam.conf":       func() validator { c := ipam.DefaultConfig(); return &c },
+	"podmanager.conf": func() validator { c := podmanager.DefaultConfig(); return &c },
 }
 
 // TestShippedConfigFilesDecode checks that every .conf in the repository
@@ -77,8 +79,9 @@ func TestShippedConfigFilesDecode(t *testing.T) {
 	}
 }
 
-// TestRunConfigDiffersWhereItMust pins the two values `make run` depends on:
-// the embedded etcd and a bolt file under ./_data (no root paths).
+// TestRunConfigDiffersWhereItMust pins the values `make run` depends on:
+// the embedded etcd, a bolt file and the CNI socket under ./_data (no root
+// paths).
 func TestRunConfigDiffersWhereItMust(t *testing.T) {
 	root := repoRoot(t)
 	e := etcd.DefaultConfig()
@@ -99,6 +102,11 @@ func TestRunConfigDiffersWhereItMust(t *testing.T) {
 	mustDecode(t, filepath.Join(root, "conf", "bolt.conf"), &b)
 	if !strings.HasPrefix(b.DBPath, "_data/") {
 		t.Errorf("conf/bolt.conf: db-path=%q, want a file under _data/", b.DBPath)
+	}
+	pm := podmanager.DefaultConfig()
+	mustDecode(t, filepath.Join(root, "conf", "podmanager.conf"), &pm)
+	if !strings.HasPrefix(pm.SocketPath, "_data/") {
+		t.Errorf("conf/podmanager.conf: socketPath=%q, want a socket under _data/", pm.SocketPath)
 	}
 }
 
@@ -203,14 +211,14 @@ func readReadme(t *testing.T) string {
 }
 
 // TestHandlerOrder asserts the handler order declared in
-// addControllerAndHandlers: contivconf, nodesync, ipam.
+// addControllerAndHandlers: contivconf, nodesync, podmanager, ipam.
 func TestHandlerOrder(t *testing.T) {
 	a := newContivAgent(logging.NewRegistry(), health.BuildInfo{})
 	var got []string
 	for _, h := range a.Controller.EventHandlers {
 		got = append(got, h.String())
 	}
-	want := []string{"contivconf", "nodesync", "ipam"}
+	want := []string{"contivconf", "nodesync", "podmanager", "ipam"}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("handlers %v, want %v", got, want)
 	}

@@ -29,6 +29,7 @@ var configFlags = map[string]string{
 	"controller-config": "controller.conf",
 	"contiv-config":     "contiv.conf",
 	"ipam-config":       "ipam.conf",
+	"podmanager-config": "podmanager.conf",
 }
 
 // agentEnv is the environment of a test run of the binary: the variables

@@ -14,6 +14,7 @@ import (
 	"github.com/contiv-ipam/agent/plugins/controller"
 	"github.com/contiv-ipam/agent/plugins/ipam"
 	"github.com/contiv-ipam/agent/plugins/nodesync"
+	"github.com/contiv-ipam/agent/plugins/podmanager"
 )
 
 // pluginName names the top-level plugin (and its logger).
@@ -34,6 +35,7 @@ type ContivAgent struct {
 	Controller   *controller.Plugin
 	ContivConf   *contivconf.Plugin
 	NodeSync     *nodesync.Plugin
+	PodManager   *podmanager.Plugin
 	IPAM         *ipam.Plugin
 }
 
@@ -83,13 +85,19 @@ func newContivAgent(reg *logging.Registry, build health.BuildInfo) *ContivAgent 
 // gives them; nodesync also pushes events from its own goroutine, through
 // a controller.LoopRef given to it and to the controller at construction
 // (that breaks the cycle "the controller calls the handlers, the handlers
-// push events into the controller"). The
+// push events into the controller"); podmanager pushes the CNI calls'
+// events through the same LoopRef. The
 // handlers run in this order (reversed for deletions), declared here once
 // and asserted by TestHandlerOrder:
 //   - contivconf: first, so that everyone sees this node's config;
 //   - nodesync: claims the node ID and knows every node; before ipam,
 //     which reads the node ID and follows NodeUpdate events;
-//   - ipam: derives the addresses from the config and the node ID.
+//   - podmanager: records the local pod of an AddPod before ipam
+//     allocates, so that a failing ipam reverts the record (RevertOnFailure
+//     reverts the handlers that ran before the failing one); DeletePod
+//     runs in reverse, so ipam releases before podmanager forgets;
+//   - ipam: derives the addresses from the config and the node ID, and
+//     allocates and releases pod addresses on AddPod, DeletePod, GCPods.
 func (a *ContivAgent) addControllerAndHandlers(reg *logging.Registry) {
 	loop := &controller.LoopRef{}
 	a.ContivConf = contivconf.NewPlugin(contivconf.UseDeps(func(d *contivconf.Deps) {
@@ -110,13 +118,25 @@ func (a *ContivAgent) addControllerAndHandlers(reg *logging.Registry) {
 		d.LocalDB = a.Bolt
 		d.HTTP, d.Metrics, d.StatusCheck = a.HTTP, a.Metrics, a.Health
 	}))
+	a.PodManager = podmanager.NewPlugin(podmanager.UseDeps(func(d *podmanager.Deps) {
+		d.LogRegistry = reg
+		d.EventLoop, d.IPAM = loop, ipamForCNI(a.IPAM)
+		d.Metrics, d.StatusCheck = a.Metrics, a.Health
+	}))
 	a.Controller = controller.NewPlugin(controller.UseLoopRef(loop),
-		controller.UseHandlers(a.ContivConf, a.NodeSync, a.IPAM),
+		controller.UseHandlers(a.ContivConf, a.NodeSync, a.PodManager, a.IPAM),
 		controller.UseDeps(func(d *controller.Deps) {
 			d.LogRegistry = reg
 			d.RemoteDB, d.LocalDB = a.ETCD, a.Bolt
 			d.HTTP, d.Metrics, d.StatusCheck = a.HTTP, a.Metrics, a.Health
 		}))
+}
+
+// ipamForCNI is the ipam plugin's podmanager.IPAM (CHECK and STATUS read
+// it), nil while the plugin does not implement it.
+func ipamForCNI(p any) podmanager.IPAM {
+	i, _ := p.(podmanager.IPAM)
+	return i
 }
 
 // Init has nothing to do: the plugins it lists are initialised before it.

@@ -62,6 +62,7 @@ func writeRunConfig(t *testing.T, dir, httpEndpoint string) {
 		"embedded-data-dir: "+filepath.Join(dir, "etcd")+"\n"+
 		"embedded-client-url: http://127.0.0.1:0\nembedded-peer-url: http://127.0.0.1:0\n")
 	writeFile(t, filepath.Join(dir, "bolt.conf"), "db-path: "+filepath.Join(dir, "data", "bolt.db")+"\n")
+	writeFile(t, filepath.Join(dir, "podmanager.conf"), "socketPath: "+filepath.Join(dir, "cni.sock")+"\n")
 }
 
 func writeFile(t *testing.T, path, content string) {

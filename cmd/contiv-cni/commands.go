@@ -106,7 +106,7 @@ func (inv *invocation) add(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	res, err := toResult(reply, inv.conf.Mode, inv.args, inv.conf.CNIVersion)
+	res, err := toResult(reply, inv.conf.Mode, inv.args)
 	if err != nil {
 		return err
 	}

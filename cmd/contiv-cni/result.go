@@ -22,8 +22,12 @@ func replyError(field, value, reason string) *types.Error {
 // plugin mode it has one interface (CNI_IFNAME in CNI_NETNS) and every
 // address points at it; in IPAM mode it is the abbreviated IPAM result:
 // no interfaces, no ips[].interface.
-func toResult(reply *cni.CNIReply, mode Mode, args *skel.CmdArgs, cniVersion string) (*types100.Result, error) {
-	res := &types100.Result{CNIVersion: cniVersion}
+//
+// The result is in the library's current version; types.PrintResult
+// converts it to the call's version (0.3.1 and 0.4.0 add ips[].version).
+// Building it with the call's version would skip that conversion.
+func toResult(reply *cni.CNIReply, mode Mode, args *skel.CmdArgs) (*types100.Result, error) {
+	res := &types100.Result{CNIVersion: types100.ImplementedSpecVersion}
 	var iface *int
 	if mode == ModePlugin {
 		res.Interfaces = []*types100.Interface{{

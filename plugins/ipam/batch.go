@@ -4,6 +4,7 @@ import (
 	"bytes"
 
 	"github.com/contiv-ipam/agent/infra/kvdb"
+	podmodel "github.com/contiv-ipam/agent/plugins/ksr/model/pod"
 )
 
 // outcome is what became of one write.
@@ -35,6 +36,9 @@ type batch struct {
 	writes []write
 	keys   map[string]struct{}
 	cursor bool // an allocation moved the cursor
+	// lanes has the lane of every request with a write in the batch (see
+	// request.lane), released when the batch's outcome is known.
+	lanes []podmodel.ID
 }
 
 func newBatch() *batch { return &batch{keys: map[string]struct{}{}} }
@@ -52,16 +56,23 @@ func (b *batch) add(w write) {
 }
 
 // flush stores b (with the cursor, and the stale records still to delete)
-// and reports every outcome.
+// and reports every outcome, on the calling goroutine. The keeper calls
+// it only while nothing is in flight (the sweep of absent pods).
 func (k *keeper) flush(b *batch) {
 	if len(b.writes) == 0 {
 		return
 	}
+	k.prepare(b)
+	k.commit(b.writes)
+}
+
+// prepare adds to a batch about to be stored the cursor (when an
+// allocation moved it) and the retried deletes of stale records.
+func (k *keeper) prepare(b *batch) {
 	if b.cursor && k.tab != nil && !k.tab.externalMode() {
 		b.add(write{op: kvdb.PutOp(CursorKey, []byte(k.tab.pool.Pool().Cursor().String())), done: func(outcome, error) {}})
 	}
 	k.addRetries(b)
-	k.commit(b.writes)
 }
 
 // addRetries adds the deletes of stale records that an earlier resync
@@ -78,19 +89,42 @@ func (k *keeper) addRetries(b *batch) {
 	}
 }
 
-// commit stores ws, at most MaxTxnOps per transaction, and calls every
-// write's done. A write that reached the store is no longer stale.
+// commit stores ws on the calling goroutine and calls every write's
+// done (resyncs and sweeps, which run while nothing is in flight).
 func (k *keeper) commit(ws []write) {
-	for len(ws) > 0 {
-		n := min(len(ws), kvdb.MaxTxnOps)
-		outs, err := k.store(ws[:n])
-		for i, w := range ws[:n] {
-			if outs[i] == durable {
-				delete(k.retry, w.op.Key)
-			}
-			w.done(outs[i], err)
+	k.settle(ws, k.storeAll(ws))
+}
+
+// stored is the outcome of storing a list of writes: one outcome and
+// one error (nil when durable at the first try) per write.
+type stored struct {
+	outs []outcome
+	errs []error
+}
+
+// storeAll stores ws, at most MaxTxnOps per transaction. It touches no
+// state of the keeper: the committer goroutine runs it.
+func (k *keeper) storeAll(ws []write) stored {
+	res := stored{outs: make([]outcome, 0, len(ws)), errs: make([]error, len(ws))}
+	for from := 0; from < len(ws); from += kvdb.MaxTxnOps {
+		to := min(from+kvdb.MaxTxnOps, len(ws))
+		outs, err := k.store(ws[from:to])
+		res.outs = append(res.outs, outs...)
+		for i := from; i < to; i++ {
+			res.errs[i] = err
 		}
-		ws = ws[n:]
+	}
+	return res
+}
+
+// settle reports the outcome of every write, on the keeper's goroutine. A
+// write that reached the store is no longer stale.
+func (k *keeper) settle(ws []write, res stored) {
+	for i, w := range ws {
+		if res.outs[i] == durable {
+			delete(k.retry, w.op.Key)
+		}
+		w.done(res.outs[i], res.errs[i])
 	}
 }
 

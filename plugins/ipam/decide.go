@@ -46,6 +46,7 @@ func (k *keeper) allocate(r *request, b *batch) {
 			r.answer(reply{err: fmt.Errorf("pod %s: address %s: %w: %w", r.pod, d.addr, errUnknownOutcome, err)})
 		}
 	}})
+	r.decided(reply{addr: d.addr})
 }
 
 // errUnknownOutcome wraps the error of a write whose outcome could not be
@@ -78,6 +79,7 @@ func (k *keeper) release(r *request, b *batch) {
 			r.answer(reply{addr: a, held: true, err: fmt.Errorf("pod %s: address %s not released: %w: %w", r.pod, a, errUnknownOutcome, err)})
 		}
 	}})
+	r.decided(reply{addr: a, held: true})
 }
 
 // seen notes a pod of the Kubernetes state: it is not absent.

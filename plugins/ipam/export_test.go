@@ -12,8 +12,10 @@ import (
 
 // Test hooks, compiled into the tests only.
 
-// QueuedRequests is the number of requests waiting for the keeper.
-func QueuedRequests(p *Plugin) int { return len(p.keeper.reqs) }
+// QueuedRequests is the number of requests waiting for the keeper: queued
+// in its channel, or taken and waiting behind the commit in flight
+// (deferred, behind a barrier, or decided into the next batch).
+func QueuedRequests(p *Plugin) int { return len(p.keeper.reqs) + int(p.keeper.pipe.waiting.Load()) }
 
 // Clock is the keeper's time source.
 type Clock interface {

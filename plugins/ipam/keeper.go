@@ -28,7 +28,9 @@ type keeper struct {
 	stopped chan struct{}
 	running atomic.Bool
 
-	// Owned by run.
+	// Owned by run, but for pipe.results (the committer sends the
+	// outcomes of the batch in flight) and pipe.waiting (atomic).
+	pipe   pipeline
 	tab    *table                    // nil before the first resync
 	view   kubeView                  // the pods of the Kubernetes state
 	absent map[podmodel.ID]time.Time // held pods the live view lacks, since
@@ -59,16 +61,39 @@ const (
 	reqRead
 )
 
-// request is one call to the keeper; reply is buffered so that run never
-// blocks on a caller.
+// barrier tells whether a request of this kind runs alone: once nothing
+// is in flight, the open batch is committed and nothing is deferred; the
+// requests queued behind it wait in the channel meanwhile. A kind that
+// reads or rebuilds the whole table is a barrier.
+func (kind reqKind) barrier() bool {
+	return kind == reqResync || kind == reqRead
+}
+
+// waitsForWrites tells whether a request of this kind waits for the
+// pending writes of its pod (see request.lane). A kind that neither
+// writes nor reads the pod's address need not (a pod seen in Kubernetes
+// only stops its grace period); it still keeps its order behind the
+// deferred requests of its pod.
+func (kind reqKind) waitsForWrites() bool { return kind != reqPodSeen }
+
+// request is one call to the keeper. dec and reply are buffered so that
+// run never blocks on a caller; submit makes them.
 type request struct {
 	kind  reqKind
 	pod   podmodel.ID
 	data  string // ipamData with an external IPAM
 	rs    *resyncInput
 	read  func(t *table)
-	reply chan reply
+	dec   chan reply // the in-memory decision
+	reply chan reply // the durable outcome
+	// decSent: the decision was sent (owned by run).
+	decSent bool
 }
+
+// lane is what orders the requests of one pod: a request waits for the
+// pending writes of its lane (see pipeline.go). Every write a request
+// adds must be for a key that only requests of its lane write.
+func (r *request) lane() podmodel.ID { return r.pod }
 
 // reply answers a request.
 type reply struct {
@@ -77,7 +102,22 @@ type reply struct {
 	err  error
 }
 
-func (r *request) answer(rep reply) { r.reply <- rep }
+// decided sends the in-memory decision of r, once; a request whose
+// decision needs a write sends it when it adds the write.
+func (r *request) decided(rep reply) {
+	if r.decSent {
+		return
+	}
+	r.decSent = true
+	r.dec <- rep
+}
+
+// answer sends the durable outcome of r, and the decision too when it was
+// not sent before (a request that needs no write: final == decision).
+func (r *request) answer(rep reply) {
+	r.decided(rep)
+	r.reply <- rep
+}
 
 // errClosed answers the requests of a stopped keeper.
 var errClosed = errors.New("IPAM is closed")
@@ -89,8 +129,9 @@ var errNotStarted = errors.New("IPAM is not started (AfterInit not called)")
 // wait to enqueue (back-pressure).
 const queueLen = 1024
 
-// maxServe bounds the requests served in a row before the run loop looks
-// at its timers and stop channel again.
+// maxServe bounds the requests taken in a row before the run loop looks
+// at the outcome of the commit in flight, its timers and its stop channel
+// again.
 const maxServe = 4 * maxBatch
 
 func newKeeper(db kvdb.Broker, cfg Config, log *slog.Logger, clk clock, m *ipamMetrics) *keeper {
@@ -103,6 +144,7 @@ func newKeeper(db kvdb.Broker, cfg Config, log *slog.Logger, clk clock, m *ipamM
 		young:   map[podmodel.ID]time.Time{},
 		retry:   map[string]struct{}{},
 		sweep:   sweepTimer{clock: clk},
+		pipe:    newPipeline(),
 	}
 }
 
@@ -114,8 +156,10 @@ func (k *keeper) start() {
 	go k.run()
 }
 
-// close stops the goroutine after the request it is serving and waits for
-// it; requests still queued fail with errClosed. It is idempotent.
+// close stops the goroutine and waits for it: the commit in flight
+// finishes and its callers get their outcome; the requests decided into
+// the next batch, deferred, or still queued fail with errClosed. It is
+// idempotent.
 func (k *keeper) close() {
 	if !k.running.Load() {
 		return
@@ -128,28 +172,10 @@ func (k *keeper) close() {
 	<-k.stopped
 }
 
-// do sends r to the keeper and waits for the answer.
+// do sends r to the keeper and waits for its durable outcome.
 func (k *keeper) do(r *request) reply {
-	if !k.running.Load() {
-		return reply{err: errNotStarted}
-	}
-	r.reply = make(chan reply, 1)
-	select {
-	case k.reqs <- r:
-	case <-k.stopped:
-		return reply{err: errClosed}
-	}
-	select {
-	case rep := <-r.reply:
-		return rep
-	case <-k.stopped:
-		select {
-		case rep := <-r.reply:
-			return rep
-		default:
-			return reply{err: errClosed}
-		}
-	}
+	_, final := k.submit(r)
+	return final(context.Background())
 }
 
 // read runs fn on the table in the keeper's goroutine, after the writes
@@ -158,25 +184,34 @@ func (k *keeper) read(fn func(t *table)) {
 	k.do(&request{kind: reqRead, read: fn})
 }
 
+// run is the keeper's goroutine: it decides requests while at most one
+// batch is being committed (see pipeline.go).
 func (k *keeper) run() {
 	defer close(k.stopped)
 	defer k.sweep.stopTimer()
 	for {
+		k.advance()
+		if !k.pipe.sweepDue {
+			k.armSweep()
+		}
+		k.pipe.publishWaiting()
 		if k.stopping() {
-			k.failQueued()
+			k.shutdown()
 			return
 		}
 		select {
-		case r := <-k.reqs:
-			k.serve(r)
+		case r := <-k.intake():
+			k.take(r)
+			k.takeQueued()
+		case res := <-k.pipe.results:
+			k.finish(res)
 		case <-k.sweep.c:
 			k.sweep.fired()
-			k.releaseAbsent()
+			k.pipe.sweepDue = true
 		case <-k.stop:
-			k.failQueued()
+			k.shutdown()
 			return
 		}
-		k.armSweep()
 	}
 }
 
@@ -192,36 +227,6 @@ func (k *keeper) failQueued() {
 	}
 }
 
-// serve decides r and whatever is queued behind it, in order. Allocations
-// and releases of different pods join one batch, stored with one write
-// (one fsync); a request for a pod already in the batch, a resync and a
-// read first wait for the batch to be durable.
-func (k *keeper) serve(r *request) {
-	b := newBatch()
-	for n := 0; r != nil; n++ {
-		switch r.kind {
-		case reqResync, reqRead:
-			k.flush(b)
-			b = newBatch()
-			k.runNow(r)
-		case reqPodSeen:
-			k.seen(r.pod)
-			r.answer(reply{})
-		default:
-			if b.has(podKey(r.pod)) || b.full() {
-				k.flush(b)
-				b = newBatch()
-			}
-			k.decide(r, b)
-		}
-		r = nil
-		if n < maxServe && !k.stopping() {
-			r = k.next()
-		}
-	}
-	k.flush(b)
-}
-
 // stopping tells whether close has begun.
 func (k *keeper) stopping() bool {
 	select {
@@ -229,16 +234,6 @@ func (k *keeper) stopping() bool {
 		return true
 	default:
 		return false
-	}
-}
-
-// next takes a queued request without waiting.
-func (k *keeper) next() *request {
-	select {
-	case r := <-k.reqs:
-		return r
-	default:
-		return nil
 	}
 }
 

@@ -1,0 +1,66 @@
+// Command fakeipam is a tiny host-local-like IPAM plugin for the tests of
+// contiv-cni's external IPAM delegation. It appends each CNI_COMMAND it
+// receives to $FAKE_IPAM_LOG, fails with code 42 when $FAKE_IPAM_FAIL
+// names the command, and answers ADD with 10.9.0.5/24 via 10.9.0.1 in the
+// config's version.
+package main
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"strings"
+
+	"github.com/containernetworking/cni/pkg/skel"
+	"github.com/containernetworking/cni/pkg/types"
+	types100 "github.com/containernetworking/cni/pkg/types/100"
+	"github.com/containernetworking/cni/pkg/version"
+)
+
+func record(cmd string) error {
+	if path := os.Getenv("FAKE_IPAM_LOG"); path != "" {
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+		if err != nil {
+			return err
+		}
+		if _, err := fmt.Fprintln(f, cmd); err != nil {
+			_ = f.Close()
+			return err
+		}
+		if err := f.Close(); err != nil {
+			return err
+		}
+	}
+	if strings.EqualFold(os.Getenv("FAKE_IPAM_FAIL"), cmd) {
+		return types.NewError(42, "fake IPAM failed "+cmd, "")
+	}
+	return nil
+}
+
+func add(args *skel.CmdArgs) error {
+	if err := record("ADD"); err != nil {
+		return err
+	}
+	conf, err := (&version.ConfigDecoder{}).Decode(args.StdinData)
+	if err != nil {
+		return err
+	}
+	addr, err := types.ParseCIDR("10.9.0.5/24")
+	if err != nil {
+		return err
+	}
+	res := &types100.Result{CNIVersion: types100.ImplementedSpecVersion, IPs: []*types100.IPConfig{{
+		Address: *addr, Gateway: net.ParseIP("10.9.0.1"),
+	}}}
+	return types.PrintResult(res, conf)
+}
+
+func main() {
+	skel.PluginMainFuncs(skel.CNIFuncs{
+		Add:    add,
+		Del:    func(*skel.CmdArgs) error { return record("DEL") },
+		Check:  func(*skel.CmdArgs) error { return record("CHECK") },
+		GC:     func(*skel.CmdArgs) error { return record("GC") },
+		Status: func(*skel.CmdArgs) error { return record("STATUS") },
+	}, version.All, "fakeipam")
+}

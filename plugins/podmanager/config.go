@@ -1,0 +1,69 @@
+package podmanager
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"github.com/contiv-ipam/agent/infra"
+	"github.com/contiv-ipam/agent/infra/config"
+)
+
+// DefaultSocketPath is where the agent serves the CNI API by default.
+const DefaultSocketPath = "/var/run/contiv/cni.sock"
+
+// maxSocketPath is the longest unix socket path the kernel accepts
+// (sun_path is 108 bytes including the terminating NUL).
+const maxSocketPath = 107
+
+// Config is podmanager.conf: where and how the CNI API is served.
+type Config struct {
+	// SocketPath is the unix socket contiv-cni dials. A relative path is
+	// relative to the agent's working directory. Its directory is created
+	// (mode 0700) when missing; the socket itself is always mode 0600.
+	SocketPath string `json:"socketPath"`
+	// RequestTimeout bounds one call inside the agent: the events it
+	// pushes and the durable writes it waits for. The client's own
+	// deadline applies on top.
+	RequestTimeout time.Duration `json:"requestTimeout"`
+}
+
+// DefaultConfig returns the defaults: /var/run/contiv/cni.sock, 10s.
+func DefaultConfig() Config {
+	return Config{SocketPath: DefaultSocketPath, RequestTimeout: 10 * time.Second}
+}
+
+// Validate names every bad key and value.
+func (c *Config) Validate() error {
+	var errs []error
+	switch {
+	case c.SocketPath == "":
+		errs = append(errs, errors.New(`socketPath "": want the path of a unix socket`))
+	case len(c.SocketPath) > maxSocketPath:
+		errs = append(errs, fmt.Errorf("socketPath %q: %d bytes, a unix socket path has at most %d",
+			c.SocketPath, len(c.SocketPath), maxSocketPath))
+	case filepath.Base(c.SocketPath) == "." || filepath.Base(c.SocketPath) == "/" || c.SocketPath[len(c.SocketPath)-1] == '/':
+		errs = append(errs, fmt.Errorf("socketPath %q: want a file name, not a directory", c.SocketPath))
+	}
+	if c.RequestTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("requestTimeout %s: want a positive duration", c.RequestTimeout))
+	}
+	return errors.Join(errs...)
+}
+
+var _ infra.ConfigLoader = (*Plugin)(nil)
+
+// LoadConfig decodes and validates podmanager.conf before any plugin's
+// Init, so that a bad file is refused before the socket is created.
+func (p *Plugin) LoadConfig() error { return p.loaded.Load(p.decodeConfig) }
+
+// loadConfig returns LoadConfig's config, else decodes it now (without
+// the agent's LoadConfig phase, as in unit tests).
+func (p *Plugin) loadConfig() (Config, error) { return p.loaded.Get(p.decodeConfig) }
+
+// decodeConfig is the config given with UseConf, else podmanager.conf on
+// top of the defaults.
+func (p *Plugin) decodeConfig() (Config, error) {
+	return config.LoadOrFixed(p.Cfg, p.fixedConf, DefaultConfig())
+}

@@ -1,0 +1,104 @@
+// Package podmanager serves the agent's CNI API (cni.RemoteCNI: Add,
+// Delete, Check, GC, Status) over gRPC on a unix socket, turns Add,
+// Delete and GC into the blocking AddPod, DeletePod and GCPods events of
+// the controller's loop, and records the pods connected on this node.
+//
+// # The socket
+//
+// AfterInit creates socketPath (podmanager.conf) with mode 0600 and serves
+// it; its directory is created with mode 0700 when missing. The socket is
+// created in a fresh private directory (0700) beside the path, chmod-ed,
+// then hard-linked to the path: no other user can connect at any moment,
+// no umask is touched, and link(2) never replaces a file that appeared
+// meanwhile. What is at the path first decides:
+//
+//   - nothing: fine;
+//   - a socket nobody accepts on (connection refused): stale, removed;
+//   - a socket that accepts: ErrSocketInUse, naming the path (another
+//     agent serves it), and the agent does not start;
+//   - anything else (a file, a directory, a symlink): ErrNotSocket, naming
+//     the path; it is never removed.
+//
+// Close first ends every call in flight (they answer code 11, "try again
+// later": nothing of them was acknowledged), stops the server gracefully
+// (at most gracefulStopTimeout, then cuts the connections) and removes the
+// socket file if it is still the one it created.
+//
+// # A call
+//
+//  1. The request is validated: container_id, interface_name and
+//     network_name must be set; extra_arguments ("K=V;K=V", CNI_ARGS) must
+//     be pairs. K8S_POD_NAME and K8S_POD_NAMESPACE give the pod ID (both or
+//     neither; other keys are ignored); without them the pod ID is
+//     {ContainerNamespace, container ID}. A bad request is ErrBadRequest,
+//     naming the field and the value, and never reaches the loop.
+//  2. The call's context is the RPC's, bounded by requestTimeout and by
+//     the plugin's life (Close).
+//  3. Add: if the pod is recorded with another container (Contiv's
+//     obsolete pod configuration), a DeletePod is pushed for each of the
+//     old container's attachments and waited for (durable) first. Then the
+//     AddPod is pushed; the loop runs podmanager's Update (records the
+//     pod), then IPAM's (allocates, fills the outputs, Awaits the durable
+//     write). The call waits for the event, then for its Pendings, and
+//     only then replies with the interfaces and routes of the event: an
+//     acknowledged address is durable. If the loop finds the pod recorded
+//     with another container after all (a concurrent Add won), podmanager's
+//     Update fails with errObsoletePod and the call deletes and pushes
+//     again (at most maxObsoleteRounds rounds).
+//  4. Delete: one DeletePod for the key (an unknown key is OK); a release
+//     whose Pending fails is an ERROR (CodeInternal): it is not
+//     acknowledged.
+//  5. Check and Status read IPAM (Deps.IPAM) outside the loop: Check fails
+//     with CodeCheckFailed when the key holds no address or, with prev_ips,
+//     another one (compared without the prefix length); Status fails with
+//     CodeNotAvailable when IPAM cannot allocate (not ready) or no address
+//     is free.
+//  6. GC: one GCPods for the network and its valid attachments.
+//  7. Errors become codes in one place (errorCode): ErrTryAgain, a
+//     deadline, a closed or full event loop: CodeTryAgainLater;
+//     ErrBadRequest: CodeBadRequest; ipalloc.ErrPoolExhausted:
+//     CodePoolExhausted; anything else CodeInternal. The reply's text
+//     names the method and the cause. The gRPC error is always nil.
+//
+// A call that timed out may still be processed by the loop later (an
+// allocation can be made after the client gave up). Nothing was
+// acknowledged: the runtime's retry of the same key gets the same address,
+// and its DEL releases it.
+//
+// # State and owners
+//
+//   - The local pods (podTable): owned by the event loop. Only
+//     podmanager's Update (AddPod records, DeletePod and GCPods forget) and
+//     Revert (undoes the AddPod that a later handler failed) change them;
+//     GetLocalPods and the obsolete check of Add read copies under the
+//     table's mutex. Resyncs keep them: there is no container runtime to
+//     list here, so after a restart the table starts empty and fills with
+//     the next Adds; IPAM itself releases the allocation of a pod that is
+//     gone (its restore and reconciliation with the Kubernetes state), and
+//     an obsolete container from before the restart is not detected here.
+//   - The config, metrics and the life context: set by Init, read-only
+//     afterwards.
+//   - The gRPC server and the socket: set by AfterInit, stopped by Close,
+//     both under Plugin.mu. Each call runs on its own gRPC goroutine and
+//     touches only its own event; the event's outputs are read after the
+//     loop is done with it.
+//
+// # Caller duties
+//
+//  1. Wire EventLoop (the controller, through a controller.LoopRef),
+//     IPAM (for Check and Status), Metrics and StatusCheck, and register
+//     the plugin as an event handler after nodesync and before ipam, so
+//     that the pod is recorded before IPAM allocates and a failing IPAM
+//     reverts the record.
+//  2. Let the agent call LoadConfig, Init, AfterInit (creates the socket)
+//     and Close (removes it).
+//  3. Handlers of AddPod, DeletePod and GCPods (IPAM) fill the outputs
+//     and Await what the reply must wait for; they wrap ErrTryAgain,
+//     ErrBadRequest or ipalloc.ErrPoolExhausted to choose the code.
+//  4. Call GetLocalPods from any goroutine.
+//
+// Health: StatusCheck hears init until the socket serves, ok while it
+// does, error if serving stops early and after Close. Metrics:
+// contiv_podmanager_requests_total{method,code} and
+// contiv_podmanager_request_duration_seconds{method}.
+package podmanager

@@ -1,0 +1,57 @@
+package podmanager
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Method label values of the metrics (the RemoteCNI methods).
+const (
+	methodAdd    = "add"
+	methodDelete = "delete"
+	methodCheck  = "check"
+	methodGC     = "gc"
+	methodStatus = "status"
+)
+
+// podmanagerMetrics are the plugin's Prometheus metrics; they count even
+// when no registry is wired.
+type podmanagerMetrics struct {
+	requests *prometheus.CounterVec
+	latency  *prometheus.HistogramVec
+}
+
+func newPodmanagerMetrics() *podmanagerMetrics {
+	return &podmanagerMetrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "contiv_podmanager_requests_total",
+			Help: "CNI calls answered on the socket, by method and CNI error code (0: OK; 11: try again later; 100 and above: the agent's own codes).",
+		}, []string{"method", "code"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "contiv_podmanager_request_duration_seconds",
+			Help: "Time from receiving a CNI call to answering it, by method (an Add includes its durable write).",
+			Buckets: []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
+				0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10},
+		}, []string{"method"}),
+	}
+}
+
+// observe counts one answered call.
+func (m *podmanagerMetrics) observe(method string, code uint32, took time.Duration) {
+	m.requests.WithLabelValues(method, strconv.FormatUint(uint64(code), 10)).Inc()
+	m.latency.WithLabelValues(method).Observe(took.Seconds())
+}
+
+// Describe implements prometheus.Collector.
+func (m *podmanagerMetrics) Describe(ch chan<- *prometheus.Desc) {
+	m.requests.Describe(ch)
+	m.latency.Describe(ch)
+}
+
+// Collect implements prometheus.Collector.
+func (m *podmanagerMetrics) Collect(ch chan<- prometheus.Metric) {
+	m.requests.Collect(ch)
+	m.latency.Collect(ch)
+}
