@@ -37,9 +37,9 @@ type client struct {
 	rng    *rand.Rand
 	ledger *Ledger
 	next   int // attempt counter: container IDs are unique per Add
-	// lastErr is the last failed call, for the message of a cycle in
-	// which nothing was acknowledged.
-	lastErr error
+	// firstErr is the first failed call of the cycle, for the message
+	// of a cycle in which nothing was acknowledged.
+	firstErr error
 }
 
 func newClient(id int, seed uint64) *client {
@@ -72,7 +72,9 @@ func (c *client) run(rc cni.RemoteCNIClient, stop <-chan struct{}, acked func())
 			acked()
 			continue
 		}
-		c.lastErr = err
+		if c.firstErr == nil {
+			c.firstErr = err
+		}
 		if transportFailed(err) {
 			return
 		}

@@ -91,6 +91,7 @@ func runCycle(t *testing.T, a *testenv.Agent, clients []*client, d time.Duration
 	var once sync.Once
 	var wg sync.WaitGroup
 	for i, c := range clients {
+		c.firstErr = nil
 		rc := cni.NewRemoteCNIClient(conns[i])
 		wg.Go(func() { c.run(rc, stop, func() { once.Do(func() { close(first) }) }) })
 	}
@@ -113,7 +114,7 @@ func runCycle(t *testing.T, a *testenv.Agent, clients []*client, d time.Duration
 		_ = conn.Close()
 	}
 	if early != "" {
-		t.Fatalf("%s; last errors: %v; agent log %s", early, lastErrors(clients), a.LogPath())
+		t.Fatalf("%s; first errors: %v; agent log %s", early, firstErrors(clients), a.LogPath())
 	}
 	a.Start(t)
 	return time.Since(killed)
@@ -219,11 +220,11 @@ func ledgers(clients []*client) []*Ledger {
 	return out
 }
 
-func lastErrors(clients []*client) []string {
+func firstErrors(clients []*client) []string {
 	var out []string
 	for _, c := range clients {
-		if c.lastErr != nil {
-			out = append(out, c.lastErr.Error())
+		if c.firstErr != nil {
+			out = append(out, c.firstErr.Error())
 		}
 	}
 	return out[:min(3, len(out))]
