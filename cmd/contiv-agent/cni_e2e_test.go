@@ -87,3 +87,27 @@ func TestAgentBinaryServesCNIAddOnItsSocket(t *testing.T) {
 	_, err = os.Lstat(sock)
 	g.Expect(os.IsNotExist(err)).To(BeTrue(), "the socket is removed at exit: %v", err)
 }
+
+// TestSecondAgentOnTheSameSocketExitsBeforeCreatingAnything: a second
+// agent whose podmanager.conf names the socket of a running agent exits 1
+// naming the socket, before its etcd or bolt files exist.
+func TestSecondAgentOnTheSameSocketExitsBeforeCreatingAnything(t *testing.T) {
+	g := NewWithT(t)
+	dir1 := t.TempDir()
+	writeRunConfig(t, dir1, "127.0.0.1:0")
+	first := startAgent(t, dir1)
+	first.waitReady(t)
+	sock := filepath.Join(dir1, "cni.sock")
+
+	dir2 := t.TempDir()
+	writeRunConfig(t, dir2, "127.0.0.1:0")
+	writeFile(t, filepath.Join(dir2, "podmanager.conf"), "socketPath: "+sock+"\n")
+	code, out := runToExit(t, dir2, []string{"-config-dir", dir2}, "MICROSERVICE_LABEL=e2e-node-2")
+	g.Expect(code).To(Equal(1), out)
+	g.Expect(out).To(And(ContainSubstring(sock), ContainSubstring("another agent serves it")))
+	for _, p := range []string{filepath.Join(dir2, "data", "bolt.db"), filepath.Join(dir2, "etcd")} {
+		_, err := os.Stat(p)
+		g.Expect(os.IsNotExist(err)).To(BeTrue(), "%s must not exist: %v", p, err)
+	}
+	g.Expect(first.stop(t)).To(Succeed())
+}

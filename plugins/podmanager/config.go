@@ -55,8 +55,21 @@ func (c *Config) Validate() error {
 var _ infra.ConfigLoader = (*Plugin)(nil)
 
 // LoadConfig decodes and validates podmanager.conf before any plugin's
-// Init, so that a bad file is refused before the socket is created.
-func (p *Plugin) LoadConfig() error { return p.loaded.Load(p.decodeConfig) }
+// Init, and looks at socketPath without changing anything: a socket
+// another agent serves, or a path that is not a socket, stops the agent
+// before any plugin has created anything. (AfterInit checks again, and
+// only then replaces a stale socket.)
+func (p *Plugin) LoadConfig() error {
+	if err := p.loaded.Load(p.decodeConfig); err != nil {
+		return err
+	}
+	cfg, err := p.loadConfig()
+	if err != nil {
+		return err
+	}
+	_, err = probeSocket(cfg.SocketPath)
+	return err
+}
 
 // loadConfig returns LoadConfig's config, else decodes it now (without
 // the agent's LoadConfig phase, as in unit tests).

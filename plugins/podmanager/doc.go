@@ -19,6 +19,10 @@
 //   - anything else (a file, a directory, a symlink): ErrNotSocket, naming
 //     the path; it is never removed.
 //
+// LoadConfig already looks (changing nothing), so a second agent on the
+// same socket stops before any plugin has created anything (etcd data,
+// bolt file); AfterInit looks again and replaces a stale socket.
+//
 // Close first ends every call in flight (they answer code 11, "try again
 // later": nothing of them was acknowledged), stops the server gracefully
 // (at most gracefulStopTimeout, then cuts the connections) and removes the
@@ -30,8 +34,13 @@
 //     network_name must be set; extra_arguments ("K=V;K=V", CNI_ARGS) must
 //     be pairs. K8S_POD_NAME and K8S_POD_NAMESPACE give the pod ID (both or
 //     neither; other keys are ignored); without them the pod ID is
-//     {ContainerNamespace, container ID}. A bad request is ErrBadRequest,
-//     naming the field and the value, and never reaches the loop.
+//     {ContainerNamespace, container ID}. Add also applies the CNI spec's
+//     rules on names (container_id and network_name: an alphanumeric, then
+//     alphanumerics, '_', '.', '-'; interface_name: at most 15 bytes, no
+//     '/', ':' or white space, not "." or ".."); Delete and Check accept
+//     any non-empty name, as a key that could not be added holds nothing.
+//     A bad request is ErrBadRequest, naming the field and the value, and
+//     never reaches the loop.
 //  2. The call's context is the RPC's, bounded by requestTimeout and by
 //     the plugin's life (Close).
 //  3. Add: if the pod is recorded with another container (Contiv's

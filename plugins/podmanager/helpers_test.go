@@ -205,6 +205,46 @@ func (r registry) counter(t *testing.T, name string, labels map[string]string) f
 	return 0
 }
 
+// histogramCount returns the sample count of the histogram name with the
+// labels.
+func (r registry) histogramCount(t *testing.T, name string, labels map[string]string) uint64 {
+	t.Helper()
+	mfs, err := r.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	metric:
+		for _, m := range mf.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				if labels[lp.GetName()] != lp.GetValue() {
+					continue metric
+				}
+			}
+			return m.GetHistogram().GetSampleCount()
+		}
+	}
+	return 0
+}
+
+// gauge returns the value of the unlabelled gauge name.
+func (r registry) gauge(t *testing.T, name string) float64 {
+	t.Helper()
+	mfs, err := r.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name && len(mf.GetMetric()) == 1 {
+			return mf.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	return -1
+}
+
 // stack is etcd + controller + podmanager + fakeIPAM under one agent.
 type stack struct {
 	pm     *podmanager.Plugin
@@ -218,7 +258,8 @@ type stack struct {
 
 // stackOpts change the stack before it starts.
 type stackOpts struct {
-	conf podmanager.Config
+	conf   podmanager.Config
+	noIPAM bool // podmanager gets no podmanager.IPAM (the handler stays)
 }
 
 // startStack runs the stack with the socket in a fresh temp dir.
@@ -252,11 +293,14 @@ func tryStartStack(t *testing.T, o stackOpts) (*stack, error) {
 	s.pm = podmanager.NewPlugin(podmanager.UseConf(o.conf), podmanager.UseDeps(func(d *podmanager.Deps) {
 		d.Cfg, d.Log = config.NoFile, testLog(t)
 		d.EventLoop, d.IPAM, d.Metrics, d.StatusCheck = loop, s.ipam, s.reg, s.health
+		if o.noIPAM {
+			d.IPAM = nil
+		}
 	}))
 	ctrl := controller.NewPlugin(controller.UseLoopRef(loop), controller.UseHandlers(s.pm, s.ipam),
 		controller.UseDeps(func(d *controller.Deps) {
 			d.Cfg, d.Log = config.NoFile, quiet
-			d.RemoteDB = etcdP
+			d.RemoteDB, d.Metrics = etcdP, s.reg
 		}))
 	a, err := agent.NewAgent(agent.Plugins(etcdP, s.pm, ctrl), agent.Args(nil), agent.Logger(quiet))
 	if err != nil {

@@ -3,7 +3,9 @@ package podmanager
 import (
 	"fmt"
 	"net/netip"
+	"regexp"
 	"strings"
+	"unicode"
 
 	podmodel "github.com/contiv-ipam/agent/plugins/ksr/model/pod"
 	"github.com/contiv-ipam/agent/plugins/podmanager/cni"
@@ -79,6 +81,33 @@ func parseArgs(args string) (map[string]string, error) {
 		kv[k] = v
 	}
 	return kv, nil
+}
+
+// cniName is the CNI spec's form of a container ID and a network name: an
+// alphanumeric character, then alphanumerics, '_', '.' or '-'.
+var cniName = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.\-]*$`)
+
+// maxIfName is the longest Linux interface name (IFNAMSIZ - 1).
+const maxIfName = 15
+
+// checkNames applies the CNI spec's rules on the names of a key that is
+// about to be added (Delete and Check accept any non-empty name: a key
+// that could not be added holds nothing). Errors wrap ErrBadRequest.
+func checkNames(key AttachmentKey) error {
+	if !cniName.MatchString(key.ContainerID) {
+		return fmt.Errorf("%w: container_id %q: want an alphanumeric character, then alphanumerics, '_', '.' or '-'",
+			ErrBadRequest, key.ContainerID)
+	}
+	if !cniName.MatchString(key.Network) {
+		return fmt.Errorf("%w: network_name %q: want an alphanumeric character, then alphanumerics, '_', '.' or '-'",
+			ErrBadRequest, key.Network)
+	}
+	bad := strings.ContainsFunc(key.IfName, func(r rune) bool { return r == '/' || r == ':' || unicode.IsSpace(r) })
+	if bad || len(key.IfName) > maxIfName || key.IfName == "." || key.IfName == ".." {
+		return fmt.Errorf("%w: interface_name %q: want at most %d bytes, no '/', ':' or white space, not \".\" or \"..\"",
+			ErrBadRequest, key.IfName, maxIfName)
+	}
+	return nil
 }
 
 // gcRequest validates a GCRequest into a GCPods event.

@@ -38,6 +38,9 @@ type blockingEvent interface {
 func (s *server) Add(ctx context.Context, req *cni.CNIRequest) (*cni.CNIReply, error) {
 	return s.p.call(ctx, methodAdd, func(ctx context.Context) (*cni.CNIReply, error) {
 		at, err := parseRequest(req)
+		if err == nil {
+			err = checkNames(at.key)
+		}
 		if err != nil {
 			return nil, err
 		}

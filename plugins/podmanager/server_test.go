@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 
+	"github.com/contiv-ipam/agent/plugins/controller/api"
 	"github.com/contiv-ipam/agent/plugins/ipam/ipalloc"
 	podmodel "github.com/contiv-ipam/agent/plugins/ksr/model/pod"
 	"github.com/contiv-ipam/agent/plugins/podmanager"
@@ -42,6 +44,8 @@ func TestAddRepliesWithTheAddressAndRecordsThePod(t *testing.T) {
 	g.Expect(pods[id].NetworkNamespace).To(Equal("/var/run/netns/c1"))
 	g.Expect(pods[id].Attachments).To(ConsistOf(keyOf("c1")))
 	g.Expect(s.reg.counter(t, "contiv_podmanager_requests_total", map[string]string{"method": "add", "code": "0"})).To(Equal(1.0))
+	g.Expect(s.reg.histogramCount(t, "contiv_podmanager_request_duration_seconds", map[string]string{"method": "add"})).
+		To(Equal(uint64(1)))
 }
 
 func TestAddWithoutPodArgumentsRecordsAPlainContainer(t *testing.T) {
@@ -340,4 +344,83 @@ func TestStatus(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(reply.GetErrorCode()).To(Equal(cni.CodeNotAvailable))
 	g.Expect(reply.GetError()).To(ContainSubstring("no node ID yet"))
+}
+
+// TestConcurrentAddsOfOnePodWithTwoContainers: both Adds pass the obsolete
+// check before either is recorded (the loop is busy); the loop records the
+// first, podmanager's Update refuses the second as obsolete, and the
+// second Add deletes the first container and adds again.
+func TestConcurrentAddsOfOnePodWithTwoContainers(t *testing.T) {
+	g := NewWithT(t)
+	s := startStack(t)
+	busy, resume := make(chan struct{}), make(chan struct{})
+	s.ipam.set(func(f *fakeIPAM) {
+		f.onUpdate = func(ev api.Event) {
+			if add, ok := ev.(*podmanager.AddPod); ok && add.Key.ContainerID == "blocker" {
+				close(busy)
+				<-resume
+			}
+		}
+	})
+	done := make(chan *cni.CNIReply, 3)
+	add := func(c, pod string) {
+		reply, err := s.client.Add(context.Background(), addRequest(c, pod))
+		if err != nil {
+			reply = &cni.CNIReply{Result: cni.CNIReply_ERROR, Error: err.Error()}
+		}
+		done <- reply
+	}
+	go add("blocker", "other")
+	<-busy // the loop is inside the blocker's AddPod
+	go add("c1", "web")
+	go add("c2", "web")
+	g.Eventually(func() float64 { return s.reg.gauge(t, "contiv_controller_event_queue_length") }, 10*time.Second).
+		Should(Equal(2.0), "both AddPods of web wait in the queue")
+	close(resume)
+	for range 3 {
+		reply := <-done
+		g.Expect(reply.GetResult()).To(Equal(cni.CNIReply_OK), reply.GetError())
+	}
+
+	calls := s.ipam.calls()
+	g.Expect(calls).To(HaveLen(4))
+	g.Expect(calls[0]).To(Equal("add " + keyOf("blocker").String()))
+	first := calls[1][len("add "):]
+	g.Expect(calls[1]).To(HavePrefix("add "))
+	g.Expect(calls[2]).To(Equal("delete "+first), "the first container is deleted")
+	g.Expect(calls[3]).To(HavePrefix("add "))
+	g.Expect(calls[3]).NotTo(Equal(calls[1]))
+	lp := s.pm.GetLocalPods()[podmodel.ID{Name: "web", Namespace: "default"}]
+	g.Expect(lp).NotTo(BeNil())
+	g.Expect("add "+lp.Attachments[0].String()).To(Equal(calls[3]), "the second container is the pod's")
+}
+
+// TestAddRefusesNamesTheCNISpecForbids: Add checks the names a key is made
+// of; Delete of such a key is OK (it holds nothing).
+func TestAddRefusesNamesTheCNISpecForbids(t *testing.T) {
+	g := NewWithT(t)
+	s := startStack(t)
+	req := addRequest("c1", "web")
+	req.InterfaceName = "eth0:1"
+	reply, err := s.client.Add(ctx(t), req)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(reply.GetErrorCode()).To(Equal(cni.CodeBadRequest))
+	g.Expect(reply.GetError()).To(ContainSubstring(`interface_name "eth0:1"`))
+	reply, err = s.client.Delete(ctx(t), req)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(reply.GetResult()).To(Equal(cni.CNIReply_OK), reply.GetError())
+	g.Expect(s.ipam.calls()).To(Equal([]string{"delete k8s-pod-network/c1/eth0:1"}))
+}
+
+func TestCheckAndStatusWithoutIPAM(t *testing.T) {
+	g := NewWithT(t)
+	s := startStack(t, func(o *stackOpts) { o.noIPAM = true })
+	reply, err := s.client.Check(ctx(t), addRequest("c1", "web"))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(reply.GetErrorCode()).To(Equal(cni.CodeInternal))
+	g.Expect(reply.GetError()).To(ContainSubstring("no IPAM"))
+	reply, err = s.client.Status(ctx(t), &cni.StatusRequest{})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(reply.GetErrorCode()).To(Equal(cni.CodeNotAvailable))
+	g.Expect(reply.GetError()).To(ContainSubstring("no IPAM"))
 }

@@ -100,32 +100,43 @@ func publish(ln *net.UnixListener, tmp, path string) (*socket, error) {
 
 // clearStale removes a stale socket at path; see listenSocket.
 func clearStale(path string, log *slog.Logger) error {
+	stale, err := probeSocket(path)
+	if err != nil || !stale {
+		return err
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("socket %q: removing the stale socket: %w", path, err)
+	}
+	log.Info("removed a stale socket (nothing accepted on it)", "path", path)
+	return nil
+}
+
+// probeSocket tells what is at path without changing anything: stale is
+// true for a socket nobody accepts on; nothing there is (false, nil); a
+// live socket is ErrSocketInUse and anything else ErrNotSocket.
+func probeSocket(path string) (stale bool, err error) {
 	fi, err := os.Lstat(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil
+		return false, nil
 	}
 	if err != nil {
-		return fmt.Errorf("socket %q: %w", path, err)
+		return false, fmt.Errorf("socket %q: %w", path, err)
 	}
 	if fi.Mode().Type() != fs.ModeSocket {
-		return fmt.Errorf("socket %q (a %s): %w", path, fileKind(fi.Mode()), ErrNotSocket)
+		return false, fmt.Errorf("socket %q (a %s): %w", path, fileKind(fi.Mode()), ErrNotSocket)
 	}
 	conn, err := net.DialTimeout("unix", path, probeTimeout)
 	switch {
 	case err == nil:
 		_ = conn.Close()
-		return fmt.Errorf("socket %q: %w (it accepted a connection); stop that agent or set another socketPath in podmanager.conf",
+		return false, fmt.Errorf("socket %q: %w (it accepted a connection); stop that agent or set another socketPath in podmanager.conf",
 			path, ErrSocketInUse)
 	case errors.Is(err, syscall.ECONNREFUSED):
-		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("socket %q: removing the stale socket: %w", path, err)
-		}
-		log.Info("removed a stale socket (nothing accepted on it)", "path", path)
-		return nil
+		return true, nil
 	case errors.Is(err, fs.ErrNotExist):
-		return nil
+		return false, nil
 	}
-	return fmt.Errorf("socket %q: cannot tell whether another agent serves it: %w", path, err)
+	return false, fmt.Errorf("socket %q: cannot tell whether another agent serves it: %w", path, err)
 }
 
 // remove deletes the socket file if it is still the one we created.

@@ -1,0 +1,111 @@
+package podmanager
+
+import (
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+
+	"github.com/contiv-ipam/agent/infra/config"
+)
+
+func TestConfigValidate(t *testing.T) {
+	cases := []struct {
+		name   string
+		change func(c *Config)
+		want   string // "" = valid
+	}{
+		{"defaults", func(*Config) {}, ""},
+		{"relative path", func(c *Config) { c.SocketPath = "_data/cni.sock" }, ""},
+		{"empty path", func(c *Config) { c.SocketPath = "" }, `socketPath ""`},
+		{"too long", func(c *Config) { c.SocketPath = "/" + strings.Repeat("a", 107) }, "108 bytes, a unix socket path has at most 107"},
+		{"directory", func(c *Config) { c.SocketPath = "/var/run/" }, `socketPath "/var/run/": want a file name`},
+		{"zero timeout", func(c *Config) { c.RequestTimeout = 0 }, "requestTimeout 0s: want a positive duration"},
+		{"negative timeout", func(c *Config) { c.RequestTimeout = -time.Second }, "requestTimeout -1s"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			c := DefaultConfig()
+			tc.change(&c)
+			err := c.Validate()
+			if tc.want == "" {
+				g.Expect(err).NotTo(HaveOccurred())
+				return
+			}
+			g.Expect(err).To(MatchError(ContainSubstring(tc.want)))
+		})
+	}
+}
+
+func TestConfigFile(t *testing.T) {
+	cases := []struct {
+		name    string
+		content string
+		want    Config
+		err     []string
+	}{
+		{"keys", "socketPath: /tmp/x/cni.sock\nrequestTimeout: 3s\n",
+			Config{SocketPath: "/tmp/x/cni.sock", RequestTimeout: 3 * time.Second}, nil},
+		{"defaults fill the rest", "requestTimeout: 1s\n",
+			Config{SocketPath: DefaultSocketPath, RequestTimeout: time.Second}, nil},
+		{"unknown key", "socketPath: /tmp/x.sock\nsocketMode: \"0666\"\n", Config{}, []string{`"socketMode"`}},
+		{"bad value", "requestTimeout: 0s\n", Config{}, []string{"requestTimeout 0s"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			path := filepath.Join(t.TempDir(), "podmanager.conf")
+			g.Expect(os.WriteFile(path, []byte(tc.content), 0o600)).To(Succeed())
+			p := NewPlugin(UseDeps(func(d *Deps) { d.Cfg = config.ForPlugin(Name, config.WithPath(path)) }))
+			err := p.LoadConfig()
+			if tc.err != nil {
+				g.Expect(err).To(MatchError(ContainSubstring(path)))
+				for _, want := range tc.err {
+					g.Expect(err).To(MatchError(ContainSubstring(want)))
+				}
+				return
+			}
+			g.Expect(err).NotTo(HaveOccurred())
+			got, err := p.loadConfig()
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(got).To(Equal(tc.want))
+		})
+	}
+}
+
+// TestLoadConfigLooksAtTheSocket: the socket path is
+// looked at before any plugin's Init; a stale socket is left for AfterInit.
+func TestLoadConfigLooksAtTheSocket(t *testing.T) {
+	g := NewWithT(t)
+	dir := t.TempDir()
+	live := filepath.Join(dir, "live.sock")
+	ln, err := net.Listen("unix", live)
+	g.Expect(err).NotTo(HaveOccurred())
+	defer func() { _ = ln.Close() }()
+	stale := filepath.Join(dir, "stale.sock")
+	sl, err := net.ListenUnix("unix", &net.UnixAddr{Name: stale, Net: "unix"})
+	g.Expect(err).NotTo(HaveOccurred())
+	sl.SetUnlinkOnClose(false)
+	g.Expect(sl.Close()).To(Succeed())
+	file := filepath.Join(dir, "file")
+	g.Expect(os.WriteFile(file, nil, 0o600)).To(Succeed())
+
+	load := func(path string) error {
+		c := DefaultConfig()
+		c.SocketPath = path
+		return NewPlugin(UseConf(c)).LoadConfig()
+	}
+	g.Expect(load(live)).To(MatchError(ErrSocketInUse))
+	g.Expect(load(file)).To(MatchError(ErrNotSocket))
+	g.Expect(load(stale)).To(Succeed())
+	g.Expect(load(filepath.Join(dir, "absent", "cni.sock"))).To(Succeed())
+	_, err = os.Lstat(stale)
+	g.Expect(err).NotTo(HaveOccurred(), "LoadConfig removes nothing")
+	_, err = os.Stat(filepath.Join(dir, "absent"))
+	g.Expect(os.IsNotExist(err)).To(BeTrue(), "LoadConfig creates nothing")
+}
