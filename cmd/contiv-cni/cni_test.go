@@ -277,13 +277,13 @@ func TestErrorCodes(t *testing.T) {
 			conf: func(s string) string { return pluginConf("1.0.0", s, "") },
 			agent: map[string]*cni.CNIReply{"Add": {Interfaces: []*cni.CNIReply_Interface{{
 				IpAddresses: []*cni.CNIReply_Interface_IP{{Address: "10.1.5.2"}}}}}},
-			code: 100, contains: []string{"interfaces[0].ip_addresses[0].address", `"10.1.5.2"`}, calls: []string{"Add"},
+			code: 100, contains: []string{"interfaces[0].ip_addresses[0].address", `"10.1.5.2"`}, calls: []string{"Add", "Delete"},
 		},
 		{
 			name: "100 reply without address", command: "ADD",
 			conf:  func(s string) string { return pluginConf("1.0.0", s, "") },
 			agent: map[string]*cni.CNIReply{"Add": {}},
-			code:  100, contains: []string{"no address"}, calls: []string{"Add"},
+			code:  100, contains: []string{"no address"}, calls: []string{"Add", "Delete"},
 		},
 		{
 			name: "1 unsupported version", command: "ADD",
@@ -333,4 +333,44 @@ func TestErrorJSONShape(t *testing.T) {
 	g.Expect(json.Unmarshal([]byte(o.Stdout), &m)).To(Succeed())
 	g.Expect(m).To(HaveKeyWithValue("code", BeEquivalentTo(7)))
 	g.Expect(m).To(HaveKey("msg"))
+}
+
+// TestSkelErrors: the protocol errors come from skel, before contiv-cni
+// runs, and the agent is never called.
+func TestSkelErrors(t *testing.T) {
+	cases := []struct {
+		name     string
+		conf     func(sock string) string
+		env      map[string]string
+		code     uint
+		contains string
+	}{
+		{"4 missing CNI_IFNAME", func(s string) string { return pluginConf("1.0.0", s, "") },
+			map[string]string{"CNI_IFNAME": ""}, 4, "CNI_IFNAME"},
+		{"4 bad CNI_IFNAME", func(s string) string { return pluginConf("1.0.0", s, "") },
+			map[string]string{"CNI_IFNAME": "eth/0"}, 4, "interface name"},
+		{"6 stdin not JSON", func(string) string { return "grpcServer=/s" }, nil, 6, "network config"},
+		{"7 missing name", func(s string) string { return `{"cniVersion":"1.0.0","type":"contiv-cni","grpcServer":"/s"}` },
+			nil, 7, "network name"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			fa, sock := startAgent(t)
+			e := run{Command: "ADD", Conf: tc.conf(sock), Env: tc.env}.mustFail(t)
+			g.Expect(e.Code).To(Equal(tc.code), "msg %q", e.Msg)
+			g.Expect(e.Msg).To(ContainSubstring(tc.contains))
+			g.Expect(fa.Calls()).To(BeEmpty())
+		})
+	}
+}
+
+// TestCheckWithoutPrevResult: the agent is still asked (the key must
+// hold an address), with no prev_ips.
+func TestCheckWithoutPrevResult(t *testing.T) {
+	g := NewWithT(t)
+	fa, sock := startAgent(t)
+	run{Command: "CHECK", Conf: ipamConf("1.0.0", sock, "")}.mustSucceed(t)
+	g.Expect(fa.Calls()).To(Equal([]string{"Check"}))
+	g.Expect(fa.Requests()[0].GetPrevIps()).To(BeEmpty())
 }

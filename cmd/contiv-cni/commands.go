@@ -17,11 +17,35 @@ import (
 // invocation is the state of one call: the parsed config, the agent
 // connection and the logger. It lives for one command and is owned by it.
 type invocation struct {
-	args  *skel.CmdArgs
-	conf  *Config
-	agent *agent
-	log   *slog.Logger
-	close func()
+	command string
+	args    *skel.CmdArgs
+	conf    *Config
+	agent   *agent
+	log     *slog.Logger
+	close   func()
+}
+
+// funcs are the skel callbacks: each runs one method of an invocation.
+func funcs() skel.CNIFuncs {
+	return skel.CNIFuncs{
+		Add:    handler("ADD", (*invocation).add),
+		Del:    handler("DEL", (*invocation).del),
+		Check:  handler("CHECK", (*invocation).check),
+		GC:     handler("GC", (*invocation).gc),
+		Status: handler("STATUS", (*invocation).status),
+	}
+}
+
+// handler wraps one command: begin, run, end (which logs the failure,
+// closes what begin opened and makes the error a CNI error).
+func handler(command string, do func(*invocation, context.Context) error) func(*skel.CmdArgs) error {
+	return func(args *skel.CmdArgs) error {
+		inv, err := begin(command, args)
+		if err != nil {
+			return err
+		}
+		return inv.end(do(inv, context.Background()))
+	}
 }
 
 // selfType is the type this binary answers to besides PluginType: the
@@ -34,8 +58,8 @@ func selfType() string {
 }
 
 // begin parses the config, opens the log and prepares the agent
-// connection; the caller defers inv.end().
-func begin(args *skel.CmdArgs) (*invocation, error) {
+// connection; the caller ends with inv.end.
+func begin(command string, args *skel.CmdArgs) (*invocation, error) {
 	conf, err := ParseConfig(args.StdinData, selfType())
 	if err != nil {
 		return nil, err
@@ -46,14 +70,14 @@ func begin(args *skel.CmdArgs) (*invocation, error) {
 		closeLog()
 		return nil, err
 	}
-	inv := &invocation{args: args, conf: conf, agent: a, log: log}
+	inv := &invocation{command: command, args: args, conf: conf, agent: a, log: log}
 	inv.close = func() {
 		if err := a.Close(); err != nil {
 			log.Debug("closing the agent connection", "error", err)
 		}
 		closeLog()
 	}
-	log.Debug("call", "command", os.Getenv("CNI_COMMAND"), "container", args.ContainerID,
+	log.Debug("call", "command", command, "container", args.ContainerID,
 		"ifname", args.IfName, "netns", args.Netns, "network", conf.Name, "mode", conf.Mode.String(),
 		"delegate", conf.DelegateType)
 	return inv, nil
@@ -61,7 +85,7 @@ func begin(args *skel.CmdArgs) (*invocation, error) {
 
 func (inv *invocation) end(err error) error {
 	if err != nil {
-		inv.log.Error("failed", "command", os.Getenv("CNI_COMMAND"), "container", inv.args.ContainerID, "error", err)
+		inv.log.Error("failed", "command", inv.command, "container", inv.args.ContainerID, "error", err)
 	}
 	inv.close()
 	return asCNIError(err)
@@ -80,16 +104,8 @@ func (inv *invocation) request() *cni.CNIRequest {
 	}
 }
 
-// cmdAdd asks the agent for the container's address (after running the
+// add asks the agent for the container's address (after running the
 // delegate, if any) and prints the result in the config's version.
-func cmdAdd(args *skel.CmdArgs) error {
-	inv, err := begin(args)
-	if err != nil {
-		return err
-	}
-	return inv.end(inv.add(context.Background()))
-}
-
 func (inv *invocation) add(ctx context.Context) error {
 	if inv.conf.Mode == ModePlugin && inv.conf.NetConf.RawPrevResult != nil {
 		return confError("prevResult", "(set)",
@@ -107,24 +123,30 @@ func (inv *invocation) add(ctx context.Context) error {
 		return err
 	}
 	res, err := toResult(reply, inv.conf.Mode, inv.args)
+	if err == nil {
+		err = types.PrintResult(res, inv.conf.CNIVersion)
+	}
 	if err != nil {
+		inv.rollback(ctx)
 		return err
 	}
 	inv.log.Info("added", "container", inv.args.ContainerID, "ips", len(res.IPs))
-	return types.PrintResult(res, inv.conf.CNIVersion)
+	return nil
 }
 
-// cmdDel releases the container's address: the agent first, then the
+// rollback undoes an ADD the agent acknowledged but contiv-cni could not
+// turn into a result: the runtime gets an error, so nothing may stay
+// allocated (the agent's address, the delegate's lease). Best effort: the
+// runtime's DEL after a failed ADD retries what fails here.
+func (inv *invocation) rollback(ctx context.Context) {
+	if err := inv.del(ctx); err != nil {
+		inv.log.Error("rolling back the ADD", "container", inv.args.ContainerID, "error", err)
+	}
+}
+
+// del releases the container's address: the agent first, then the
 // delegate (both always run; the first error wins). An unreachable agent
 // is code 11 so that the runtime retries and nothing leaks silently.
-func cmdDel(args *skel.CmdArgs) error {
-	inv, err := begin(args)
-	if err != nil {
-		return err
-	}
-	return inv.end(inv.del(context.Background()))
-}
-
 func (inv *invocation) del(ctx context.Context) error {
 	_, agentErr := call(ctx, inv.agent, "Delete", inv.agent.client.Delete, inv.request())
 	if inv.conf.DelegateType == "" {
@@ -137,16 +159,8 @@ func (inv *invocation) del(ctx context.Context) error {
 	return delegateErr
 }
 
-// cmdCheck asks the agent whether the container still holds the
-// addresses of prevResult (and the delegate, if any).
-func cmdCheck(args *skel.CmdArgs) error {
-	inv, err := begin(args)
-	if err != nil {
-		return err
-	}
-	return inv.end(inv.check(context.Background()))
-}
-
+// check asks the agent whether the container still holds the addresses
+// of prevResult (and the delegate, if any).
 func (inv *invocation) check(ctx context.Context) error {
 	req := inv.request()
 	ips, err := prevIPs(inv.conf)
@@ -163,16 +177,8 @@ func (inv *invocation) check(ctx context.Context) error {
 	return err
 }
 
-// cmdGC asks the agent to release every attachment of the network that is
+// gc asks the agent to release every attachment of the network that is
 // not in cni.dev/valid-attachments.
-func cmdGC(args *skel.CmdArgs) error {
-	inv, err := begin(args)
-	if err != nil {
-		return err
-	}
-	return inv.end(inv.gc(context.Background()))
-}
-
 func (inv *invocation) gc(ctx context.Context) error {
 	req := &cni.GCRequest{Version: inv.conf.CNIVersion, NetworkName: inv.conf.Name}
 	for _, att := range inv.conf.NetConf.ValidAttachments {
@@ -183,15 +189,7 @@ func (inv *invocation) gc(ctx context.Context) error {
 	return err
 }
 
-// cmdStatus asks the agent whether it can serve ADD.
-func cmdStatus(args *skel.CmdArgs) error {
-	inv, err := begin(args)
-	if err != nil {
-		return err
-	}
-	return inv.end(inv.status(context.Background()))
-}
-
+// status asks the agent whether it can serve ADD.
 func (inv *invocation) status(ctx context.Context) error {
 	req := &cni.StatusRequest{Version: inv.conf.CNIVersion, NetworkName: inv.conf.Name}
 	_, err := call(ctx, inv.agent, "Status", inv.agent.client.Status, req)

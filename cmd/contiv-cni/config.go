@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -158,8 +159,9 @@ func decodeIPAM(top *topConf, self string) (*ownIPAM, error) {
 func jsonError(prefix string, data []byte, err error) *types.Error {
 	var typeErr *json.UnmarshalTypeError
 	if errors.As(err, &typeErr) {
-		return confError(fieldName(prefix, typeErr.Field), typeErr.Value,
-			"must be a "+typeErr.Type.String())
+		field := strings.TrimPrefix(strings.TrimPrefix(typeErr.Field, "NetConf."), "agentKeys.")
+		return confError(fieldName(prefix, field), typeErr.Value,
+			"must be "+jsonKind(typeErr.Type.Kind())+", not "+typeErr.Value)
 	}
 	var syntaxErr *json.SyntaxError
 	if errors.As(err, &syntaxErr) {
@@ -170,6 +172,22 @@ func jsonError(prefix string, data []byte, err error) *types.Error {
 		return confError(fieldName(prefix, strings.Trim(key, `"`)), "", "unknown key")
 	}
 	return confError(fieldName(prefix, ""), shorten(data), err.Error())
+}
+
+// jsonKind names a Go kind as the JSON value it decodes from.
+func jsonKind(k reflect.Kind) string {
+	switch k {
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "a boolean"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	case reflect.Struct, reflect.Map:
+		return "an object"
+	default:
+		return "a number"
+	}
 }
 
 // fieldName joins a prefix ("" or "ipam.") and a JSON path; the empty

@@ -18,9 +18,12 @@
 //   - IPAM mode: "ipam":{"type":"contiv-cni","grpcServer":...} under ptp,
 //     bridge, macvlan or ipvlan; the abbreviated IPAM result.
 //
-// Mutable state: none that outlives a call. Each call owns its
-// invocation (config, one gRPC connection, the log file) and closes them
-// before it returns.
+// Mutable state: none that outlives a call. Each command runs through
+// handler, which owns its invocation (the parsed config, one gRPC
+// connection, the log file) and closes them before it returns. An ADD
+// leaves nothing half-done: when the agent fails after a delegate's ADD,
+// the delegate's DEL runs; when the agent acknowledged an ADD whose reply
+// cannot be printed, the ADD is rolled back (agent Delete, delegate DEL).
 //
 // Duties of the caller (the runtime, or the plugin delegating IPAM):
 //  1. set CNI_COMMAND, CNI_CONTAINERID, CNI_IFNAME, CNI_NETNS and CNI_PATH

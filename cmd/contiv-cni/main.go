@@ -16,13 +16,7 @@ var (
 var SupportedVersions = []string{"0.3.1", "0.4.0", "1.0.0", "1.1.0"}
 
 func main() {
-	skel.PluginMainFuncs(skel.CNIFuncs{
-		Add:    cmdAdd,
-		Del:    cmdDel,
-		Check:  cmdCheck,
-		GC:     cmdGC,
-		Status: cmdStatus,
-	}, cniversion.PluginSupports(SupportedVersions...), about())
+	skel.PluginMainFuncs(funcs(), cniversion.PluginSupports(SupportedVersions...), about())
 }
 
 func about() string {

@@ -61,7 +61,7 @@ func buildBinaries(dir string) error {
 // shortDir is a temporary directory with a short path: a unix socket
 // path must fit in 108 bytes, which t.TempDir() of a long test name does
 // not.
-func shortDir(t *testing.T) string {
+func shortDir(t testing.TB) string {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "cni")
 	if err != nil {
@@ -105,7 +105,7 @@ func errReply(code uint32, msg string) *cni.CNIReply {
 
 // startAgent serves a fakeAgent on a unix socket and returns it and the
 // socket path.
-func startAgent(t *testing.T) (*fakeAgent, string) {
+func startAgent(t testing.TB) (*fakeAgent, string) {
 	t.Helper()
 	sock := filepath.Join(shortDir(t), "cni.sock")
 	lis, err := net.Listen("unix", sock)

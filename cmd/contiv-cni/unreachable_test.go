@@ -1,0 +1,86 @@
+package main
+
+import (
+	"net"
+	"path/filepath"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+)
+
+// TestUnreachableAgentFailsFast: when nothing can answer at the socket
+// (no socket file, or a stale one nobody listens on), every command
+// fails with code 11 naming the socket, long before grpcTimeout (10m
+// here: a run that waited for it would hit exec's one-minute cut-off and
+// fail the test).
+func TestUnreachableAgentFailsFast(t *testing.T) {
+	missing := func(t *testing.T) string { return filepath.Join(shortDir(t), "absent.sock") }
+	stale := func(t *testing.T) string {
+		sock := filepath.Join(shortDir(t), "stale.sock")
+		lis, err := net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		lis.SetUnlinkOnClose(false)
+		if err := lis.Close(); err != nil {
+			t.Fatal(err)
+		}
+		return sock
+	}
+	sockets := map[string]func(*testing.T) string{"missing socket": missing, "stale socket": stale}
+	for name, mk := range sockets {
+		for _, cmd := range []string{"ADD", "DEL", "CHECK", "GC", "STATUS"} {
+			t.Run(name+"/"+cmd, func(t *testing.T) {
+				g := NewWithT(t)
+				sock := mk(t)
+				e := run{Command: cmd, Conf: pluginConf("1.1.0", sock, `,"grpcTimeout":"10m"`)}.mustFail(t)
+				g.Expect(e.Code).To(BeEquivalentTo(11), "msg %q", e.Msg)
+				g.Expect(e.Msg).To(ContainSubstring(sock))
+				g.Expect(e.Msg).To(ContainSubstring("try again later"))
+				g.Expect(e.Msg).To(ContainSubstring("Unavailable"))
+			})
+		}
+	}
+}
+
+// TestSilentAgentTimesOut: an agent that accepts the connection but never
+// answers (a listener that never accepts; a server whose handler hangs)
+// gets code 11 once grpcTimeout has passed, not before.
+func TestSilentAgentTimesOut(t *testing.T) {
+	const timeout = 300 * time.Millisecond
+	conf := func(sock string) string { return pluginConf("1.1.0", sock, `,"grpcTimeout":"300ms"`) }
+	t.Run("listener that never accepts", func(t *testing.T) {
+		g := NewWithT(t)
+		sock := filepath.Join(shortDir(t), "deaf.sock")
+		lis, err := net.Listen("unix", sock)
+		g.Expect(err).NotTo(HaveOccurred())
+		t.Cleanup(func() { _ = lis.Close() })
+		o := run{Command: "ADD", Conf: conf(sock)}.exec(t)
+		g.Expect(o.ExitErr).To(BeTrue())
+		e, err := o.Error()
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(e.Code).To(BeEquivalentTo(11), "msg %q", e.Msg)
+		g.Expect(e.Msg).To(ContainSubstring(sock))
+		g.Expect(e.Msg).To(ContainSubstring("DeadlineExceeded"))
+		g.Expect(o.Elapsed).To(BeNumerically(">=", timeout))
+	})
+	for _, cmd := range []string{"ADD", "DEL", "CHECK", "GC", "STATUS"} {
+		t.Run("hanging server/"+cmd, func(t *testing.T) {
+			g := NewWithT(t)
+			fa, sock := startAgent(t)
+			for _, m := range []string{"Add", "Delete", "Check", "GC", "Status"} {
+				fa.hangOn(m)
+			}
+			o := run{Command: cmd, Conf: conf(sock)}.exec(t)
+			g.Expect(o.ExitErr).To(BeTrue())
+			e, err := o.Error()
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(e.Code).To(BeEquivalentTo(11), "msg %q", e.Msg)
+			g.Expect(e.Msg).To(ContainSubstring("DeadlineExceeded"))
+			g.Expect(e.Msg).To(ContainSubstring("300ms"))
+			g.Expect(o.Elapsed).To(BeNumerically(">=", timeout))
+			g.Expect(fa.Calls()).To(HaveLen(1))
+		})
+	}
+}
