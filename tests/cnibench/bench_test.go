@@ -176,19 +176,11 @@ func dialN(b *testing.B, socket string, n int) []cni.RemoteCNIClient {
 	return out
 }
 
-// BenchmarkCNIToolFloor measures the exec floor: cnitool running a plugin
-// that only decodes its config and prints a fixed result.
+// BenchmarkCNIToolFloor measures the exec floor alone: cnitool running a
+// plugin that only decodes its config and prints a fixed result.
 func BenchmarkCNIToolFloor(b *testing.B) {
 	env := newToolEnv(b)
-	floorDir := b.TempDir()
-	build := exec.Command("go", "build", "-o", filepath.Join(floorDir, "cnibench-floor"), "./tests/cnibench/testdata/floor")
-	build.Dir = testenv.RepoRoot()
-	if out, err := build.CombinedOutput(); err != nil {
-		b.Fatalf("building the floor plugin: %v\n%s", err, out)
-	}
-	env.cniPath = append(env.cniPath, floorDir)
-	net := env.network(b, "floor", `{"type":"cnibench-floor"}`)
-	measureAdds(b, env, net, nil)
+	measureAdds(b, env, env.floor, nil)
 }
 
 // BenchmarkCNIToolAdd measures one cnitool exec per ADD (what a runtime
@@ -230,34 +222,58 @@ func BenchmarkCNIToolAdd(b *testing.B) {
 }
 
 // measureAdds runs b.N cnitool ADDs of network, each with a new netns
-// path (so a new container ID), reports p50/p99, then calls undo with
+// path (so a new container ID), and reports their p50/p99. Unless network
+// is the floor itself, each ADD is followed by one of the floor network,
+// timer stopped, so that both see the same load of the machine; their
+// p50/p99 and the difference of the p50s are reported too. Then undo gets
 // the container IDs and addresses of the round, timer stopped.
 func measureAdds(b *testing.B, env *toolEnv, network string, undo func(ids []string, ips []netip.Addr)) {
 	b.Helper()
-	lat := make([]time.Duration, 0, b.N)
-	ids := make([]string, 0, b.N)
-	ips := make([]netip.Addr, 0, b.N)
+	withFloor := network != env.floor
+	lat, floor := make([]time.Duration, 0, b.N), make([]time.Duration, 0, b.N)
+	ids, ips := make([]string, 0, b.N), make([]netip.Addr, 0, b.N)
 	for i := 0; i < b.N; i++ {
-		ns := filepath.Join(env.dir, fmt.Sprintf("ns-%s-%d", network, env.nextNS()))
-		cmd := exec.Command(env.cnitool, "add", network, ns)
-		cmd.Env = env.environ()
-		t0 := time.Now()
-		out, err := cmd.Output()
-		lat = append(lat, time.Since(t0))
-		if err != nil {
-			b.Fatalf("cnitool add %s %s: %v: %s", network, ns, err, exitStderr(err))
+		ns, d, ip := env.add(b, network)
+		lat, ids, ips = append(lat, d), append(ids, cnitoolContainerID(ns)), append(ips, ip)
+		if withFloor {
+			b.StopTimer()
+			_, d, _ = env.add(b, env.floor)
+			floor = append(floor, d)
+			b.StartTimer()
 		}
-		ip, err := resultIP(out)
-		if err != nil {
-			b.Fatalf("cnitool add %s: %v in %s", network, err, out)
-		}
-		ids, ips = append(ids, cnitoolContainerID(ns)), append(ips, ip)
 	}
 	b.StopTimer()
 	reportLatency(b, lat)
+	if withFloor {
+		slices.Sort(floor)
+		b.ReportMetric(ms(percentile(floor, 0.50)), "floor-p50-ms")
+		b.ReportMetric(ms(percentile(floor, 0.99)), "floor-p99-ms")
+		b.ReportMetric(ms(percentile(lat, 0.50)-percentile(floor, 0.50)), "over-floor-p50-ms")
+	}
 	if undo != nil {
 		undo(ids, ips)
 	}
+}
+
+// add runs one `cnitool add` of network with a new netns path; it returns
+// the path, the wall time of the exec and the result's first address.
+func (e *toolEnv) add(b *testing.B, network string) (string, time.Duration, netip.Addr) {
+	b.Helper()
+	e.ns++
+	ns := filepath.Join(e.dir, fmt.Sprintf("ns-%s-%d", network, e.ns))
+	cmd := exec.Command(e.cnitool, "add", network, ns)
+	cmd.Env = e.env
+	t0 := time.Now()
+	out, err := cmd.Output()
+	d := time.Since(t0)
+	if err != nil {
+		b.Fatalf("cnitool add %s %s: %v: %s", network, ns, err, exitStderr(err))
+	}
+	ip, err := resultIP(out)
+	if err != nil {
+		b.Fatalf("cnitool add %s: %v in %s", network, err, out)
+	}
+	return ns, d, ip
 }
 
 // cnitoolContainerID is the container ID cnitool derives from the netns
@@ -294,26 +310,39 @@ func exitStderr(err error) string {
 }
 
 // toolEnv is what cnitool runs with: its binary, a NETCONFPATH of
-// conflists, CNI_PATH. Owner: the benchmark goroutine.
+// conflists, a CNI_PATH with the floor plugin. Owner: the benchmark
+// goroutine.
 type toolEnv struct {
 	cnitool  string
 	dir      string // netns paths (never created: the plugins here do not enter them)
 	confDir  string
-	cniPath  []string
+	env      []string // cnitool's environment, set once the networks are written
+	floor    string   // the floor plugin's network
 	networks []string // names, for the cleanup of libcni's cache
 	ns       int
 }
 
+// newToolEnv builds the floor plugin (testdata/floor) and writes its
+// network.
 func newToolEnv(b *testing.B) *toolEnv {
 	b.Helper()
-	env := &toolEnv{
+	e := &toolEnv{
 		cnitool: testenv.Tool(b, "cnitool"),
 		dir:     b.TempDir(),
 		confDir: b.TempDir(),
-		cniPath: []string{testenv.Binaries().Dir, debianPlugins},
 	}
-	b.Cleanup(env.cleanCache)
-	return env
+	floorDir := b.TempDir()
+	build := exec.Command("go", "build", "-o", filepath.Join(floorDir, "cnibench-floor"), "./tests/cnibench/testdata/floor")
+	build.Dir = testenv.RepoRoot()
+	if out, err := build.CombinedOutput(); err != nil {
+		b.Fatalf("building the floor plugin: %v\n%s", err, out)
+	}
+	cniPath := []string{testenv.Binaries().Dir, floorDir, debianPlugins}
+	e.env = append(os.Environ(), "NETCONFPATH="+e.confDir, "CNI_PATH="+strings.Join(cniPath, ":"),
+		"CNI_IFNAME=eth0", "CNI_ARGS=", "CAP_ARGS=")
+	b.Cleanup(e.cleanCache)
+	e.floor = e.network(b, "floor", `{"type":"cnibench-floor"}`)
+	return e
 }
 
 // network writes a conflist of one plugin and returns its name (unique
@@ -327,13 +356,6 @@ func (e *toolEnv) network(b *testing.B, name, plugin string) string {
 	}
 	e.networks = append(e.networks, full)
 	return full
-}
-
-func (e *toolEnv) nextNS() int { e.ns++; return e.ns }
-
-func (e *toolEnv) environ() []string {
-	return append(os.Environ(), "NETCONFPATH="+e.confDir, "CNI_PATH="+strings.Join(e.cniPath, ":"),
-		"CNI_IFNAME=eth0", "CNI_ARGS=", "CAP_ARGS=")
 }
 
 // cleanCache removes the results cnitool's libcni cached for our

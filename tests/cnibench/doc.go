@@ -6,7 +6,9 @@
 //     per caller; adds/s and p50/p99 latency;
 //   - BenchmarkCNIToolAdd/existing={0,1000,4000}/plugin={contiv-cni,
 //     host-local}: one cnitool exec per ADD, as a runtime that execs the
-//     plugin pays, on top of that many allocations already held; p50/p99;
+//     plugin pays, on top of that many allocations already held; p50/p99,
+//     and the same of the floor plugin run right after each ADD (same
+//     load), and the p50 over the floor;
 //   - BenchmarkCNIToolFloor: cnitool running a plugin that only prints a
 //     fixed result (testdata/floor): the exec floor the others are
 //     compared with.
