@@ -67,11 +67,13 @@ func TestCrash(t *testing.T) {
 		v := Check(ledgers(clients), network, allocations(t, a))
 		v = append(v, resolve(t, a, clients, rng)...)
 		v = append(v, Check(ledgers(clients), network, allocations(t, a))...)
+		for _, line := range a.LogMentions(t, "panic", "fatal") {
+			v = append(v, "agent log: "+line)
+		}
 		fig.violations += len(v)
-		g.Expect(v).To(BeEmpty(), "cycle %d (run %s before the kill): violations", cycle, runFor)
+		g.Expect(v).To(BeEmpty(), "cycle %d (run %s before the kill): violations; agent log %s", cycle, runFor, a.LogPath())
 	}
 	fig.held = len(allocations(t, a))
-	g.Expect(a.LogMentions(t, "panic", "fatal")).To(BeEmpty(), "agent log %s", a.LogPath())
 }
 
 // runCycle runs the clients for d once the first call is acknowledged,
