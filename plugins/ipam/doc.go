@@ -37,35 +37,75 @@
 // is decided by one owner, the keeper (keeper.go): one goroutine that takes
 // requests from a channel in arrival order and alone touches the table of
 // pod addresses (table.go), the view of the Kubernetes pods, the absence
-// clocks and the records still to delete. The derived addressing (subnets,
+// clocks, the records still to delete and the pipeline (pipeline.go: the
+// open batch, the batch in flight, the deferred requests, the busy
+// lanes). The committer goroutine of the batch in flight owns nothing: it
+// reads the writes it was given and calls the store. The request's reply
+// channels are written by the keeper only, once each (submit.go). The
+// derived addressing (subnets,
 // gateway, node addresses) is an immutable state value, replaced whole at
 // each resync through an atomic pointer and read by any caller.
 //
 // The owner is a goroutine inside ipam rather than the controller's event
 // loop (Contiv's way, where an allocation is an event) because durability
-// must not cost throughput: the keeper decides the requests that arrived
-// together in memory and stores their records in one bolt transaction (one
-// fsync, group commit), answering each caller only once its own record is
-// durable. The event loop processes one event at a time and runs every
-// handler for it; making each allocation an event would give each its own
-// fsync, or answer callers from outside the loop. The loop still orders
-// resyncs and pod events: its handler calls wait for the keeper.
+// must not cost throughput: the keeper decides requests in memory and
+// stores the records decided together in one bolt transaction (one
+// fsync, group commit). The event loop processes one event at a time and
+// runs every handler for it; making each allocation an event would give
+// each its own fsync. The loop still orders resyncs and pod events: its
+// handler calls wait for the keeper.
 //
-// The keeper's rules, each pinned by a test in interleave_test.go:
+// # Pipeline
 //
-//  1. A caller is answered once its record's outcome is known: durable
-//     (success), not stored (the decision is undone), or unknown.
+// The keeper decides while a commit is in flight (pipeline.go). A request
+// is answered twice: submit returns the decision as soon as it is taken
+// in memory (the address, or why there is none), and final waits for its
+// durable outcome; do is submit then final. The AddPod handler fills its
+// reply from the decision and hands final to podmanager, which waits for
+// it after the event loop has moved on, so the next ADD is decided during
+// this one's fsync. At most one batch is being committed, by a committer
+// goroutine that only stores the writes it is given and sends their
+// outcomes back; meanwhile the keeper goroutine decides new requests into
+// the next (open) batch. When the commit returns, the keeper goroutine
+// runs the writes' callbacks (every state change stays on it) and sends
+// the open batch at once: it holds everything decided during the previous
+// fsync.
+//
+// A request belongs to the lane of its pod (request.lane). A lane is busy
+// while one of its writes is in the open batch or in flight, or while one
+// of its requests is deferred.
+//
+// The keeper's rules, each pinned by a test in interleave_test.go or
+// pipeline_test.go:
+//
+//  1. A caller's final answer comes once its record's outcome is known:
+//     durable (success), not stored (the decision is undone), or unknown.
+//     A request that needs no write (the address is held and durable
+//     already) has its final answer with its decision. final(ctx) returns
+//     ctx's error when ctx ends first; the outcome still happens.
 //  2. A write that fails is read back before anything is freed: a record
 //     the store holds after all is a success; a record that cannot be read
 //     back leaves the address reserved for its pod (unsure), and that
 //     pod's next allocation stores the record again before it answers.
-//  3. A request for a pod that already has a write in the current batch
-//     waits for the batch: a release never overtakes a store.
+//  3. A request whose lane is busy is deferred, in order within its lane,
+//     and decided once its lane's writes have their outcome: a release
+//     never overtakes a store, and a failed store is undone before
+//     anything later for that pod is decided. Other pods' requests are
+//     decided meanwhile.
 //  4. A released address stays held until its delete is durable; then
 //     next-fit reaches it only after the rest of the window.
-//  5. A resync and a read wait for the writes in flight, so a resync
-//     rebuilds from a store that holds every acknowledged allocation.
-//  6. The next-fit cursor is stored with every batch of allocations.
+//  5. A resync, a read and the sweep of absent pods are barriers
+//     (reqKind.barrier): each runs once nothing is in flight, the open
+//     batch is committed and nothing is deferred, so a resync rebuilds
+//     from a store that holds every acknowledged allocation. While a
+//     barrier waits, the keeper takes no new requests.
+//  6. The next-fit cursor is stored with every batch of allocations, and
+//     the deletes of stale records that a resync could not delete ride
+//     along with every batch until they succeed.
+//  7. Close waits for the commit in flight and its callbacks; the writes
+//     of the open batch fail (their decisions are undone), and the
+//     deferred and queued requests fail, decision and final, with "IPAM is
+//     closed". No caller is left waiting.
 //
 // # Resync
 //
@@ -86,8 +126,8 @@
 //     LocalDB (bolt; nil keeps the addresses in memory). PodCIDRChange is
 //     pushed as a follow-up through the transaction of the Node Update.
 //  2. Call Init, then AfterInit (it starts the keeper) before the first
-//     resync, and Close after the last event: Close waits for the batch
-//     being stored and fails the calls still queued.
+//     resync, and Close after the last event: Close waits for the commit
+//     in flight and fails the calls not yet stored (rule 7).
 //  3. Register the plugin as an event handler after nodesync (it reads the
 //     node ID in Resync). Its handler calls block until the keeper has
 //     served them.

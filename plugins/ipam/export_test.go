@@ -14,7 +14,8 @@ import (
 
 // QueuedRequests is the number of requests waiting for the keeper: queued
 // in its channel, or taken and waiting behind the commit in flight
-// (deferred, behind a barrier, or decided into the next batch).
+// (deferred, behind a barrier, or decided into the next batch); a sweep
+// of absent pods that waits for the commit counts as one.
 func QueuedRequests(p *Plugin) int { return len(p.keeper.reqs) + int(p.keeper.pipe.waiting.Load()) }
 
 // Clock is the keeper's time source.

@@ -191,9 +191,7 @@ func (k *keeper) run() {
 	defer k.sweep.stopTimer()
 	for {
 		k.advance()
-		if !k.pipe.sweepDue {
-			k.armSweep()
-		}
+		k.rearmSweep()
 		k.pipe.publishWaiting()
 		if k.stopping() {
 			k.shutdown()

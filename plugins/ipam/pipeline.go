@@ -25,7 +25,8 @@ type pipeline struct {
 	queued   map[podmodel.ID]int // deferred requests, per lane
 	barrier  *request            // a barrier request waiting for an idle pipeline
 	sweepDue bool                // the sweep timer fired; the sweep waits like a barrier
-	waiting  atomic.Int64        // requests taken that wait behind the commit in flight
+	rearm    bool                // a barrier or a sweep ran: set the sweep timer again
+	waiting  atomic.Int64        // work waiting behind the commit in flight (publishWaiting)
 }
 
 func newPipeline() pipeline {
@@ -42,12 +43,15 @@ func (p *pipeline) idle() bool {
 	return p.inflight == nil && len(p.open.writes) == 0 && len(p.deferred) == 0
 }
 
-// publishWaiting counts, for the tests, the requests taken from the
-// channel that wait behind the commit in flight: deferred, held behind a
-// barrier, or decided into the open batch.
+// publishWaiting counts, for the tests, the work that waits behind the
+// commit in flight: requests taken from the channel (deferred, held as a
+// barrier, or decided into the open batch) and a due sweep.
 func (p *pipeline) publishWaiting() {
 	n := len(p.deferred) + len(p.open.lanes)
 	if p.barrier != nil {
+		n++
+	}
+	if p.sweepDue {
 		n++
 	}
 	p.waiting.Store(int64(n))
@@ -137,12 +141,29 @@ func (k *keeper) advance() {
 	}
 	if r := p.barrier; r != nil {
 		p.barrier = nil
+		p.rearm = true
 		k.runNow(r)
 	}
 	if p.sweepDue {
-		p.sweepDue = false
+		p.sweepDue, p.rearm = false, true
 		k.releaseAbsent()
 	}
+}
+
+// rearmSweep sets the sweep timer when it is not set, and after a
+// barrier or a sweep. armSweep scans every absent pod, so it does not run
+// for every request: between barriers and sweeps the absent pods only
+// change in ways that need no earlier timer. A pod becomes absent "now",
+// after every pod already absent; a pod that stops being absent may leave
+// the timer early, and an early sweep releases nothing and sets the
+// timer again.
+func (k *keeper) rearmSweep() {
+	p := &k.pipe
+	if p.sweepDue || (!p.rearm && k.sweep.c != nil) {
+		return
+	}
+	p.rearm = false
+	k.armSweep()
 }
 
 // undefer decides, in arrival order, the deferred requests that need no
@@ -178,13 +199,18 @@ func (k *keeper) unqueue(lane podmodel.ID) {
 }
 
 // dispatch sends the open batch, with the cursor and the retried deletes,
-// to a committer goroutine, and opens the next batch.
+// to a committer goroutine, and opens the next batch. Without a store
+// (memory is the store) the batch is settled at once.
 func (k *keeper) dispatch() {
 	p := &k.pipe
 	b := p.open
 	p.open, p.inflight = newBatch(), b
 	k.prepare(b)
 	ws := b.writes
+	if k.db == nil {
+		k.finish(k.storeAll(ws))
+		return
+	}
 	go func() { p.results <- k.storeAll(ws) }()
 }
 
