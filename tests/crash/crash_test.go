@@ -1,6 +1,7 @@
 package crash
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
@@ -65,7 +66,7 @@ func TestCrash(t *testing.T) {
 		fig.cycles = cycle
 
 		v := Check(ledgers(clients), network, allocations(t, a))
-		v = append(v, resolve(t, a, clients, rng)...)
+		v = append(v, resolve(t, a, clients, cycle, rng)...)
 		v = append(v, Check(ledgers(clients), network, allocations(t, a))...)
 		for _, line := range a.LogMentions(t, "panic", "fatal") {
 			v = append(v, "agent log: "+line)
@@ -122,11 +123,12 @@ func runCycle(t *testing.T, a *testenv.Agent, clients []*client, d time.Duration
 	return time.Since(killed)
 }
 
-// resolve settles every key of unknown outcome with a Delete and adds a
-// few held keys again (a repeated ADD must return the same address); it
-// returns the violations it saw. Runs on the test goroutine while the
-// clients are stopped.
-func resolve(t *testing.T, a *testenv.Agent, clients []*client, rng *rand.Rand) []string {
+// resolve settles every key of unknown outcome, with one GC that lists
+// the held keys (even cycles) or with a Delete per key (odd cycles), and
+// adds a few held keys again (a repeated ADD must return the same
+// address); it returns the violations it saw. Runs on the test goroutine
+// while the clients are stopped.
+func resolve(t *testing.T, a *testenv.Agent, clients []*client, cycle int, rng *rand.Rand) []string {
 	t.Helper()
 	conn, err := dial(a.Socket)
 	if err != nil {
@@ -135,22 +137,61 @@ func resolve(t *testing.T, a *testenv.Agent, clients []*client, rng *rand.Rand) 
 	defer func() { _ = conn.Close() }()
 	rc := cni.NewRemoteCNIClient(conn)
 	var v []string
+	if cycle%2 == 0 {
+		v = collect(rc, clients)
+	} else {
+		for _, c := range clients {
+			for _, k := range c.ledger.Unknown() {
+				if err := c.remove(rc, k); err != nil {
+					v = append(v, fmt.Sprintf("after the restart (agent ready): %v", err))
+				}
+			}
+		}
+	}
+	return append(v, reAdd(rc, clients, rng)...)
+}
+
+// collect calls GC on the network with the held keys as the valid
+// attachments: every key of unknown outcome is released.
+func collect(rc cni.RemoteCNIClient, clients []*client) []string {
+	req := &cni.GCRequest{Version: "1.1.0", NetworkName: network}
+	for _, c := range clients {
+		for _, k := range c.ledger.Held() {
+			req.ValidAttachments = append(req.ValidAttachments, &cni.Attachment{ContainerId: k.ContainerID, InterfaceName: k.IfName})
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	defer cancel()
+	reply, err := rc.GC(ctx, req)
+	if err == nil {
+		err = replyError(reply)
+	}
+	if err != nil {
+		return []string{fmt.Sprintf("GC after the restart (agent ready): %v", err)}
+	}
+	for _, c := range clients {
+		for _, k := range c.ledger.Unknown() {
+			c.ledger.CollectedOK(k)
+		}
+	}
+	return nil
+}
+
+// reAdd adds up to reAdds random held keys again: each must get the
+// address it holds.
+func reAdd(rc cni.RemoteCNIClient, clients []*client, rng *rand.Rand) []string {
 	type heldKey struct {
 		c *client
 		k podmanager.AttachmentKey
 	}
 	var held []heldKey
 	for _, c := range clients {
-		for _, k := range c.ledger.Unknown() {
-			if err := c.remove(rc, k); err != nil {
-				v = append(v, fmt.Sprintf("after the restart (agent ready): %v", err))
-			}
-		}
 		for _, k := range c.ledger.Held() {
 			held = append(held, heldKey{c, k})
 		}
 	}
 	rng.Shuffle(len(held), func(i, j int) { held[i], held[j] = held[j], held[i] })
+	var v []string
 	for _, h := range held[:min(reAdds, len(held))] {
 		want, _ := h.c.ledger.Addr(h.k)
 		pod := h.c.ledger.Pod(h.k)
@@ -256,18 +297,19 @@ type figures struct {
 
 // report logs the figures and prints them on one line for `make crash`.
 func (f *figures) report(t *testing.T, clients []*client) {
-	var adds, dels, unknown int
+	var adds, dels, unknown, collected int
 	for _, c := range clients {
 		adds, dels, unknown = adds+c.ledger.AddsOK, dels+c.ledger.DeletesOK, unknown+c.ledger.Unknowns
+		collected += c.ledger.Collected
 	}
 	sorted := slices.Sorted(slices.Values(f.restarts))
 	var p50, maxR time.Duration
 	if n := len(sorted); n > 0 {
 		p50, maxR = sorted[(n-1)/2], sorted[n-1]
 	}
-	line := fmt.Sprintf("crash: cycles=%d clients=%d adds_acked=%d deletes_acked=%d unknown_outcomes=%d "+
+	line := fmt.Sprintf("crash: cycles=%d clients=%d adds_acked=%d deletes_acked=%d unknown_outcomes=%d gc_released=%d "+
 		"restart_p50=%s restart_max=%s allocations_held=%d violations=%d seed=%d",
-		f.cycles, len(clients), adds, dels, unknown, p50.Round(time.Millisecond), maxR.Round(time.Millisecond),
+		f.cycles, len(clients), adds, dels, unknown, collected, p50.Round(time.Millisecond), maxR.Round(time.Millisecond),
 		f.held, f.violations, f.seed)
 	t.Log(line)
 	fmt.Println(line)

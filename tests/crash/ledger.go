@@ -14,7 +14,8 @@ type outcome int
 const (
 	// held: the last call that mattered was an acknowledged Add.
 	held outcome = iota + 1
-	// released: the last call was an acknowledged Delete.
+	// released: the last call was an acknowledged Delete, or an
+	// acknowledged GC did not list the key.
 	released
 	// unknown: the last call failed or was cut by the kill; the key may
 	// or may not hold an address.
@@ -39,7 +40,7 @@ type Ledger struct {
 	keys map[podmanager.AttachmentKey]entry
 
 	// Figures, counted as the calls return.
-	AddsOK, DeletesOK, Unknowns int
+	AddsOK, DeletesOK, Unknowns, Collected int
 }
 
 // NewLedger returns an empty ledger.
@@ -58,6 +59,14 @@ func (l *Ledger) DeleteOK(key podmanager.AttachmentKey) {
 	e := l.keys[key]
 	l.keys[key] = entry{state: released, pod: e.pod}
 	l.DeletesOK++
+}
+
+// CollectedOK records that an acknowledged GC that did not list key
+// released it.
+func (l *Ledger) CollectedOK(key podmanager.AttachmentKey) {
+	e := l.keys[key]
+	l.keys[key] = entry{state: released, pod: e.pod}
+	l.Collected++
 }
 
 // AddUnknown records an Add of key for pod whose outcome is unknown: the
@@ -176,7 +185,7 @@ func checkKey(k podmanager.AttachmentKey, e entry, byKey map[podmanager.Attachme
 		}
 	case released:
 		if has {
-			return fmt.Sprintf("key %s: Delete acknowledged, still holds %s", k, a.Addr)
+			return fmt.Sprintf("key %s: released (Delete or GC acknowledged), still holds %s", k, a.Addr)
 		}
 	case unknown:
 		if has && e.addr.IsValid() && a.Addr != e.addr {

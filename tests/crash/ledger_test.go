@@ -65,7 +65,23 @@ func TestCheck(t *testing.T) {
 				l.DeleteOK(key("a"))
 			},
 			got:  []Allocation{alloc("a", "ns/a", "10.1.1.2")},
-			want: []string{"Delete acknowledged, still holds 10.1.1.2"},
+			want: []string{"released (Delete or GC acknowledged), still holds 10.1.1.2"},
+		},
+		{
+			name: "collected by GC holds nothing",
+			record: func(l *Ledger) {
+				l.AddUnknown(key("a"), "ns/a")
+				l.CollectedOK(key("a"))
+			},
+		},
+		{
+			name: "collected by GC still held",
+			record: func(l *Ledger) {
+				l.AddUnknown(key("a"), "ns/a")
+				l.CollectedOK(key("a"))
+			},
+			got:  []Allocation{alloc("a", "ns/a", "10.1.1.2")},
+			want: []string{"released (Delete or GC acknowledged), still holds 10.1.1.2"},
 		},
 		{
 			name:   "unknown add may hold any address",
@@ -173,10 +189,13 @@ func TestLedgerFigures(t *testing.T) {
 	l.AddUnknown(key("c"), "ns/c")
 	l.AddOK(key("d"), "ns/d", addr("10.1.1.4"))
 	l.DeleteUnknown(key("d"))
+	l.AddUnknown(key("e"), "ns/e")
+	l.CollectedOK(key("e"))
 
 	g.Expect(l.AddsOK).To(Equal(3))
 	g.Expect(l.DeletesOK).To(Equal(1))
-	g.Expect(l.Unknowns).To(Equal(2))
+	g.Expect(l.Unknowns).To(Equal(3))
+	g.Expect(l.Collected).To(Equal(1))
 	g.Expect(l.Held()).To(Equal([]podmanager.AttachmentKey{key("a")}))
 	g.Expect(l.Unknown()).To(Equal([]podmanager.AttachmentKey{key("c"), key("d")}))
 	ip, ok := l.Addr(key("a"))
