@@ -3,6 +3,7 @@ package ipam
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/netip"
 	"sync/atomic"
@@ -235,16 +236,21 @@ func (k *keeper) stopping() bool {
 	}
 }
 
-// runNow serves a resync or a read.
+// runNow serves a barrier (see reqKind.barrier) once the pipeline is
+// idle: it may read the table, and store on the keeper's goroutine
+// (commit), since nothing else is in flight.
 func (k *keeper) runNow(r *request) {
-	if r.kind == reqRead {
+	switch r.kind {
+	case reqRead:
 		if k.tab != nil {
 			r.read(k.tab)
 		}
 		r.answer(reply{})
-		return
+	case reqResync:
+		r.answer(reply{err: k.resync(r.rs)})
+	default:
+		r.answer(reply{err: fmt.Errorf("request kind %d is marked a barrier but has no barrier handler", r.kind)})
 	}
-	r.answer(reply{err: k.resync(r.rs)})
 }
 
 // decide takes the in-memory decision of an allocation or a release and

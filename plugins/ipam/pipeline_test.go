@@ -345,3 +345,62 @@ func TestASweepDueDuringACommitRunsAfterIt(t *testing.T) {
 	g.Eventually(func() string { return stored(g, db, gone) }).WithTimeout(10 * time.Second).Should(BeEmpty())
 	g.Expect(f.ipam.GetPodIP(gone)).To(BeNil())
 }
+
+func TestTheDeleteOfAStaleRecordRidesWithTheNextBatch(t *testing.T) {
+	g := NewWithT(t)
+	fdb, db := boltFaults(t)
+	stale := podmodel.ID{Name: "stale", Namespace: "default"}
+	g.Expect(db.Put(context.Background(), podKey(stale), []byte("9.9.9.9"))).To(Succeed()) // outside the pod subnet
+	var mu sync.Mutex
+	var failed bool
+	var carried [][]kvdb.Op
+	fdb.setDecide(func(ops []kvdb.Op) fault {
+		mu.Lock()
+		defer mu.Unlock()
+		if !touches(ops, podKey(stale)) {
+			return pass
+		}
+		if !failed {
+			failed = true
+			return failBefore // the resync's delete fails
+		}
+		carried = append(carried, ops)
+		return pass
+	})
+	f := mustFixture(t, fixtureOpts{db: fdb}, nil)
+	g.Expect(stored(g, db, stale)).To(Equal("9.9.9.9"), "the resync could not delete it")
+
+	s := ipam.SubmitAllocation(f.ipam, pod1)
+	_, err := final(s)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(stored(g, db, stale)).To(BeEmpty(), "deleted with the allocation's batch")
+	mu.Lock()
+	defer mu.Unlock()
+	g.Expect(carried).To(HaveLen(1))
+	g.Expect(touches(carried[0], podKey(pod1))).To(BeTrue())
+}
+
+func TestDeferredRequestsOfAPodKeepTheirOrder(t *testing.T) {
+	g := NewWithT(t)
+	p := newPipe(t)
+	first := p.hold(g)
+	release := submitAsync(func() ipam.Submitted { return ipam.SubmitRelease(p.ipam, pod1) })
+	g.Eventually(func() int { return ipam.QueuedRequests(p.ipam) }).WithTimeout(10 * time.Second).Should(Equal(1))
+	again := submitAsync(func() ipam.Submitted { return ipam.SubmitAllocation(p.ipam, pod1) })
+	g.Eventually(func() int { return ipam.QueuedRequests(p.ipam) }).WithTimeout(10 * time.Second).Should(Equal(2))
+	other := ipam.SubmitAllocation(p.ipam, pod2)
+	g.Expect(other.Err).NotTo(HaveOccurred(), "another pod is decided meanwhile")
+
+	p.gate.open <- pass
+	_, err := final(first)
+	g.Expect(err).NotTo(HaveOccurred())
+	rel := received(g, release)
+	_, err = final(rel)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(rel.Addr).To(Equal(first.Addr))
+	alloc := received(g, again)
+	a, err := final(alloc)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(ipOf(p.ipam.GetPodIP(pod1)).String()).To(Equal(a.String()), "the release came first, the allocation last")
+	g.Expect(stored(g, p.db, pod1)).To(Equal(a.String()))
+}

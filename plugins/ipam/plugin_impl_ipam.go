@@ -125,9 +125,10 @@ func (p *Plugin) AfterInit() error {
 	return nil
 }
 
-// Close stops the keeper after the batch it is storing; calls made after
-// fail with an error. Allocations are durable as they are acknowledged,
-// so nothing is lost.
+// Close stops the keeper after the batch it is storing; the calls decided
+// meanwhile, still queued, or made after fail with an error (their
+// decisions undone). Allocations are durable as they are acknowledged, so
+// nothing is lost.
 func (p *Plugin) Close() error {
 	if p.keeper != nil {
 		p.keeper.close()
