@@ -43,7 +43,8 @@ const crashIPAMConf = "absentPodGracePeriod: 1h\nstoreTimeout: 10s\n"
 // on the same directory, and checks after every restart that no address
 // is held twice, every acknowledged Add is still held with its address
 // (unless an acknowledged Delete followed), every acknowledged Delete
-// holds nothing, and a repeated Add of a held key returns its address.
+// holds nothing (also those a GC released), and a repeated Add of a held
+// key returns its address.
 // CRASH_CYCLES sets the number of cycles (default 5), CRASH_SEED the seed.
 func TestCrash(t *testing.T) {
 	g := NewWithT(t)

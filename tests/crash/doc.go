@@ -9,12 +9,16 @@
 //   - no address is held by two keys;
 //   - every acknowledged Add not followed by an acknowledged Delete is
 //     held by its key with the acknowledged address (and for its pod);
-//   - every acknowledged Delete holds nothing;
+//   - every acknowledged Delete holds nothing, and so does every key an
+//     acknowledged GC did not list;
 //   - a key whose last call has an unknown outcome (failed, or cut by the
 //     kill) may hold an address or nothing, but a key that held an
 //     address before such a call holds that one or nothing;
 //   - no key holds an address that no client ever asked for;
 //   - a repeated Add of a held key returns its address;
+//   - after the restart, keys of unknown outcome are settled by a Delete
+//     each or (every second cycle) by one GC listing the held keys, both
+//     acknowledged;
 //   - the agent's log has no panic or fatal line.
 //
 // The package itself holds only the ledger and its checker (ledger.go);
