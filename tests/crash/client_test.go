@@ -131,6 +131,23 @@ func (c *client) remove(rc cni.RemoteCNIClient, k podmanager.AttachmentKey) erro
 	return nil
 }
 
+// check calls Check for k with prevResult's address ip (the subnet's
+// length does not matter: the agent compares addresses).
+func check(rc cni.RemoteCNIClient, k podmanager.AttachmentKey, args string, ip netip.Addr) error {
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	defer cancel()
+	req := request(k, args)
+	req.PrevIps = []string{netip.PrefixFrom(ip, ip.BitLen()).String()}
+	reply, err := rc.Check(ctx, req)
+	if err == nil {
+		err = replyError(reply)
+	}
+	if err != nil {
+		return fmt.Errorf("Check %s with %s: %w", k, ip, err)
+	}
+	return nil
+}
+
 // podArgs is the CNI_ARGS of a pod recorded as "namespace/name".
 func podArgs(pod string) string {
 	ns, name, _ := strings.Cut(pod, "/")

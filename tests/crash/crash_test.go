@@ -178,7 +178,8 @@ func collect(rc cni.RemoteCNIClient, clients []*client) []string {
 	return nil
 }
 
-// reAdd adds up to reAdds random held keys again: each must get the
+// reAdd checks up to reAdds random held keys (CHECK with the held
+// address as prevResult must pass) and adds them again: each must get the
 // address it holds.
 func reAdd(rc cni.RemoteCNIClient, clients []*client, rng *rand.Rand) []string {
 	type heldKey struct {
@@ -196,6 +197,9 @@ func reAdd(rc cni.RemoteCNIClient, clients []*client, rng *rand.Rand) []string {
 	for _, h := range held[:min(reAdds, len(held))] {
 		want, _ := h.c.ledger.Addr(h.k)
 		pod := h.c.ledger.Pod(h.k)
+		if err := check(rc, h.k, podArgs(pod), want); err != nil {
+			v = append(v, fmt.Sprintf("CHECK after the restart: %v", err))
+		}
 		got, err := h.c.add(rc, h.k, podArgs(pod), pod)
 		switch {
 		case err != nil:
