@@ -1,0 +1,33 @@
+// Package crash is the CNI crash test of the agent: 16 concurrent clients
+// call Add and Delete over the agent's gRPC socket (the RemoteCNI service
+// of plugins/podmanager/cni) while the agent is killed with SIGKILL at
+// random moments and restarted on the same directory (tests/testenv).
+// After every restart the agent's allocations (REST
+// /contiv/v1/ipam/allocations) are compared with what the clients were
+// told:
+//
+//   - no address is held by two keys;
+//   - every acknowledged Add not followed by an acknowledged Delete is
+//     held by its key with the acknowledged address (and for its pod);
+//   - every acknowledged Delete holds nothing, and so does every key an
+//     acknowledged GC did not list;
+//   - a key whose last call has an unknown outcome (failed, or cut by the
+//     kill) may hold an address or nothing, but a key that held an
+//     address before such a call holds that one or nothing;
+//   - no key holds an address that no client ever asked for;
+//   - a repeated Add of a held key returns its address;
+//   - after the restart, keys of unknown outcome are settled by a Delete
+//     each or (every second cycle) by one GC listing the held keys, both
+//     acknowledged;
+//   - the agent's log has no panic or fatal line.
+//
+// The package itself holds only the ledger and its checker (ledger.go);
+// the clients and the test live in the _test.go files. README.md says how
+// to run it (make crash, CRASH_CYCLES, CRASH_SEED).
+//
+// Owners: a Ledger belongs to the client that records into it; clients
+// run on their own goroutines during a cycle and are read by the test
+// goroutine only after every client of the cycle has returned (a
+// WaitGroup orders the two). Check reads ledgers and builds its own maps;
+// it keeps nothing.
+package crash
