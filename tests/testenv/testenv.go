@@ -103,6 +103,10 @@ type Agent struct {
 	lines chan map[string]any
 	done  chan error
 	logs  *os.File
+	// ended: the exit status of the current run was received from done
+	// (owned by the test goroutine, like every field of Agent).
+	ended   bool
+	exitErr error
 }
 
 // StartAgent writes a config directory in t.TempDir() and starts the
@@ -162,7 +166,7 @@ func (a *Agent) Start(t testing.TB) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a.cmd, a.logs = cmd, logs
+	a.cmd, a.logs, a.ended, a.exitErr = cmd, logs, false, nil
 	a.lines, a.done = make(chan map[string]any, 4096), make(chan error, 1)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -250,7 +254,7 @@ func (a *Agent) waitReady(t testing.TB) string {
 		select {
 		case rec, ok := <-a.lines:
 			if !ok {
-				t.Fatalf("agent exited before it was ready: %v; log in %s", <-a.done, a.LogPath())
+				t.Fatalf("agent exited before it was ready: %v; log in %s", a.wait(), a.LogPath())
 			}
 			if rec["msg"] == "agent ready" {
 				base := strings.TrimSuffix(fmt.Sprint(rec["rest"]), "/")
@@ -290,8 +294,29 @@ func (a *Agent) waitReadiness(t testing.TB, base string) {
 // LogPath is the file holding every log line of every run of the agent.
 func (a *Agent) LogPath() string { return filepath.Join(a.Dir, "agent.log") }
 
-// Running tells whether the process runs.
-func (a *Agent) Running() bool { return a.cmd != nil && a.cmd.ProcessState == nil }
+// Running tells whether the process runs. It never reads the process
+// state that the run's log reader writes: a run has ended once its exit
+// status arrived on done.
+func (a *Agent) Running() bool {
+	if a.cmd == nil || a.ended {
+		return false
+	}
+	select {
+	case err := <-a.done:
+		a.ended, a.exitErr = true, err
+		return false
+	default:
+		return true
+	}
+}
+
+// wait waits for the end of the current run and returns its exit error.
+func (a *Agent) wait() error {
+	if !a.ended {
+		a.ended, a.exitErr = true, <-a.done
+	}
+	return a.exitErr
+}
 
 // Kill sends SIGKILL and waits for the process to end; a stopped agent is
 // left alone.
@@ -301,20 +326,21 @@ func (a *Agent) Kill(t testing.TB) {
 		return
 	}
 	_ = a.cmd.Process.Signal(syscall.SIGKILL)
-	<-a.done
+	_ = a.wait()
 }
 
 // Stop sends SIGINT and returns the exit error (nil for exit 0).
 func (a *Agent) Stop(t testing.TB) error {
 	t.Helper()
 	if !a.Running() {
-		return nil
+		return a.exitErr
 	}
 	if err := a.cmd.Process.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)
 	}
 	select {
 	case err := <-a.done:
+		a.ended, a.exitErr = true, err
 		return err
 	case <-time.After(30 * time.Second):
 		t.Fatalf("agent did not stop 30s after SIGINT; log in %s", a.LogPath())
