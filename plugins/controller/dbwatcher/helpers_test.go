@@ -189,14 +189,23 @@ type fakeLoop struct {
 	refuse int   // refuse this many more pushes with err
 	err    error // nil means errRefused
 	pushes int   // every push, refused or not
+	// hold, when set, makes every push wait until it is closed (after
+	// counting the push), so that a test can keep the watcher inside a push.
+	hold chan struct{}
 }
 
 var _ dbwatcher.Loop = (*fakeLoop)(nil)
 
 func (l *fakeLoop) PushEventWait(_ context.Context, ev api.Event) error {
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	l.pushes++
+	hold := l.hold
+	l.mu.Unlock()
+	if hold != nil {
+		<-hold
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	if l.refuse > 0 {
 		l.refuse--
 		if l.err != nil {
@@ -206,6 +215,21 @@ func (l *fakeLoop) PushEventWait(_ context.Context, ev api.Event) error {
 	}
 	l.events = append(l.events, ev)
 	return nil
+}
+
+// holdPushes makes the pushes from now on wait until the returned func
+// is called.
+func (l *fakeLoop) holdPushes() (release func()) {
+	hold := make(chan struct{})
+	l.mu.Lock()
+	l.hold = hold
+	l.mu.Unlock()
+	return func() {
+		l.mu.Lock()
+		l.hold = nil
+		l.mu.Unlock()
+		close(hold)
+	}
 }
 
 // refuseNext makes the next n pushes fail with errRefused.

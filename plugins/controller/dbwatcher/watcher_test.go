@@ -343,11 +343,19 @@ func TestRequestResync(t *testing.T) {
 	expectValue(g, second.KubeState, "node", node.Key("a"), nodeA)
 	expectValue(g, second.KubeState, "pod", pod.Key("web", "default"), podWeb)
 
-	for range 5 { // coalesced: at most one more resync
+	// Requests made while a resync is being pushed coalesce into one more
+	// resync: hold the watcher inside the push of the third, request five
+	// more, release it.
+	release := loop.holdPushes()
+	pushed := loop.pushCount()
+	w.RequestResync()
+	g.Eventually(loop.pushCount).WithTimeout(waitLong).Should(Equal(pushed + 1))
+	for range 5 {
 		w.RequestResync()
 	}
-	g.Eventually(func() int { return len(loop.resyncs()) }).WithTimeout(waitLong).Should(BeNumerically(">=", 3))
-	g.Consistently(func() int { return len(loop.resyncs()) }).WithTimeout(waitShort).Should(BeNumerically("<=", 4))
+	release()
+	g.Eventually(func() int { return len(loop.resyncs()) }).WithTimeout(waitLong).Should(Equal(4))
+	g.Consistently(func() int { return len(loop.resyncs()) }).WithTimeout(waitShort).Should(Equal(4))
 
 	// After the resyncs, changes continue with the right previous value.
 	put(t, remote, node.Key("a"), nodeA2)
