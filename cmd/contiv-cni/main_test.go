@@ -112,6 +112,12 @@ func startAgent(t testing.TB) (*fakeAgent, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return serveFake(t, lis), sock
+}
+
+// serveFake serves a new fakeAgent on lis until the test ends.
+func serveFake(t testing.TB, lis net.Listener) *fakeAgent {
+	t.Helper()
 	fa := &fakeAgent{
 		replies: map[string]*cni.CNIReply{"Add": okAdd()},
 		hang:    map[string]bool{},
@@ -127,7 +133,7 @@ func startAgent(t testing.TB) (*fakeAgent, string) {
 		srv.Stop()
 		<-done
 	})
-	return fa, sock
+	return fa
 }
 
 func (fa *fakeAgent) reply(method string) *cni.CNIReply {

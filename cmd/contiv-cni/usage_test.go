@@ -12,7 +12,6 @@ import (
 	"github.com/containernetworking/cni/pkg/invoke"
 	types100 "github.com/containernetworking/cni/pkg/types/100"
 	. "github.com/onsi/gomega"
-	"google.golang.org/grpc"
 
 	"github.com/contiv-ipam/agent/plugins/podmanager/cni"
 )
@@ -109,18 +108,7 @@ func TestTCPServer(t *testing.T) {
 	g := NewWithT(t)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	g.Expect(err).NotTo(HaveOccurred())
-	fa := &fakeAgent{replies: map[string]*cni.CNIReply{"Add": okAdd()}, hang: map[string]bool{}}
-	srv := grpc.NewServer()
-	cni.RegisterRemoteCNIServer(srv, fa)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = srv.Serve(lis)
-	}()
-	t.Cleanup(func() {
-		srv.Stop()
-		<-done
-	})
+	fa := serveFake(t, lis)
 	run{Command: "ADD", Conf: pluginConf("1.0.0", lis.Addr().String(), "")}.mustSucceed(t)
 	g.Expect(fa.Calls()).To(Equal([]string{"Add"}))
 }

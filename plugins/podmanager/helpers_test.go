@@ -3,6 +3,7 @@ package podmanager_test
 import (
 	"context"
 	"fmt"
+	dto "github.com/prometheus/client_model/go"
 	"log/slog"
 	"net/netip"
 	"path/filepath"
@@ -184,30 +185,19 @@ func (r registry) Register(c prometheus.Collector) error { return r.reg.Register
 // counter returns the value of the counter name with the labels.
 func (r registry) counter(t *testing.T, name string, labels map[string]string) float64 {
 	t.Helper()
-	mfs, err := r.reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	metric:
-		for _, m := range mf.GetMetric() {
-			for _, lp := range m.GetLabel() {
-				if labels[lp.GetName()] != lp.GetValue() {
-					continue metric
-				}
-			}
-			return m.GetCounter().GetValue()
-		}
-	}
-	return 0
+	return r.metric(t, name, labels).GetCounter().GetValue()
 }
 
 // histogramCount returns the sample count of the histogram name with the
 // labels.
 func (r registry) histogramCount(t *testing.T, name string, labels map[string]string) uint64 {
+	t.Helper()
+	return r.metric(t, name, labels).GetHistogram().GetSampleCount()
+}
+
+// metric returns the metric name whose labels agree with labels, nil
+// (whose getters answer zero) when there is none.
+func (r registry) metric(t *testing.T, name string, labels map[string]string) *dto.Metric {
 	t.Helper()
 	mfs, err := r.reg.Gather()
 	if err != nil {
@@ -224,10 +214,10 @@ func (r registry) histogramCount(t *testing.T, name string, labels map[string]st
 					continue metric
 				}
 			}
-			return m.GetHistogram().GetSampleCount()
+			return m
 		}
 	}
-	return 0
+	return nil
 }
 
 // gauge returns the value of the unlabelled gauge name.

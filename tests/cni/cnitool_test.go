@@ -108,7 +108,7 @@ func (n *node) cnitoolSequence(t *testing.T) {
 	addr := n.checkIPs(g, "1.1.0", parseJSON(t, out), true)
 	a, ok := n.allocationOf(t, tool.network, rt)
 	g.Expect(ok).To(BeTrue(), "allocation of %s in %v", rt.ContainerID, n.allocations(t))
-	g.Expect(a.addr()).To(Equal(addr.Addr().String()))
+	g.Expect(a.Addr()).To(Equal(addr.Addr().String()))
 
 	_, errOut, err = tool.run(t, "check", netns)
 	g.Expect(err).NotTo(HaveOccurred(), "cnitool check: %s", errOut)

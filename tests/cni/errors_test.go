@@ -170,7 +170,7 @@ func (n *node) killedAgent(t *testing.T, g *WithT, rt *libcni.CNIConfig, list *l
 func sortedAddrs(as []allocation) []string {
 	out := make([]string, 0, len(as))
 	for _, a := range as {
-		out = append(out, a.addr())
+		out = append(out, a.Addr())
 	}
 	sort.Strings(out)
 	return out

@@ -73,34 +73,12 @@ func (n *node) readSubnet(t *testing.T) {
 }
 
 // allocation is one entry of GET /contiv/v1/ipam/allocations.
-type allocation struct {
-	PodID struct {
-		Name      string `json:"Name"`
-		Namespace string `json:"Namespace"`
-	} `json:"PodID"`
-	MainIP      string `json:"MainIP"`
-	Network     string `json:"network"`
-	ContainerID string `json:"containerId"`
-	IfName      string `json:"ifName"`
-}
-
-// addr is MainIP without a prefix length, if it carries one.
-func (a allocation) addr() string { return strings.Split(a.MainIP, "/")[0] }
+type allocation = testenv.Allocation
 
 // allocations reads the agent's allocations.
 func (n *node) allocations(t *testing.T) []allocation {
 	t.Helper()
-	code, body := n.agent.Get(t, "/contiv/v1/ipam/allocations")
-	if code != 200 {
-		t.Fatalf("GET /contiv/v1/ipam/allocations: %d %s", code, body)
-	}
-	var out struct {
-		Pods []allocation `json:"Pods"`
-	}
-	if err := json.Unmarshal(body, &out); err != nil {
-		t.Fatalf("GET /contiv/v1/ipam/allocations: %v in %s", err, body)
-	}
-	return out.Pods
+	return n.agent.Allocations(t)
 }
 
 // allocationOf returns the allocation of the attachment, if any.

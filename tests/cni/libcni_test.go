@@ -63,7 +63,7 @@ func (n *node) sequence(t *testing.T, version string) {
 
 	held, ok := n.allocationOf(t, name, att)
 	g.Expect(ok).To(BeTrue(), "allocation of %s in %v", att.ContainerID, n.allocations(t))
-	g.Expect(held.addr()).To(Equal(addr.Addr().String()))
+	g.Expect(held.Addr()).To(Equal(addr.Addr().String()))
 	g.Expect(held.PodID.Namespace).To(Equal(podmanager.ContainerNamespace), "a plain container's pod")
 	g.Expect(held.PodID.Name).To(Equal(att.ContainerID))
 
@@ -112,7 +112,7 @@ func (n *node) podArgs(t *testing.T) {
 	g.Expect(ok).To(BeTrue())
 	g.Expect(a.PodID.Namespace).To(Equal("shop"))
 	g.Expect(a.PodID.Name).To(Equal("web-0"))
-	g.Expect(a.addr()).To(Equal(podAddr.Addr().String()))
+	g.Expect(a.Addr()).To(Equal(podAddr.Addr().String()))
 	a, ok = n.allocationOf(t, name, plain)
 	g.Expect(ok).To(BeTrue())
 	g.Expect(a.PodID.Namespace).To(Equal(podmanager.ContainerNamespace))

@@ -87,7 +87,7 @@ func TestPTPInNetns(t *testing.T) {
 		a, ok := n.allocationOf(t, network, rt)
 		g.ExpectWithOffset(1, ok).To(Equal(held), "allocation of %s", rt.ContainerID)
 		if held {
-			g.ExpectWithOffset(1, a.addr()).To(Equal(addr.String()))
+			g.ExpectWithOffset(1, a.Addr()).To(Equal(addr.String()))
 		}
 	})
 }

@@ -2,7 +2,6 @@ package crash
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
@@ -211,33 +210,12 @@ func reAdd(rc cni.RemoteCNIClient, clients []*client, rng *rand.Rand) []string {
 	return v
 }
 
-// restAllocation is one entry of GET /contiv/v1/ipam/allocations.
-type restAllocation struct {
-	PodID struct {
-		Name      string `json:"Name"`
-		Namespace string `json:"Namespace"`
-	} `json:"PodID"`
-	MainIP      string `json:"MainIP"`
-	Network     string `json:"network"`
-	ContainerID string `json:"containerId"`
-	IfName      string `json:"ifName"`
-}
-
 // allocations reads the agent's allocations over REST.
 func allocations(t *testing.T, a *testenv.Agent) []Allocation {
 	t.Helper()
-	code, body := a.Get(t, "/contiv/v1/ipam/allocations")
-	if code != 200 {
-		t.Fatalf("GET allocations: %d %s", code, body)
-	}
-	var reply struct {
-		Pods []restAllocation `json:"Pods"`
-	}
-	if err := json.Unmarshal(body, &reply); err != nil {
-		t.Fatalf("GET allocations: %v in %s", err, body)
-	}
-	out := make([]Allocation, 0, len(reply.Pods))
-	for _, p := range reply.Pods {
+	rest := a.Allocations(t)
+	out := make([]Allocation, 0, len(rest))
+	for _, p := range rest {
 		ip, err := parseIP(p.MainIP)
 		if err != nil {
 			t.Fatalf("GET allocations: entry %+v: %v", p, err)

@@ -113,14 +113,21 @@ type Agent struct {
 // agent on it; it returns once /readiness answers 200.
 func StartAgent(t testing.TB, opts Options) *Agent {
 	t.Helper()
+	a := newAgent(t, opts)
+	a.Start(t)
+	t.Cleanup(func() { a.Kill(t) })
+	return a
+}
+
+// newAgent writes a config directory in t.TempDir() for opts.
+func newAgent(t testing.TB, opts Options) *Agent {
+	t.Helper()
 	if opts.Node == "" {
 		opts.Node = "testenv-node"
 	}
 	dir := t.TempDir()
 	a := &Agent{Dir: dir, Socket: filepath.Join(dir, "cni.sock"), opts: opts}
 	a.writeConfig(t)
-	a.Start(t)
-	t.Cleanup(func() { a.Kill(t) })
 	return a
 }
 
@@ -195,12 +202,7 @@ const refuseTimeout = 60 * time.Second
 // config).
 func StartRefused(t testing.TB, opts Options) (logs string, exit error) {
 	t.Helper()
-	if opts.Node == "" {
-		opts.Node = "testenv-node"
-	}
-	dir := t.TempDir()
-	a := &Agent{Dir: dir, Socket: filepath.Join(dir, "cni.sock"), opts: opts}
-	a.writeConfig(t)
+	a := newAgent(t, opts)
 	ctx, cancel := context.WithTimeout(context.Background(), refuseTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bins.Agent)
@@ -362,6 +364,38 @@ func (a *Agent) Get(t testing.TB, path string) (int, []byte) {
 		t.Fatal(err)
 	}
 	return resp.StatusCode, body
+}
+
+// Allocation is one entry of GET /contiv/v1/ipam/allocations, decoded
+// from the wire with the field names a REST client sees.
+type Allocation struct {
+	PodID struct {
+		Name      string `json:"Name"`
+		Namespace string `json:"Namespace"`
+	} `json:"PodID"`
+	MainIP      string `json:"MainIP"`
+	Network     string `json:"network"`
+	ContainerID string `json:"containerId"`
+	IfName      string `json:"ifName"`
+}
+
+// Addr is MainIP without a prefix length, if it carries one.
+func (al Allocation) Addr() string { return strings.Split(al.MainIP, "/")[0] }
+
+// Allocations reads the agent's allocations over REST.
+func (a *Agent) Allocations(t testing.TB) []Allocation {
+	t.Helper()
+	code, body := a.Get(t, "/contiv/v1/ipam/allocations")
+	if code != http.StatusOK {
+		t.Fatalf("GET /contiv/v1/ipam/allocations: %d %s", code, body)
+	}
+	var out struct {
+		Pods []Allocation `json:"Pods"`
+	}
+	if err := json.Unmarshal(body, &out); err != nil {
+		t.Fatalf("GET /contiv/v1/ipam/allocations: %v in %s", err, body)
+	}
+	return out.Pods
 }
 
 // LogMentions returns the log lines of every run that contain any of the
