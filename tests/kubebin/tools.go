@@ -1,0 +1,13 @@
+//go:build tools
+
+// Package kubebin pins the Kubernetes and etcd servers the tests run:
+// kube-apiserver and kubectl of k8s.io/kubernetes, and the etcd server.
+// `make kube-bins` builds them into _cache/kube/<version>/; nothing here
+// is imported by the agent.
+package kubebin
+
+import (
+	_ "go.etcd.io/etcd/server/v3"
+	_ "k8s.io/kubernetes/cmd/kube-apiserver"
+	_ "k8s.io/kubernetes/cmd/kubectl"
+)
