@@ -3,9 +3,10 @@
 // each resource's keyword (the key of api.KubeStateData), its key prefix
 // and the message its values decode into.
 //
-// vppnode, node and pod decode into our models (vppnode.VppNode,
-// node.Node, pod.Pod, all under plugins/ksr/model), and their keywords are
-// the models' Keyword constants; every other resource (nodeconfig, namespace,
+// vppnode, node, pod and namespace decode into our models (vppnode.VppNode,
+// node.Node, pod.Pod, namespace.Namespace, all under plugins/ksr/model), and
+// their keywords are the models' Keyword constants; every other resource
+// (nodeconfig,
 // policy, service, ...) decodes into a *structpb.Struct, so its values are
 // still carried and compared even though nothing of ours reads them.
 //

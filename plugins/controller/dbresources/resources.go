@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/contiv-ipam/agent/plugins/ksr/model/codec"
+	"github.com/contiv-ipam/agent/plugins/ksr/model/namespace"
 	"github.com/contiv-ipam/agent/plugins/ksr/model/node"
 	"github.com/contiv-ipam/agent/plugins/ksr/model/pod"
 	"github.com/contiv-ipam/agent/plugins/ksr/model/vppnode"
@@ -36,7 +37,7 @@ var resources = []Resource{
 	{Keyword: node.Keyword, KeyPrefix: node.KeyPrefix, New: func() proto.Message { return new(node.Node) }},
 	{Keyword: pod.Keyword, KeyPrefix: pod.KeyPrefix, New: func() proto.Message { return new(pod.Pod) }},
 	structResource("nodeconfig", "k8s/nodeconfig/"),
-	structResource("namespace", "k8s/namespace/"),
+	{Keyword: namespace.Keyword, KeyPrefix: namespace.KeyPrefix, New: func() proto.Message { return new(namespace.Namespace) }},
 	structResource("policy", "k8s/policy/"),
 	structResource("service", "k8s/service/"),
 	structResource("endpoints", "k8s/endpoints/"),

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/contiv-ipam/agent/plugins/ksr/model/codec"
+	"github.com/contiv-ipam/agent/plugins/ksr/model/namespace"
 	"github.com/contiv-ipam/agent/plugins/ksr/model/node"
 	"github.com/contiv-ipam/agent/plugins/ksr/model/pod"
 	"github.com/contiv-ipam/agent/plugins/ksr/model/vppnode"
@@ -162,14 +163,26 @@ func TestDecodeModels(t *testing.T) {
 	g.Expect(v.(*pod.Pod).GetIpAddress()).To(Equal("10.1.2.5"))
 }
 
+func TestDecodeNamespace(t *testing.T) {
+	t.Parallel()
+	g := NewWithT(t)
+	kw, v, err := Decode("k8s/namespace/team-a", []byte(`{"name":"team-a","labels":{"team":"a"},"annotations":{"contivpp.io/x":"1"}}`))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(kw).To(Equal("namespace"))
+	ns := v.(*namespace.Namespace)
+	g.Expect(ns.GetName()).To(Equal("team-a"))
+	g.Expect(ns.GetLabels()).To(Equal(map[string]string{"team": "a"}))
+	g.Expect(ns.GetAnnotations()).To(HaveKeyWithValue("contivpp.io/x", "1"))
+}
+
 func TestDecodeStructResource(t *testing.T) {
 	t.Parallel()
 	g := NewWithT(t)
 
 	data := []byte(`{"name":"default","labels":{"team":"a"},"spec":{"finalizers":["kubernetes"]},"n":2}`)
-	kw, v, err := Decode("k8s/namespace/default", data)
+	kw, v, err := Decode("k8s/service/default", data)
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(kw).To(Equal("namespace"))
+	g.Expect(kw).To(Equal("service"))
 	s, ok := v.(*structpb.Struct)
 	g.Expect(ok).To(BeTrue())
 	g.Expect(s.AsMap()).To(Equal(map[string]any{
@@ -180,10 +193,10 @@ func TestDecodeStructResource(t *testing.T) {
 	}))
 
 	// The same value decoded twice compares equal; a changed one does not.
-	_, again, err := Decode("k8s/namespace/default", data)
+	_, again, err := Decode("k8s/service/default", data)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(proto.Equal(v, again)).To(BeTrue())
-	_, changed, err := Decode("k8s/namespace/default", []byte(`{"name":"default"}`))
+	_, changed, err := Decode("k8s/service/default", []byte(`{"name":"default"}`))
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(proto.Equal(v, changed)).To(BeFalse())
 }

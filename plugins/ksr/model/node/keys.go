@@ -2,8 +2,8 @@ package node
 
 import (
 	"errors"
-	"fmt"
-	"strings"
+
+	"github.com/contiv-ipam/agent/plugins/ksr/model/internal/namekey"
 )
 
 // KeyPrefix is the prefix of every node key, relative to codec.KSRPrefix.
@@ -26,14 +26,5 @@ func Key(name string) string {
 // ParseKey returns the node name of key. It rejects keys without KeyPrefix,
 // an empty name and a name with "/". Errors wrap ErrInvalidKey and quote key.
 func ParseKey(key string) (name string, err error) {
-	name, ok := strings.CutPrefix(key, KeyPrefix)
-	switch {
-	case !ok:
-		return "", fmt.Errorf("%w %q: want prefix %q", ErrInvalidKey, key, KeyPrefix)
-	case name == "":
-		return "", fmt.Errorf("%w %q: empty node name", ErrInvalidKey, key)
-	case strings.Contains(name, "/"):
-		return "", fmt.Errorf("%w %q: node name contains \"/\"", ErrInvalidKey, key)
-	}
-	return name, nil
+	return namekey.Parse(key, KeyPrefix, "node", ErrInvalidKey)
 }
