@@ -216,3 +216,33 @@ func TestExposureWarnings(t *testing.T) {
 		})
 	}
 }
+
+// UseDefaultEndpoint moves the default port (contiv-ksr's 9191); the file
+// and the port flag still win over it.
+func TestUseDefaultEndpoint(t *testing.T) {
+	t.Setenv("HTTP_PORT", "")
+	for _, tc := range []struct {
+		name string
+		file string
+		args []string
+		want int
+	}{
+		{name: "empty file", want: 9191},
+		{name: "empty endpoint", file: "endpoint: \"\"\n", want: 9191},
+		{name: "file wins", file: "endpoint: 127.0.0.1:8123\n", want: 8123},
+		{name: "flag wins", args: []string{"-http-port", "8124"}, want: 8124},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			path := filepath.Join(t.TempDir(), "http.conf")
+			g.Expect(os.WriteFile(path, []byte(tc.file), 0o600)).To(Succeed())
+			p := rest.NewPlugin(logTo(io.Discard, "info"), rest.UseDefaultEndpoint("127.0.0.1:9191"),
+				rest.UseDeps(func(d *rest.Deps) { d.Cfg = config.ForPlugin(rest.Name, config.WithPath(path)) }))
+			fs := flag.NewFlagSet("test", flag.ContinueOnError)
+			p.RegisterFlags(fs)
+			g.Expect(fs.Parse(tc.args)).To(Succeed())
+			g.Expect(p.Init()).To(Succeed())
+			g.Expect(p.GetPort()).To(Equal(tc.want))
+		})
+	}
+}

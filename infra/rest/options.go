@@ -32,3 +32,10 @@ func UseDeps(f func(*Deps)) Option {
 func UseConf(c Config) Option {
 	return func(p *Plugin) { p.fixedConf = &c }
 }
+
+// UseDefaultEndpoint makes endpoint the default of the "endpoint" key (in
+// place of DefaultEndpoint): http.conf, -http-port and HTTP_PORT still
+// override it. Commands other than the agent use it for their own port.
+func UseDefaultEndpoint(endpoint string) Option {
+	return func(p *Plugin) { p.defaultEndpoint = endpoint }
+}

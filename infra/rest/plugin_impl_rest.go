@@ -30,6 +30,8 @@ type Plugin struct {
 	Deps
 
 	fixedConf *Config       // from UseConf
+	// defaultEndpoint replaces DefaultEndpoint (UseDefaultEndpoint).
+	defaultEndpoint string
 	flags     *flag.FlagSet // from RegisterFlags, for -http-port
 	formatter *Formatter
 	router    *router
@@ -100,16 +102,17 @@ func (p *Plugin) loadConfig() (Config, error) {
 	if p.fixedConf != nil {
 		c := *p.fixedConf
 		if c.Endpoint == "" {
-			c.Endpoint = DefaultEndpoint
+			c.Endpoint = p.endpointDefault()
 		}
 		return c, c.Validate()
 	}
 	c := DefaultConfig()
+	c.Endpoint = p.endpointDefault()
 	if _, err := p.Cfg.LoadValue(&c); err != nil {
 		return c, err
 	}
 	if c.Endpoint == "" {
-		c.Endpoint = DefaultEndpoint
+		c.Endpoint = p.endpointDefault()
 	}
 	if port, set := config.Lookup(p.flags, PortFlag, "", nil); set {
 		ep, err := withPort(c.Endpoint, port)
@@ -122,6 +125,14 @@ func (p *Plugin) loadConfig() (Config, error) {
 		return c, fmt.Errorf("config %s: %w", config.SourceName(p.Cfg), err)
 	}
 	return c, nil
+}
+
+// endpointDefault is the endpoint used when the config names none.
+func (p *Plugin) endpointDefault() string {
+	if p.defaultEndpoint != "" {
+		return p.defaultEndpoint
+	}
+	return DefaultEndpoint
 }
 
 // AfterInit listens on the endpoint (a port in use fails here) and serves
