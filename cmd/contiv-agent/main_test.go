@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+
+	"github.com/contiv-ipam/agent/infra/command"
 )
 
 func envOf(kv map[string]string) func(string) (string, bool) {
@@ -42,9 +44,9 @@ func TestRunRejectsBadInputNamingIt(t *testing.T) {
 		want string
 	}{
 		{"unknown flag", []string{"-no-such-flag"}, nil, "no-such-flag"},
-		{"start timeout", nil, map[string]string{envStartTimeout: "soon"}, `START_TIMEOUT="soon"`},
-		{"negative stop timeout", nil, map[string]string{envStopTimeout: "-1s"}, `STOP_TIMEOUT="-1s"`},
-		{"log format", nil, map[string]string{envLogFormat: "xml"}, `LOG_FORMAT="xml"`},
+		{"start timeout", nil, map[string]string{command.EnvStartTimeout: "soon"}, `START_TIMEOUT="soon"`},
+		{"negative stop timeout", nil, map[string]string{command.EnvStopTimeout: "-1s"}, `STOP_TIMEOUT="-1s"`},
+		{"log format", nil, map[string]string{command.EnvLogFormat: "xml"}, `LOG_FORMAT="xml"`},
 		{"log level", nil, map[string]string{"INITIAL_LOGLVL": "loud"}, `INITIAL_LOGLVL="loud"`},
 	}
 	for _, c := range cases {

@@ -10,13 +10,16 @@ import (
 	"time"
 
 	"github.com/contiv-ipam/agent/infra/kvdb"
+	"github.com/contiv-ipam/agent/plugins/ksr/model/vppnode"
 )
 
 // PresencePrefix is where agents record that they serve a node name:
 // PresencePrefix + <node name>, bound to a lease, valued with the holder
 // (see Holder). It is outside the KSR prefix on purpose: the controller
 // watches that prefix and would log every presence key as unknown.
-const PresencePrefix = "/vnf-agent/contiv-nodesync/presence/"
+// contiv-ksr reads it too (it never frees the ID of a node whose agent is
+// present), so it is defined beside the node-ID model.
+const PresencePrefix = vppnode.PresencePrefix
 
 const (
 	// stalePoll is how often a claim blocked by another holder's presence

@@ -10,6 +10,15 @@ import (
 // KeyPrefix is the prefix of every node-ID key, relative to codec.KSRPrefix.
 const KeyPrefix = "allocatedIDs/"
 
+// PresencePrefix is the full etcd prefix of the agents' presence keys:
+// PresencePrefix + <node name> exists, bound to the agent's lease, while
+// an agent serves that node (nodesync writes it). contiv-ksr frees a node
+// ID only while its node's presence key is absent.
+const PresencePrefix = "/vnf-agent/contiv-nodesync/presence/"
+
+// PresenceKey is the presence key of the node named name.
+func PresenceKey(name string) string { return PresencePrefix + name }
+
 // Keyword names the resource of node-ID claims in the controller's Kubernetes
 // state (the key of api.KubeStateData, KubeStateChange.Resource).
 const Keyword = "vppnode"

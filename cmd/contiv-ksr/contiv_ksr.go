@@ -1,0 +1,95 @@
+package main
+
+import (
+	"github.com/contiv-ipam/agent/infra"
+	"github.com/contiv-ipam/agent/infra/health"
+	"github.com/contiv-ipam/agent/infra/kvdb/etcd"
+	"github.com/contiv-ipam/agent/infra/logging"
+	"github.com/contiv-ipam/agent/infra/logmanager"
+	"github.com/contiv-ipam/agent/infra/metrics"
+	"github.com/contiv-ipam/agent/infra/rest"
+	"github.com/contiv-ipam/agent/plugins/ksr"
+)
+
+// pluginName names the top-level plugin (and its logger).
+const pluginName = "contiv-ksr"
+
+// ContivKSR is the top-level plugin of contiv-ksr: its exported fields are
+// every plugin it runs, so the agent finds and orders them by reflection.
+type ContivKSR struct {
+	infra.PluginDeps
+
+	LogManager *logmanager.Plugin
+	HTTP       *rest.Plugin
+	Metrics    *metrics.Plugin
+	Health     *health.Plugin
+	ETCD       *etcd.Plugin
+	KSR        *ksr.Plugin
+}
+
+var (
+	_ infra.Plugin   = (*ContivKSR)(nil)
+	_ infra.PostInit = (*ContivKSR)(nil)
+)
+
+// newContivKSR wires every plugin with one shared log registry. REST,
+// health and metrics are served on ksr.DefaultEndpoint (127.0.0.1:9191)
+// unless http.conf says otherwise, so that contiv-ksr and an agent can
+// run on one machine.
+func newContivKSR(reg *logging.Registry, build health.BuildInfo) *ContivKSR {
+	httpP := rest.NewPlugin(rest.UseDefaultEndpoint(ksr.DefaultEndpoint),
+		rest.UseDeps(func(d *rest.Deps) { d.LogRegistry = reg }))
+	metricsP := metrics.NewPlugin(metrics.UseDeps(func(d *metrics.Deps) {
+		d.LogRegistry = reg
+		d.HTTP = httpP
+	}))
+	healthP := health.NewPlugin(health.UseBuildInfo(build), health.UseDeps(func(d *health.Deps) {
+		d.LogRegistry = reg
+		d.HTTP = httpP
+		d.Metrics = metricsP
+	}))
+	etcdP := etcd.NewPlugin(etcd.UseDeps(func(d *etcd.Deps) {
+		d.LogRegistry = reg
+		d.StatusCheck = healthP
+	}))
+	k := &ContivKSR{
+		HTTP:    httpP,
+		Metrics: metricsP,
+		Health:  healthP,
+		ETCD:    etcdP,
+		LogManager: logmanager.NewPlugin(logmanager.UseDeps(func(d *logmanager.Deps) {
+			d.LogRegistry = reg
+			d.HTTP = httpP
+		})),
+		KSR: ksr.NewPlugin(ksr.UseDeps(func(d *ksr.Deps) {
+			d.LogRegistry = reg
+			d.DB, d.Election = etcdP, etcdP
+			d.HTTP, d.Metrics, d.StatusCheck = httpP, metricsP, healthP
+		})),
+	}
+	k.SetName(pluginName)
+	k.LogRegistry = reg
+	k.SetupLog()
+	return k
+}
+
+// Init has nothing to do: the plugins it lists are initialised before it.
+func (k *ContivKSR) Init() error { return nil }
+
+// AfterInit reports contiv-ksr healthy and logs where to look.
+func (k *ContivKSR) AfterInit() error {
+	k.Health.ReportStateChange(k.String(), health.OK, nil)
+	if addr := k.HTTP.Addr(); addr != "" {
+		scheme := "http"
+		if k.HTTP.TLS() {
+			scheme = "https"
+		}
+		base := scheme + "://" + addr
+		k.Log.Info("contiv-ksr ready", "rest", base+"/", "status", base+ksr.StatusPath,
+			"readiness", base+"/readiness", "metrics", base+"/metrics")
+	}
+	return nil
+}
+
+// Close has nothing to release.
+func (k *ContivKSR) Close() error { return nil }

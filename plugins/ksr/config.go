@@ -1,0 +1,77 @@
+package ksr
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/contiv-ipam/agent/infra/config"
+	"github.com/contiv-ipam/agent/infra/kvdb"
+)
+
+// Defaults of ksr.conf.
+const (
+	DefaultResyncPeriod      = 5 * time.Minute
+	DefaultNodeIDGracePeriod = 10 * time.Minute
+	DefaultElectionPrefix    = "/contiv-ksr/election"
+	DefaultElectionTTL       = 10 * time.Second
+	// DefaultEndpoint is contiv-ksr's REST endpoint when http.conf names
+	// none (the agent's is 127.0.0.1:9999).
+	DefaultEndpoint = "127.0.0.1:9191"
+)
+
+// Config is ksr.conf.
+type Config struct {
+	// Kubeconfig is the kubeconfig file used when neither -kubeconfig
+	// nor KUBECONFIG names one; "" with neither set means the in-cluster
+	// config (the pod's service account).
+	Kubeconfig string `json:"kubeconfig"`
+	// ResyncPeriod is how often the leader makes etcd equal to the API
+	// (mark and sweep), on top of the resync when it takes the lead.
+	ResyncPeriod time.Duration `json:"resyncPeriod"`
+	// NodeIDGracePeriod is how long a Kubernetes Node must have been gone
+	// before the leader frees its node ID (allocatedIDs/<id>).
+	NodeIDGracePeriod time.Duration `json:"nodeIDGracePeriod"`
+	// ElectionPrefix is the etcd prefix of the leader election among
+	// contiv-ksr replicas.
+	ElectionPrefix string `json:"electionPrefix"`
+	// ElectionTTL is the lease of the leadership: a dead leader is
+	// replaced at most this long after it stopped.
+	ElectionTTL time.Duration `json:"electionTTL"`
+}
+
+// DefaultConfig returns ksr.conf's defaults.
+func DefaultConfig() Config {
+	return Config{
+		ResyncPeriod:      DefaultResyncPeriod,
+		NodeIDGracePeriod: DefaultNodeIDGracePeriod,
+		ElectionPrefix:    DefaultElectionPrefix,
+		ElectionTTL:       DefaultElectionTTL,
+	}
+}
+
+// Validate names every bad key and its value.
+func (c *Config) Validate() error {
+	var errs []error
+	if c.ResyncPeriod < time.Second {
+		errs = append(errs, fmt.Errorf("resyncPeriod %s: want at least 1s", c.ResyncPeriod))
+	}
+	if c.NodeIDGracePeriod < time.Second {
+		errs = append(errs, fmt.Errorf("nodeIDGracePeriod %s: want at least 1s", c.NodeIDGracePeriod))
+	}
+	if err := kvdb.CheckKey(c.ElectionPrefix); err != nil || !strings.HasPrefix(c.ElectionPrefix, "/") ||
+		strings.HasSuffix(c.ElectionPrefix, "/") {
+		errs = append(errs, fmt.Errorf("electionPrefix %q: want an etcd key that starts and does not end with \"/\"", c.ElectionPrefix))
+	}
+	if c.ElectionTTL < kvdb.MinPresenceTTL {
+		errs = append(errs, fmt.Errorf("electionTTL %s: want at least %s", c.ElectionTTL, kvdb.MinPresenceTTL))
+	}
+	return errors.Join(errs...)
+}
+
+// decodeConfig is the config given with UseConf, else ksr.conf over the
+// defaults.
+func (p *Plugin) decodeConfig() (Config, error) {
+	return config.LoadOrFixed(p.Cfg, p.fixedConf, DefaultConfig())
+}

@@ -1,0 +1,223 @@
+package ksr
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"sync"
+
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
+
+	"github.com/contiv-ipam/agent/infra"
+	"github.com/contiv-ipam/agent/infra/config"
+	"github.com/contiv-ipam/agent/infra/health"
+	"github.com/contiv-ipam/agent/infra/kvdb"
+	"github.com/contiv-ipam/agent/infra/metrics"
+	"github.com/contiv-ipam/agent/infra/rest"
+	"github.com/contiv-ipam/agent/plugins/ksr/model/node"
+)
+
+// Deps are the plugin's dependencies.
+type Deps struct {
+	infra.PluginDeps
+	// DB is etcd (the etcd plugin), addressed with full keys: the mirror
+	// is written under codec.KSRPrefix; required.
+	DB kvdb.Broker
+	// Election elects the one replica that writes (the etcd plugin);
+	// required.
+	Election kvdb.ElectionStore
+	// HTTP serves StatusPath and ResyncPath; optional.
+	HTTP rest.HTTPHandlers
+	// Metrics registers the plugin's metrics; optional.
+	Metrics metrics.API
+	// StatusCheck hears the plugin's health: OK once the informers have
+	// synced, Error while etcd writes fail; optional.
+	StatusCheck health.Reporter
+}
+
+// Plugin is the Kubernetes state reflector. Build it with NewPlugin.
+type Plugin struct {
+	Deps
+
+	fixedConf *Config                     // from UseConf
+	client    kubernetes.Interface        // from UseClient, else built by Init
+	clock     clock.WithTicker            // UseClock
+	identity  []byte                      // UseIdentity
+	env       func(string) (string, bool) // UseEnv
+	flags     *flag.FlagSet               // from RegisterFlags
+	loaded    config.Preloaded[Config]    // by LoadConfig
+
+	// Set by Init, read-only afterwards.
+	cfg      Config
+	factory  informers.SharedInformerFactory
+	res      []*resource
+	mirror   *mirror   // the loop goroutine only
+	releaser *releaser // the loop goroutine only
+
+	// Shared, each with its own lock or channel semantics.
+	dirty     *dirtySet     // informer handlers add, the loop takes
+	absence   *absence      // node handlers write, the loop reads
+	status    *statusBook   // the loop writes, REST reads
+	metrics   *ksrMetrics   // Prometheus types are safe for concurrent use
+	resyncNow chan struct{} // REST asks the loop for a resync (capacity 1)
+	nodeGone  chan struct{} // node handlers wake the loop (capacity 1)
+
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+var (
+	_ infra.Plugin         = (*Plugin)(nil)
+	_ infra.PostInit       = (*Plugin)(nil)
+	_ infra.ConfigLoader   = (*Plugin)(nil)
+	_ config.FlagRegistrar = (*Plugin)(nil)
+)
+
+func lookupEnv(name string) (string, bool) { return os.LookupEnv(name) }
+
+// RegisterFlags adds -kubeconfig (env KUBECONFIG) and the config flags.
+func (p *Plugin) RegisterFlags(fs *flag.FlagSet) {
+	if fs.Lookup(KubeconfigFlag) == nil {
+		fs.String(KubeconfigFlag, "", "kubeconfig file of the API server to mirror (env KUBECONFIG; "+
+			"unset: the kubeconfig key of ksr.conf, else the in-cluster service account)")
+	}
+	p.flags = fs
+	p.Deps.RegisterFlags(fs)
+}
+
+// LoadConfig decodes and validates ksr.conf before any plugin's Init.
+func (p *Plugin) LoadConfig() error { return p.loaded.Load(p.decodeConfig) }
+
+// Init loads the config, builds the client and the informers and
+// registers the REST handlers and metrics. Nothing runs until AfterInit.
+func (p *Plugin) Init() error {
+	cfg, err := p.loaded.Get(p.decodeConfig)
+	if err != nil {
+		return err
+	}
+	p.cfg = cfg
+	if p.DB == nil || p.Election == nil {
+		return errors.New("ksr: DB and Election (the etcd plugin) are required")
+	}
+	if err := p.initClient(); err != nil {
+		return err
+	}
+	p.factory = informers.NewSharedInformerFactory(p.client, 0)
+	p.res = newResources(p.factory)
+	for i, r := range p.res {
+		if _, err := r.informer.AddEventHandler(p.handler(i)); err != nil {
+			return fmt.Errorf("ksr: %s informer: %w", r.keyword, err)
+		}
+	}
+	p.mirror = &mirror{db: p.DB, res: p.res, metrics: p.metrics, log: p.Log}
+	p.releaser = &releaser{db: p.DB, nodes: p.res[0].informer.GetStore(), absence: p.absence,
+		grace: cfg.NodeIDGracePeriod, clock: p.clock, metrics: p.metrics, log: p.Log}
+	if p.Metrics != nil {
+		if err := p.Metrics.Register(p.metrics); err != nil {
+			return fmt.Errorf("ksr: register metrics: %w", err)
+		}
+	}
+	p.registerHandlers()
+	return nil
+}
+
+// initClient builds the clientset unless UseClient gave one.
+func (p *Plugin) initClient() error {
+	if p.client != nil {
+		return nil
+	}
+	rc, origin, err := p.kubeConfig()
+	if err != nil {
+		return fmt.Errorf("ksr: %w", err)
+	}
+	rc.UserAgent = "contiv-ksr"
+	client, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return fmt.Errorf("ksr: client for %s: %w", rc.Host, err)
+	}
+	p.client = client
+	p.Log.Info("API server", "host", rc.Host, "kubeconfig", origin)
+	return nil
+}
+
+// handler marks the objects of resource i dirty as the informer sees
+// them change; for nodes it also tracks since when a node is gone.
+func (p *Plugin) handler(i int) cache.ResourceEventHandler {
+	isNode := p.res[i].keyword == node.Keyword
+	mark := func(obj any) {
+		key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
+		if err != nil {
+			p.Log.Error("object without a key", "resource", p.res[i].keyword, "err", err)
+			return
+		}
+		p.dirty.add(dirtyKey{res: i, storeKey: key})
+	}
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			if isNode {
+				p.absence.back(objectName(obj))
+			}
+			mark(obj)
+		},
+		UpdateFunc: func(_, obj any) { mark(obj) },
+		DeleteFunc: func(obj any) {
+			if isNode {
+				p.absence.gone(objectName(obj), p.clock.Now())
+				select {
+				case p.nodeGone <- struct{}{}:
+				default:
+				}
+			}
+			mark(obj)
+		},
+	}
+}
+
+// objectName is the name of an informer object or tombstone.
+func objectName(obj any) string {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		_, name, _ := cache.SplitMetaNamespaceKey(t.Key)
+		return name
+	}
+	if n, ok := obj.(named); ok {
+		return n.GetName()
+	}
+	return ""
+}
+
+// AfterInit starts the informers and the loop goroutine.
+func (p *Plugin) AfterInit() error {
+	ctx, cancel := context.WithCancel(context.Background())
+	p.cancel = cancel
+	if p.StatusCheck != nil {
+		p.StatusCheck.ReportStateChange(p.String(), health.Init, errors.New("informers not synced yet"))
+	}
+	p.factory.Start(ctx.Done())
+	p.wg.Go(func() { p.run(ctx) })
+	return nil
+}
+
+// Close stops the loop (resigning a held lead, so that a standby takes
+// over at once) and the informers. It is safe after a failed Init.
+func (p *Plugin) Close() error {
+	if p.cancel != nil {
+		p.cancel()
+	}
+	p.wg.Wait()
+	if p.factory != nil {
+		p.factory.Shutdown()
+	}
+	return nil
+}
+
+// report passes the plugin's state to StatusCheck.
+func (p *Plugin) report(state health.State, err error) {
+	if p.StatusCheck != nil {
+		p.StatusCheck.ReportStateChange(p.String(), state, err)
+	}
+}
