@@ -29,12 +29,12 @@ type Deps struct {
 type Plugin struct {
 	Deps
 
-	fixedConf *Config       // from UseConf
+	fixedConf *Config // from UseConf
 	// defaultEndpoint replaces DefaultEndpoint (UseDefaultEndpoint).
 	defaultEndpoint string
-	flags     *flag.FlagSet // from RegisterFlags, for -http-port
-	formatter *Formatter
-	router    *router
+	flags           *flag.FlagSet // from RegisterFlags, for -http-port
+	formatter       *Formatter
+	router          *router
 
 	// Set by Init.
 	conf    Config
