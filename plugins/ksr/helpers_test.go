@@ -9,7 +9,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/protobuf/proto"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/contiv-ipam/agent/infra/config"
 	"github.com/contiv-ipam/agent/infra/kvdb/etcd"
@@ -115,4 +117,10 @@ func modRev(t testing.TB, cli *clientv3.Client, key string) int64 {
 // writes is how many keys p wrote for resource with op.
 func writes(p *Plugin, resource, op string) float64 {
 	return testutil.ToFloat64(p.metrics.writes.WithLabelValues(resource, op))
+}
+
+// informersFor is an informer factory on an empty fake clientset.
+func informersFor(t testing.TB) informers.SharedInformerFactory {
+	t.Helper()
+	return informers.NewSharedInformerFactory(fake.NewClientset(), 0)
 }

@@ -175,9 +175,11 @@ func (l *leader) releases(ctx context.Context) {
 	}
 	l.p.status.setPending(pending)
 	l.releaseT = nil
-	if len(pending) > 0 {
-		wait := pending[0].Due.Sub(l.p.clock.Now())
-		l.releaseT = l.p.clock.NewTimer(max(wait, 0)).C()
+	for _, pr := range pending { // earliest due first; blocked ones wait for a resync
+		if pr.Blocked == "" {
+			l.releaseT = l.p.clock.NewTimer(pr.Due.Sub(l.p.clock.Now())).C()
+			break
+		}
 	}
 }
 

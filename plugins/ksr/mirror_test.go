@@ -8,7 +8,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/contiv-ipam/agent/infra/kvdb/etcd/etcdtest"
@@ -174,7 +173,7 @@ func TestAFencedWriteOfALostLeadershipIsRefused(t *testing.T) {
 	db := newDB(t, srv)
 	lead, err := db.Campaign(t.Context(), "/test/election", []byte("a"), 2*time.Second)
 	g.Expect(err).NotTo(HaveOccurred())
-	m := &mirror{db: db, res: newResources(informers.NewSharedInformerFactory(fake.NewClientset(), 0)), metrics: newKSRMetrics(), log: testLog(t), held: map[string][]byte{}}
+	m := &mirror{db: db, res: newResources(informersFor(t)), metrics: newKSRMetrics(), log: testLog(t), held: map[string][]byte{}}
 	g.Expect(lead.Resign(t.Context())).To(Succeed())
 	err = m.apply(t.Context(), lead.Fence(), []change{{res: m.res[0], key: node.Key("n1"), value: []byte(`{"name":"n1"}`)}})
 	g.Expect(err).To(MatchError(errLostLead))

@@ -69,14 +69,21 @@ func (a *absence) keep(names map[string]bool) {
 	}
 }
 
-// PendingRelease is a node ID that will be freed when its node has been
-// gone for the grace period.
+// PendingRelease is a node ID whose Node is gone from the API: it will be
+// freed once the Node has been gone for the grace period (Due), or, if it
+// is past due, at the first check after its agent has gone (Blocked).
 type PendingRelease struct {
 	ID        uint32    `json:"id"`
 	Node      string    `json:"node"`
 	GoneSince time.Time `json:"goneSince"`
 	Due       time.Time `json:"due"`
+	// Blocked says why a past-due ID was not freed; "" before Due.
+	Blocked string `json:"blocked,omitempty"`
 }
+
+// blockedReason is PendingRelease.Blocked of an ID whose delete was
+// refused.
+const blockedReason = "its agent is present, its record changed, or this replica no longer leads"
 
 // releaser frees the node IDs of Kubernetes Nodes gone for longer than
 // the grace period. It is used by the loop goroutine only.
@@ -99,7 +106,8 @@ type idRecord struct {
 }
 
 // check frees every ID whose node has been gone for the grace period and
-// returns the IDs still waiting, earliest due first.
+// returns the IDs still waiting, earliest due first (the blocked ones,
+// past due, first).
 func (r *releaser) check(ctx context.Context, fence kvdb.Cmp) ([]PendingRelease, error) {
 	records, err := r.records(ctx)
 	if err != nil {
@@ -115,13 +123,18 @@ func (r *releaser) check(ctx context.Context, fence kvdb.Cmp) ([]PendingRelease,
 			continue
 		}
 		since := r.absence.mark(rec.node, now)
-		due := since.Add(r.grace)
-		if now.Before(due) {
-			pending = append(pending, PendingRelease{ID: rec.id, Node: rec.node, GoneSince: since, Due: due})
+		pr := PendingRelease{ID: rec.id, Node: rec.node, GoneSince: since, Due: since.Add(r.grace)}
+		if now.Before(pr.Due) {
+			pending = append(pending, pr)
 			continue
 		}
-		if err := r.release(ctx, fence, rec, since); err != nil {
+		freed, err := r.release(ctx, fence, rec, since)
+		if err != nil {
 			return nil, err
+		}
+		if !freed {
+			pr.Blocked = blockedReason
+			pending = append(pending, pr)
 		}
 	}
 	r.absence.keep(names)
@@ -155,20 +168,20 @@ func (r *releaser) records(ctx context.Context) ([]idRecord, error) {
 // release deletes rec's key in one transaction that holds only while this
 // replica leads, the record is unchanged since it was listed (an agent of
 // a node that came back rewrites it) and no agent is present for the
-// node. A refused transaction frees nothing; the next check looks again.
-func (r *releaser) release(ctx context.Context, fence kvdb.Cmp, rec idRecord, since time.Time) error {
+// node. A refused transaction frees nothing (freed is false); the next
+// check looks again.
+func (r *releaser) release(ctx context.Context, fence kvdb.Cmp, rec idRecord, since time.Time) (freed bool, err error) {
 	cmps := []kvdb.Cmp{fence, kvdb.IfModRevision(rec.key, rec.rev), kvdb.IfAbsent(vppnode.PresenceKey(rec.node))}
 	ok, err := r.db.Txn(ctx, cmps, []kvdb.Op{kvdb.DeleteOp(rec.key)})
 	if err != nil {
-		return fmt.Errorf("ksr: free node ID %d of node %q: %w", rec.id, rec.node, err)
+		return false, fmt.Errorf("ksr: free node ID %d of node %q: %w", rec.id, rec.node, err)
 	}
 	if !ok {
-		r.log.Info("node ID not freed: its record changed, its agent is present, or this replica no longer leads",
-			"id", rec.id, "node", rec.node)
-		return nil
+		r.log.Info("node ID not freed: "+blockedReason, "id", rec.id, "node", rec.node)
+		return false, nil
 	}
 	r.metrics.releases.Inc()
 	r.log.Info("node ID freed: its node has been gone for the grace period",
 		"id", rec.id, "node", rec.node, "gone-since", since.UTC().Format(time.RFC3339), "grace", r.grace)
-	return nil
+	return true, nil
 }
