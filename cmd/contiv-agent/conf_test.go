@@ -18,6 +18,7 @@ import (
 	"github.com/contiv-ipam/agent/plugins/contivconf"
 	"github.com/contiv-ipam/agent/plugins/controller"
 	"github.com/contiv-ipam/agent/plugins/ipam"
+	"github.com/contiv-ipam/agent/plugins/ksr"
 	"github.com/contiv-ipam/agent/plugins/podmanager"
 )
 
@@ -37,6 +38,8 @@ var sampleLoaders = map[string]func() validator{
 	"contiv.conf":     func() validator { c := contivconf.DefaultConfig(); return &c },
 	"ipam.conf":       func() validator { c := ipam.DefaultConfig(); return &c },
 	"podmanager.conf": func() validator { c := podmanager.DefaultConfig(); return &c },
+	// contiv-ksr's own (conf/ksr/ holds its samples for a local run).
+	"ksr.conf": func() validator { c := ksr.DefaultConfig(); return &c },
 }
 
 // TestShippedConfigFilesDecode checks that every .conf in the repository

@@ -17,10 +17,10 @@ const KubeconfigFlag = "kubeconfig"
 // -kubeconfig, env KUBECONFIG, the kubeconfig key of ksr.conf, and, inside
 // a pod, the in-cluster config (the service account). It returns the
 // config and where it came from.
-func (p *Plugin) kubeConfig() (*rest.Config, string, error) {
+func (p *Plugin) kubeConfig(cfg Config) (*rest.Config, string, error) {
 	path, origin := config.LookupOrigin(p.flags, KubeconfigFlag, "", p.env)
-	if path == "" && p.cfg.Kubeconfig != "" {
-		path, origin = p.cfg.Kubeconfig, "ksr.conf kubeconfig"
+	if path == "" && cfg.Kubeconfig != "" {
+		path, origin = cfg.Kubeconfig, "ksr.conf kubeconfig"
 	}
 	if path != "" {
 		c, err := clientcmd.BuildConfigFromFlags("", path)

@@ -10,6 +10,7 @@ import (
 
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	kuberest "k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 
@@ -44,13 +45,13 @@ type Deps struct {
 type Plugin struct {
 	Deps
 
-	fixedConf *Config                     // from UseConf
-	client    kubernetes.Interface        // from UseClient, else built by Init
-	clock     clock.WithTicker            // UseClock
-	identity  []byte                      // UseIdentity
-	env       func(string) (string, bool) // UseEnv
-	flags     *flag.FlagSet               // from RegisterFlags
-	loaded    config.Preloaded[Config]    // by LoadConfig
+	fixedConf *Config                        // from UseConf
+	client    kubernetes.Interface           // from UseClient, else built by Init
+	clock     clock.WithTicker               // UseClock
+	identity  []byte                         // UseIdentity
+	env       func(string) (string, bool)    // UseEnv
+	flags     *flag.FlagSet                  // from RegisterFlags
+	loaded    config.Preloaded[loadedConfig] // by LoadConfig
 
 	// Set by Init, read-only afterwards.
 	cfg      Config
@@ -90,21 +91,44 @@ func (p *Plugin) RegisterFlags(fs *flag.FlagSet) {
 	p.Deps.RegisterFlags(fs)
 }
 
-// LoadConfig decodes and validates ksr.conf before any plugin's Init.
-func (p *Plugin) LoadConfig() error { return p.loaded.Load(p.decodeConfig) }
+// LoadConfig decodes and validates ksr.conf and resolves the kubeconfig
+// (reading it, connecting nowhere) before any plugin's Init, so that a bad
+// file stops contiv-ksr before anything starts.
+func (p *Plugin) LoadConfig() error { return p.loaded.Load(p.loadConfig) }
+
+// loadConfig is ksr.conf and, unless UseClient gave a client, the
+// resolved kubeconfig.
+func (p *Plugin) loadConfig() (loadedConfig, error) {
+	cfg, err := p.decodeConfig()
+	if err != nil || p.client != nil {
+		return loadedConfig{Config: cfg}, err
+	}
+	rc, origin, err := p.kubeConfig(cfg)
+	if err != nil {
+		return loadedConfig{}, fmt.Errorf("ksr: %w", err)
+	}
+	return loadedConfig{Config: cfg, rest: rc, origin: origin}, nil
+}
+
+// loadedConfig is what LoadConfig found.
+type loadedConfig struct {
+	Config
+	rest   *kuberest.Config // nil with UseClient
+	origin string           // where the kubeconfig came from
+}
 
 // Init loads the config, builds the client and the informers and
 // registers the REST handlers and metrics. Nothing runs until AfterInit.
 func (p *Plugin) Init() error {
-	cfg, err := p.loaded.Get(p.decodeConfig)
+	loaded, err := p.loaded.Get(p.loadConfig)
 	if err != nil {
 		return err
 	}
-	p.cfg = cfg
+	p.cfg = loaded.Config
 	if p.DB == nil || p.Election == nil {
 		return errors.New("ksr: DB and Election (the etcd plugin) are required")
 	}
-	if err := p.initClient(); err != nil {
+	if err := p.initClient(loaded); err != nil {
 		return err
 	}
 	p.factory = informers.NewSharedInformerFactory(p.client, 0)
@@ -116,7 +140,7 @@ func (p *Plugin) Init() error {
 	}
 	p.mirror = &mirror{db: p.DB, res: p.res, metrics: p.metrics, log: p.Log}
 	p.releaser = &releaser{db: p.DB, nodes: p.res[0].informer.GetStore(), absence: p.absence,
-		grace: cfg.NodeIDGracePeriod, clock: p.clock, metrics: p.metrics, log: p.Log}
+		grace: p.cfg.NodeIDGracePeriod, clock: p.clock, metrics: p.metrics, log: p.Log}
 	if p.Metrics != nil {
 		if err := p.Metrics.Register(p.metrics); err != nil {
 			return fmt.Errorf("ksr: register metrics: %w", err)
@@ -127,14 +151,11 @@ func (p *Plugin) Init() error {
 }
 
 // initClient builds the clientset unless UseClient gave one.
-func (p *Plugin) initClient() error {
+func (p *Plugin) initClient(loaded loadedConfig) error {
 	if p.client != nil {
 		return nil
 	}
-	rc, origin, err := p.kubeConfig()
-	if err != nil {
-		return fmt.Errorf("ksr: %w", err)
-	}
+	rc, origin := loaded.rest, loaded.origin
 	rc.UserAgent = "contiv-ksr"
 	client, err := kubernetes.NewForConfig(rc)
 	if err != nil {
