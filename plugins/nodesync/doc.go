@@ -65,7 +65,9 @@
 // re-assert pending. Claim errors (no DB: ErrNoDatabase; etcd unreachable;
 // gave up; name taken; ID changed) are returned from Resync wrapped in
 // api.FatalError: the agent must not run without an ID. The agent never
-// deletes an ID key: only an operator frees an ID.
+// deletes an ID key: contiv-ksr's leader frees the ID of a Kubernetes Node
+// gone for its grace period, and only while the presence key of that node
+// is absent and the record unchanged (plugins/ksr); an operator may too.
 //
 // # Re-assert: keeping the ID
 //
