@@ -39,4 +39,13 @@
 // (Close ends it without revoking, like a killed process). Its Lost channel
 // closes when the lease expired, was revoked or went one TTL without a
 // keep-alive answer.
+//
+// Campaign implements kvdb.ElectionStore on etcd's election recipe: a
+// session of the caller's TTL and a key under prefix+"/" that leads once
+// every older key is gone. The Leadership's Fence compares the leader
+// key's mod revision, so a transaction that carries it fails once the key
+// expired, was deleted or resigned; its Done channel closes then (a
+// goroutine the plugin tracks watches the key and the session). Close
+// ends every session without resigning, like a killed process: the next
+// candidate leads when the lease expires.
 package etcd
