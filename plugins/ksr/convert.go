@@ -59,9 +59,10 @@ func nodeInfo(i corev1.NodeSystemInfo) *node.NodeSystemInfo {
 		OsImage:                 i.OSImage,
 		ContainerRuntimeVersion: i.ContainerRuntimeVersion,
 		KubeletVersion:          i.KubeletVersion,
-		KubeProxyVersion:        i.KubeProxyVersion, //nolint:staticcheck // still reported by older kubelets
-		OperatingSystem:         i.OperatingSystem,
-		Architecture:            i.Architecture,
+		//lint:ignore SA1019 older kubelets still report it, and the model has the field
+		KubeProxyVersion: i.KubeProxyVersion,
+		OperatingSystem:  i.OperatingSystem,
+		Architecture:     i.Architecture,
 	}
 }
 
