@@ -4,7 +4,9 @@
 // kernel and every path inside a temporary directory, starts the agent
 // with an embedded etcd, and waits until it is ready. An Agent can be
 // killed (SIGKILL) and started again on the same directory, as a node
-// would be after a crash.
+// would be after a crash. Build, AgentConfig, AgentEnv and WriteConfig
+// need no testing.T: tests/cluster (and through it `make demo`) uses them
+// to run agents on a shared etcd.
 //
 // Owner: each Agent belongs to the test goroutine that started it; its
 // log reader goroutine only forwards lines. Caller duties: call Main from
@@ -33,32 +35,43 @@ type Bins struct {
 	Dir   string // the directory holding them (a CNI_PATH entry)
 	Agent string // contiv-agent
 	CNI   string // contiv-cni
+	KSR   string // contiv-ksr
 }
 
 var bins Bins
 
-// Main builds contiv-agent and contiv-cni into a temporary directory, runs
-// the tests and removes the directory.
+// Main builds the binaries (Build) into a temporary directory, runs the
+// tests and removes the directory.
 func Main(m *testing.M) {
 	dir, err := os.MkdirTemp("", "contiv-testenv")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "testenv:", err)
 		os.Exit(2)
 	}
-	bins = Bins{Dir: dir, Agent: filepath.Join(dir, "contiv-agent"), CNI: filepath.Join(dir, "contiv-cni")}
-	for _, b := range []struct{ out, pkg string }{{bins.Agent, "cmd/contiv-agent"}, {bins.CNI, "cmd/contiv-cni"}} {
-		build := exec.Command("go", "build", "-o", b.out, "./"+b.pkg)
-		build.Dir = RepoRoot()
-		build.Stdout, build.Stderr = os.Stderr, os.Stderr
-		if err := build.Run(); err != nil {
-			_ = os.RemoveAll(dir)
-			fmt.Fprintf(os.Stderr, "testenv: building %s: %v\n", b.pkg, err)
-			os.Exit(2)
-		}
+	if bins, err = Build(dir); err != nil {
+		_ = os.RemoveAll(dir)
+		fmt.Fprintln(os.Stderr, "testenv:", err)
+		os.Exit(2)
 	}
 	code := m.Run()
 	_ = os.RemoveAll(dir)
 	os.Exit(code)
+}
+
+// Build builds contiv-agent, contiv-cni and contiv-ksr into dir with the
+// go command of PATH; the compiler's output goes to stderr.
+func Build(dir string) (Bins, error) {
+	b := Bins{Dir: dir, Agent: filepath.Join(dir, "contiv-agent"), CNI: filepath.Join(dir, "contiv-cni"),
+		KSR: filepath.Join(dir, "contiv-ksr")}
+	for _, t := range []struct{ out, pkg string }{{b.Agent, "cmd/contiv-agent"}, {b.CNI, "cmd/contiv-cni"}, {b.KSR, "cmd/contiv-ksr"}} {
+		build := exec.Command("go", "build", "-o", t.out, "./"+t.pkg)
+		build.Dir = RepoRoot()
+		build.Stdout, build.Stderr = os.Stderr, os.Stderr
+		if err := build.Run(); err != nil {
+			return Bins{}, fmt.Errorf("building %s: %w", t.pkg, err)
+		}
+	}
+	return b, nil
 }
 
 // Binaries returns what Main built.
@@ -135,27 +148,47 @@ func newAgent(t testing.TB, opts Options) *Agent {
 // a.Dir, then opts.Conf over them.
 func (a *Agent) writeConfig(t testing.TB) {
 	t.Helper()
+	files, err := AgentConfig(a.Dir, a.Socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, content := range a.opts.Conf {
+		files[name] = content
+	}
+	if err := WriteConfig(a.Dir, files); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// AgentConfig returns the config files of an agent whose directory is
+// dir, by file name: the conf/ samples, the REST server on a loopback port
+// the kernel chooses, an embedded etcd and the bolt file in dir, and the
+// CNI socket at socket.
+func AgentConfig(dir, socket string) (map[string]string, error) {
 	files := map[string]string{}
 	for _, name := range []string{"logmanager.conf", "health.conf", "metrics.conf", "controller.conf", "contiv.conf", "ipam.conf"} {
 		data, err := os.ReadFile(filepath.Join(RepoRoot(), "conf", name))
 		if err != nil {
-			t.Fatal(err)
+			return nil, err
 		}
 		files[name] = string(data)
 	}
 	files["http.conf"] = "endpoint: 127.0.0.1:0\n"
-	files["etcd.conf"] = "embedded: true\nembedded-data-dir: " + filepath.Join(a.Dir, "etcd") +
+	files["etcd.conf"] = "embedded: true\nembedded-data-dir: " + filepath.Join(dir, "etcd") +
 		"\nembedded-client-url: http://127.0.0.1:0\nembedded-peer-url: http://127.0.0.1:0\n"
-	files["bolt.conf"] = "db-path: " + filepath.Join(a.Dir, "data", "bolt.db") + "\n"
-	files["podmanager.conf"] = "socketPath: " + a.Socket + "\n"
-	for name, content := range a.opts.Conf {
-		files[name] = content
-	}
+	files["bolt.conf"] = "db-path: " + filepath.Join(dir, "data", "bolt.db") + "\n"
+	files["podmanager.conf"] = "socketPath: " + socket + "\n"
+	return files, nil
+}
+
+// WriteConfig writes files (name -> content) into dir.
+func WriteConfig(dir string, files map[string]string) error {
 	for name, content := range files {
-		if err := os.WriteFile(filepath.Join(a.Dir, name), []byte(content), 0o600); err != nil {
-			t.Fatal(err)
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600); err != nil {
+			return err
 		}
 	}
+	return nil
 }
 
 // Start runs the agent on its directory (again, after Kill or Stop) and
@@ -183,12 +216,16 @@ func (a *Agent) Start(t testing.TB) {
 }
 
 // env is the environment of the agent process.
-func (a *Agent) env() []string {
-	env := append(os.Environ(), "CONFIG_DIR="+a.Dir, "LOG_FORMAT=json",
-		"MICROSERVICE_LABEL="+a.opts.Node, "HTTP_PORT=", "ETCD_ENDPOINTS=", "INITIAL_LOGLVL=",
+func (a *Agent) env() []string { return append(AgentEnv(a.Dir, a.opts.Node), a.opts.Env...) }
+
+// AgentEnv is the environment of an agent on the config directory dir
+// serving node: this process's environment with JSON logs, the node name,
+// no overrides of the config files, and a short presence TTL.
+func AgentEnv(dir, node string) []string {
+	return append(os.Environ(), "CONFIG_DIR="+dir, "LOG_FORMAT=json",
+		"MICROSERVICE_LABEL="+node, "HTTP_PORT=", "ETCD_ENDPOINTS=", "INITIAL_LOGLVL=",
 		// A killed agent's presence lease blocks its restart for a TTL.
 		"NODESYNC_PRESENCE_TTL=2s")
-	return append(env, a.opts.Env...)
 }
 
 // refuseTimeout bounds StartRefused: an agent still running then has
