@@ -21,8 +21,20 @@ PROTOC_GEN_GO_GRPC_VERSION := v1.6.2
 KUBE_VERSION := v1.36.3-etcd3.6.16
 KUBE_BINS   := $(CURDIR)/_cache/kube/$(KUBE_VERSION)
 export KUBEBUILDER_ASSETS ?= $(KUBE_BINS)
+# The container images `make images` builds from docker/, under the names
+# k8s/kustomization.yaml deploys (tests/manifests checks that they agree).
+IMAGE_REPO  ?= ghcr.io/contiv-ipam
+IMAGE_TAG   ?= v0.1.0
+AGENT_IMAGE := $(IMAGE_REPO)/contiv-agent:$(IMAGE_TAG)
+KSR_IMAGE   := $(IMAGE_REPO)/contiv-ksr:$(IMAGE_TAG)
+# docker or podman; empty: the first of them whose daemon answers.
+CONTAINER_ENGINE ?=
+# `make static`: CGO_ENABLED=0 builds of STATIC_CMDS into STATIC_DIR (the
+# image builds run it).
+STATIC_DIR  ?= $(BIN)/static
+STATIC_CMDS := ./cmd/contiv-agent ./cmd/contiv-cni ./cmd/contiv-ksr
 
-.PHONY: all build run test test-unit test-race test-deps kube-bins cni-plugins check lint bench chaos crash fuzz clean tools generate
+.PHONY: all build static images run test test-unit test-race test-deps kube-bins cni-plugins check lint bench chaos crash fuzz clean tools generate
 
 all: build
 
@@ -30,6 +42,32 @@ all: build
 build:
 	@mkdir -p $(BIN)
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/ ./cmd/...
+
+## static: static (CGO_ENABLED=0) builds of contiv-agent, contiv-cni and contiv-ksr into STATIC_DIR (default ./bin/static), as the images hold them
+static:
+	@mkdir -p $(STATIC_DIR)
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(STATIC_DIR)/ $(STATIC_CMDS)
+
+## images: build the images $(IMAGE_REPO)/contiv-agent and contiv-ksr:$(IMAGE_TAG) from docker/ with docker or podman (CONTAINER_ENGINE); fails, saying so, where no container engine runs
+images:
+	@engine="$(CONTAINER_ENGINE)"; \
+	  if [ -z "$$engine" ]; then \
+	    for e in docker podman; do \
+	      if command -v $$e >/dev/null 2>&1 && $$e info >/dev/null 2>&1; then engine=$$e; break; fi; \
+	    done; \
+	  fi; \
+	  if [ -z "$$engine" ]; then \
+	    echo "make images: no container engine is available (neither 'docker info' nor 'podman info' succeeds)." >&2; \
+	    echo "make images: the Dockerfiles are in docker/ (docker/README.md); build them where docker or podman runs." >&2; \
+	    exit 1; \
+	  fi; \
+	  set -e; for img in contiv-agent:$(AGENT_IMAGE) contiv-ksr:$(KSR_IMAGE); do \
+	    name=$${img%%:*}; tag=$${img#*:}; ignore=; \
+	    if [ "$$engine" = podman ]; then ignore="--ignorefile docker/$$name.Dockerfile.dockerignore"; fi; \
+	    echo "== $$engine build -t $$tag -f docker/$$name.Dockerfile ."; \
+	    $$engine build -f docker/$$name.Dockerfile $$ignore -t $$tag \
+	      --build-arg VERSION=$(VERSION) --build-arg COMMIT=$(COMMIT) --build-arg DATE=$(DATE) .; \
+	  done
 
 ## run: build and start the agent with conf/ and an embedded etcd in ./_data
 run: build

@@ -1,0 +1,25 @@
+# syntax=docker/dockerfile:1
+# contiv-ksr, for the contiv-ksr Deployment (k8s/).
+# Build from the repository root: `make images`, or
+#   docker build -f docker/contiv-ksr.Dockerfile -t contiv-ksr .
+
+FROM golang:1.26-trixie AS build
+WORKDIR /src
+COPY go.mod go.sum ./
+RUN --mount=type=cache,target=/go/pkg/mod go mod download
+COPY . .
+ARG VERSION=dev
+ARG COMMIT=unknown
+ARG DATE=unknown
+# The same target a developer runs: a static binary, the Makefile's ldflags.
+RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
+    make static STATIC_DIR=/out STATIC_CMDS=./cmd/contiv-ksr \
+      VERSION="$VERSION" COMMIT="$COMMIT" DATE="$DATE"
+
+# No shell, no package manager, CA certificates for the API server's TLS
+# (the in-cluster config also mounts the cluster's CA).
+FROM gcr.io/distroless/static-debian13:nonroot
+COPY --from=build /out/contiv-ksr /usr/local/bin/contiv-ksr
+# nonroot (65532): contiv-ksr needs no file of the host and no privilege.
+USER 65532:65532
+ENTRYPOINT ["/usr/local/bin/contiv-ksr"]
