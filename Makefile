@@ -34,7 +34,7 @@ CONTAINER_ENGINE ?=
 STATIC_DIR  ?= $(BIN)/static
 STATIC_CMDS := ./cmd/contiv-agent ./cmd/contiv-cni ./cmd/contiv-ksr
 
-.PHONY: all build static images run test test-unit test-race test-deps kube-bins cni-plugins check lint bench chaos crash fuzz clean tools generate
+.PHONY: all build static images run test test-unit test-race test-deps kube-bins cni-plugins check lint bench chaos crash fuzz clean tools generate demo
 
 all: build
 
@@ -74,6 +74,11 @@ run: build
 	@mkdir -p _data
 	@echo "contiv-agent: REST on http://127.0.0.1:9999/ (index), /liveness, /readiness, /metrics; data in ./_data; Ctrl-C stops"
 	CONFIG_DIR=$(CURDIR)/conf $(BIN)/contiv-agent
+
+## demo: run a kube-apiserver, its etcd, the Contiv etcd, contiv-ksr and two agents on this machine (tests/demo), create two Nodes and four Pods with kubectl, print each agent's /contiv/v1/ipam and allocations; Ctrl-C stops every process
+demo: build kube-bins
+	$(GO) build -o $(BIN)/contiv-demo ./tests/demo
+	$(BIN)/contiv-demo -bin $(BIN)
 
 # timed runs one make target and prints how long it took.
 timed = @start=$$(date +%s); echo "== $(1)"; $(MAKE) --no-print-directory $(1) && echo "== $(1) took $$(( $$(date +%s) - start )) s"
