@@ -4,7 +4,10 @@
 #   docker build -f docker/contiv-agent.Dockerfile -t contiv-agent .
 # docker/README.md says why the final stage is Debian and runs as root.
 
-FROM golang:1.26-trixie AS build
+# The builder runs on the build machine's platform and cross-compiles for
+# the target's (docker buildx build --platform linux/arm64 ...): the
+# binaries are static, so no C toolchain of the target is needed.
+FROM --platform=$BUILDPLATFORM golang:1.26-trixie AS build
 WORKDIR /src
 COPY go.mod go.sum ./
 RUN --mount=type=cache,target=/go/pkg/mod go mod download
@@ -12,9 +15,11 @@ COPY . .
 ARG VERSION=dev
 ARG COMMIT=unknown
 ARG DATE=unknown
+ARG TARGETOS
+ARG TARGETARCH
 # The same target a developer runs: static binaries, the Makefile's ldflags.
 RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
-    make static STATIC_DIR=/out STATIC_CMDS="./cmd/contiv-agent ./cmd/contiv-cni" \
+    GOOS="$TARGETOS" GOARCH="$TARGETARCH" make static STATIC_DIR=/out STATIC_CMDS="./cmd/contiv-agent ./cmd/contiv-cni" \
       VERSION="$VERSION" COMMIT="$COMMIT" DATE="$DATE"
 
 # Debian, not distroless: the DaemonSet's init container runs this image's

@@ -3,7 +3,10 @@
 # Build from the repository root: `make images`, or
 #   docker build -f docker/contiv-ksr.Dockerfile -t contiv-ksr .
 
-FROM golang:1.26-trixie AS build
+# The builder runs on the build machine's platform and cross-compiles for
+# the target's (docker buildx build --platform linux/arm64 ...): the
+# binaries are static, so no C toolchain of the target is needed.
+FROM --platform=$BUILDPLATFORM golang:1.26-trixie AS build
 WORKDIR /src
 COPY go.mod go.sum ./
 RUN --mount=type=cache,target=/go/pkg/mod go mod download
@@ -11,9 +14,11 @@ COPY . .
 ARG VERSION=dev
 ARG COMMIT=unknown
 ARG DATE=unknown
+ARG TARGETOS
+ARG TARGETARCH
 # The same target a developer runs: a static binary, the Makefile's ldflags.
 RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
-    make static STATIC_DIR=/out STATIC_CMDS=./cmd/contiv-ksr \
+    GOOS="$TARGETOS" GOARCH="$TARGETARCH" make static STATIC_DIR=/out STATIC_CMDS=./cmd/contiv-ksr \
       VERSION="$VERSION" COMMIT="$COMMIT" DATE="$DATE"
 
 # No shell, no package manager, CA certificates for the API server's TLS

@@ -48,12 +48,22 @@ func readDockerfile(image string) (*dockerfile, error) {
 		fields := strings.Fields(sc.Text())
 		switch {
 		case len(fields) >= 2 && fields[0] == "FROM":
-			d.base, d.files = fields[1], map[string]string{}
+			d.base, d.files = firstArg(fields[1:]), map[string]string{}
 		case len(fields) >= 3 && fields[0] == "COPY":
 			d.addCopy(fields[1:])
 		}
 	}
 	return d, sc.Err()
+}
+
+// firstArg is the first argument that is not a --flag.
+func firstArg(args []string) string {
+	for _, a := range args {
+		if !strings.HasPrefix(a, "--") {
+			return a
+		}
+	}
+	return ""
 }
 
 // addCopy records COPY [--flags] src... dest.
