@@ -51,12 +51,21 @@ var envRef = regexp.MustCompile(`\$\(([A-Za-z_][A-Za-z0-9_]*)\)`)
 // before it and the links (an unknown one stays as written, as the kubelet
 // leaves it). A fieldRef becomes its field path ("status.podIP").
 func containerEnv(b *bundle, c *corev1.Container) map[string]string {
+	return containerEnvWith(b, c, nil)
+}
+
+// containerEnvWith is containerEnv with the values of some fieldRefs
+// (field path -> value).
+func containerEnvWith(b *bundle, c *corev1.Container, fields map[string]string) map[string]string {
 	env := serviceLinks(b)
 	own := map[string]string{}
 	for _, e := range c.Env {
 		v := e.Value
 		if e.ValueFrom != nil && e.ValueFrom.FieldRef != nil {
 			v = e.ValueFrom.FieldRef.FieldPath
+			if x, ok := fields[v]; ok {
+				v = x
+			}
 		}
 		v = envRef.ReplaceAllStringFunc(v, func(ref string) string {
 			name := envRef.FindStringSubmatch(ref)[1]
