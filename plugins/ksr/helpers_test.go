@@ -81,7 +81,7 @@ func leading(t testing.TB, p *Plugin) {
 	NewWithT(t).Eventually(func() bool {
 		s := p.status.get()
 		return s.Leading && s.LastResync != nil
-	}).WithTimeout(10 * time.Second).Should(BeTrue(), "replica leads")
+	}).WithTimeout(10*time.Second).Should(BeTrue(), "replica leads")
 }
 
 // stored decodes the value etcd holds under the KSR key into m; false

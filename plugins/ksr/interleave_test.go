@@ -105,7 +105,7 @@ func TestAChangeDuringAResyncWriteIsWrittenAfterIt(t *testing.T) {
 			once.Do(func() { // inside the resync's write of p1
 				_, err := client.CoreV1().Pods("default").Create(context.Background(), testPod("default", "late", "10.1.1.3"), metav1.CreateOptions{})
 				g.Expect(err).NotTo(HaveOccurred())
-				g.Eventually(p.dirty.len).WithTimeout(5 * time.Second).Should(Equal(1), "the informer saw it")
+				g.Eventually(p.dirty.len).WithTimeout(5*time.Second).Should(Equal(1), "the informer saw it")
 			})
 		}
 	})

@@ -96,7 +96,7 @@ func TestMirrorsInTheModelsFormatAndWritesOnlyChanges(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Eventually(func() int64 { return modRev(t, cli, pod.Key("barrier", "team")) }).WithTimeout(5 * time.Second).ShouldNot(BeZero())
 	g.Expect(modRev(t, cli, pod.Key("web", "team"))).To(Equal(rev), "an unmirrored change is not written")
-	g.Expect(writes(p, pod.Keyword, "put")).To(Equal(puts + 1), "only the barrier pod was written")
+	g.Expect(writes(p, pod.Keyword, "put")).To(Equal(puts+1), "only the barrier pod was written")
 
 	// A mirrored change is written; a delete deletes.
 	web.Status.PodIP = "10.1.1.7"

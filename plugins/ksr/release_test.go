@@ -81,7 +81,7 @@ func TestNodeIDsAreFreedAfterTheGracePeriodOnly(t *testing.T) {
 	g.Eventually(func() bool {
 		clk.Step(100 * time.Millisecond)
 		return hasID(t, cli, 2)
-	}).WithTimeout(5 * time.Second).Should(BeFalse(), "n2's ID is freed after the grace period")
+	}).WithTimeout(5*time.Second).Should(BeFalse(), "n2's ID is freed after the grace period")
 	g.Expect(testutil.ToFloat64(p.metrics.releases)).To(BeEquivalentTo(1))
 	g.Expect(hasID(t, cli, 1)).To(BeTrue(), "n1 exists")
 	g.Expect(hasID(t, cli, 3)).To(BeTrue(), "n3's agent is present")
