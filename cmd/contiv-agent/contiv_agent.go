@@ -2,6 +2,7 @@ package main
 
 import (
 	"github.com/contiv-ipam/agent/infra"
+	"github.com/contiv-ipam/agent/infra/command"
 	"github.com/contiv-ipam/agent/infra/health"
 	"github.com/contiv-ipam/agent/infra/kvdb/bolt"
 	"github.com/contiv-ipam/agent/infra/kvdb/etcd"
@@ -46,30 +47,15 @@ var (
 
 // newContivAgent wires every plugin with one shared log registry.
 func newContivAgent(reg *logging.Registry, build health.BuildInfo) *ContivAgent {
-	httpP := rest.NewPlugin(rest.UseDeps(func(d *rest.Deps) { d.LogRegistry = reg }))
-	metricsP := metrics.NewPlugin(metrics.UseDeps(func(d *metrics.Deps) {
-		d.LogRegistry = reg
-		d.HTTP = httpP
-	}))
-	healthP := health.NewPlugin(health.UseBuildInfo(build), health.UseDeps(func(d *health.Deps) {
-		d.LogRegistry = reg
-		d.HTTP = httpP
-		d.Metrics = metricsP
-	}))
+	base := command.NewBase(reg, build)
 	a := &ContivAgent{
-		HTTP:    httpP,
-		Metrics: metricsP,
-		Health:  healthP,
-		LogManager: logmanager.NewPlugin(logmanager.UseDeps(func(d *logmanager.Deps) {
-			d.LogRegistry = reg
-			d.HTTP = httpP
-		})),
+		HTTP:       base.HTTP,
+		Metrics:    base.Metrics,
+		Health:     base.Health,
+		LogManager: base.LogManager,
+		ETCD:       base.ETCD,
 		ServiceLabel: servicelabel.NewPlugin(servicelabel.UseDeps(func(d *servicelabel.Deps) {
 			d.LogRegistry = reg
-		})),
-		ETCD: etcd.NewPlugin(etcd.UseDeps(func(d *etcd.Deps) {
-			d.LogRegistry = reg
-			d.StatusCheck = healthP
 		})),
 		Bolt: bolt.NewPlugin(bolt.UseDeps(func(d *bolt.Deps) { d.LogRegistry = reg })),
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"github.com/contiv-ipam/agent/infra"
+	"github.com/contiv-ipam/agent/infra/command"
 	"github.com/contiv-ipam/agent/infra/health"
 	"github.com/contiv-ipam/agent/infra/kvdb/etcd"
 	"github.com/contiv-ipam/agent/infra/logging"
@@ -37,34 +38,17 @@ var (
 // unless http.conf says otherwise, so that contiv-ksr and an agent can
 // run on one machine.
 func newContivKSR(reg *logging.Registry, build health.BuildInfo) *ContivKSR {
-	httpP := rest.NewPlugin(rest.UseDefaultEndpoint(ksr.DefaultEndpoint),
-		rest.UseDeps(func(d *rest.Deps) { d.LogRegistry = reg }))
-	metricsP := metrics.NewPlugin(metrics.UseDeps(func(d *metrics.Deps) {
-		d.LogRegistry = reg
-		d.HTTP = httpP
-	}))
-	healthP := health.NewPlugin(health.UseBuildInfo(build), health.UseDeps(func(d *health.Deps) {
-		d.LogRegistry = reg
-		d.HTTP = httpP
-		d.Metrics = metricsP
-	}))
-	etcdP := etcd.NewPlugin(etcd.UseDeps(func(d *etcd.Deps) {
-		d.LogRegistry = reg
-		d.StatusCheck = healthP
-	}))
+	base := command.NewBase(reg, build, rest.UseDefaultEndpoint(ksr.DefaultEndpoint))
 	k := &ContivKSR{
-		HTTP:    httpP,
-		Metrics: metricsP,
-		Health:  healthP,
-		ETCD:    etcdP,
-		LogManager: logmanager.NewPlugin(logmanager.UseDeps(func(d *logmanager.Deps) {
-			d.LogRegistry = reg
-			d.HTTP = httpP
-		})),
+		HTTP:       base.HTTP,
+		Metrics:    base.Metrics,
+		Health:     base.Health,
+		LogManager: base.LogManager,
+		ETCD:       base.ETCD,
 		KSR: ksr.NewPlugin(ksr.UseDeps(func(d *ksr.Deps) {
 			d.LogRegistry = reg
-			d.DB, d.Election = etcdP, etcdP
-			d.HTTP, d.Metrics, d.StatusCheck = httpP, metricsP, healthP
+			d.DB, d.Election = base.ETCD, base.ETCD
+			d.HTTP, d.Metrics, d.StatusCheck = base.HTTP, base.Metrics, base.Health
 		})),
 	}
 	k.SetName(pluginName)
