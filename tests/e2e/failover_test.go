@@ -107,3 +107,27 @@ func stateEqual(ctx context.Context, kube *kubeenv.Env, cli *clientv3.Client) fu
 		g.Expect(etcd).To(Equal(api))
 	}
 }
+
+// A leader stopped cleanly (SIGINT) resigns: the standby leads at once,
+// long before the lease TTL would have run out.
+func TestCleanStopHandsTheLeadOverAtOnce(t *testing.T) {
+	t.Parallel()
+	g := NewWithT(t)
+	ctx := t.Context()
+	kube := kubeenv.StartT(t)
+	c := cluster.StartT(t, cluster.TestBins(t), kube.Kubeconfig)
+	const ttl = 10 * time.Second
+	conf := ksr.Config{ElectionTTL: ttl}
+	k1, k2 := c.AddKSRT(t, conf), c.AddKSRT(t, conf)
+	var leader *cluster.KSR
+	g.Eventually(func(g Gomega) { leader = leaderOf(ctx, k1, k2)(g) }).Should(Succeed(), "one leader")
+	standby := k1
+	if leader == k1 {
+		standby = k2
+	}
+	stopped := time.Now()
+	g.Expect(leader.Stop(cluster.StopTimeout)).To(Succeed(), "the leader's exit status after SIGINT")
+	g.Eventually(leading(ctx, standby)).WithTimeout(time.Until(stopped.Add(ttl/4))).WithPolling(50*time.Millisecond).
+		Should(BeTrue(), "the standby leads well within the TTL (%s)", ttl)
+	t.Logf("the standby led %s after SIGINT to the leader", time.Since(stopped).Round(time.Millisecond))
+}

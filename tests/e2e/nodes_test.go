@@ -54,4 +54,9 @@ func TestTwoAgentsOwnSubnetsAndPods(t *testing.T) {
 		"agent B learns its pod at the resync")
 	g.Expect(podIPs(t.Context(), a)()).NotTo(HaveKey("default/pod-b"), "agent A holds B's pod")
 	g.Expect(podIPs(t.Context(), b)()).NotTo(HaveKey("default/pod-a"), "agent B holds A's pod")
+
+	deletePod(t, kube, "default", "pod-a")
+	g.Eventually(podIPs(t.Context(), a)).WithTimeout(15*time.Second).ShouldNot(HaveKey("default/pod-a"),
+		"agent A releases the address of a pod deleted from the API")
+	g.Expect(podIPs(t.Context(), b)()).To(HaveKeyWithValue("default/pod-b", ipB), "agent B keeps its pod")
 }
