@@ -45,8 +45,9 @@
 //     after any write that failed: its outcome is unknown, so what etcd
 //     holds is listed again after a pause (100ms doubling to 5s; health
 //     Error meanwhile).
-//  4. The node IDs (below) after every resync, when a Node is deleted and
-//     when the earliest one is due.
+//  4. The node IDs (below) after every resync, when a Node is deleted,
+//     when the earliest one is due, and every min(grace period, 30s)
+//     while a past-due one is blocked by its agent.
 //
 // The dirty objects are taken before a resync reads the stores: a change
 // the informers deliver during the resync is in the next set and written
@@ -60,7 +61,7 @@
 // revision as listed (an agent that came back rewrote it), the absence of
 // the node's presence key (vppnode.PresenceKey: no agent serves the node)
 // and the fence. A past-due ID that cannot be freed is listed as blocked
-// and retried at every resync. The time a Node went is taken from the
+// and checked again every min(grace period, 30s) and at every resync. The time a Node went is taken from the
 // informer's delete (every replica tracks it, so a new leader keeps the
 // old deadline); a Node already gone when the replica started counts from
 // when it first sees the record, so a takeover can lengthen the grace

@@ -166,7 +166,8 @@ func (l *leader) settle(err error) error {
 }
 
 // releases frees the node IDs that are due and arms the timer for the
-// next one.
+// next check: the earliest due ID, or, while a past-due ID is blocked by
+// its agent, blockedRecheck from now (whichever comes first).
 func (l *leader) releases(ctx context.Context) {
 	pending, err := l.p.releaser.check(ctx, l.lead.Fence())
 	if err != nil {
@@ -175,13 +176,25 @@ func (l *leader) releases(ctx context.Context) {
 	}
 	l.p.status.setPending(pending)
 	l.releaseT = nil
-	for _, pr := range pending { // earliest due first; blocked ones wait for a resync
-		if pr.Blocked == "" {
-			l.releaseT = l.p.clock.NewTimer(pr.Due.Sub(l.p.clock.Now())).C()
-			break
+	now := l.p.clock.Now()
+	var next time.Time
+	for _, pr := range pending {
+		due := pr.Due
+		if pr.Blocked != "" {
+			due = now.Add(l.p.blockedRecheck())
+		}
+		if next.IsZero() || due.Before(next) {
+			next = due
 		}
 	}
+	if !next.IsZero() {
+		l.releaseT = l.p.clock.NewTimer(next.Sub(now)).C()
+	}
 }
+
+// blockedRecheck is how often a past-due node ID blocked by its agent is
+// checked again: the grace period, at most 30s.
+func (p *Plugin) blockedRecheck() time.Duration { return min(p.cfg.NodeIDGracePeriod, 30*time.Second) }
 
 // resyncOnce runs one mark-and-sweep resync and records its outcome.
 func (p *Plugin) resyncOnce(ctx context.Context, fence kvdb.Cmp) error {

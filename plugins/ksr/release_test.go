@@ -89,11 +89,16 @@ func TestNodeIDsAreFreedAfterTheGracePeriodOnly(t *testing.T) {
 	g.Expect(pendingIDs(p)).To(Equal([]uint32{3}), "n3 waits for its agent to go")
 	g.Expect(p.status.get().PendingNodeIDReleases[0].Blocked).To(Equal(blockedReason))
 
-	// Once n3's agent is gone, the next check frees its ID.
+	// Once n3's agent is gone, the next check (30s later: a blocked ID is
+	// checked again every min(grace, 30s)) frees its ID.
 	_, err = cli.Delete(ctx, vppnode.PresenceKey("n3"))
 	g.Expect(err).NotTo(HaveOccurred())
-	p.resyncNow <- struct{}{}
-	g.Eventually(func() bool { return hasID(t, cli, 3) }).WithTimeout(5 * time.Second).Should(BeFalse())
+	clk.Step(29 * time.Second)
+	g.Consistently(func() bool { return hasID(t, cli, 3) }).WithTimeout(300 * time.Millisecond).Should(BeTrue())
+	g.Eventually(func() bool {
+		clk.Step(100 * time.Millisecond)
+		return hasID(t, cli, 3)
+	}).WithTimeout(5 * time.Second).Should(BeFalse(), "freed at the recheck after its agent went")
 	g.Expect(testutil.ToFloat64(p.metrics.releases)).To(BeEquivalentTo(2))
 }
 
