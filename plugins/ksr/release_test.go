@@ -98,7 +98,7 @@ func TestNodeIDsAreFreedAfterTheGracePeriodOnly(t *testing.T) {
 	g.Eventually(func() bool {
 		clk.Step(100 * time.Millisecond)
 		return hasID(t, cli, 3)
-	}).WithTimeout(5 * time.Second).Should(BeFalse(), "freed at the recheck after its agent went")
+	}).WithTimeout(5*time.Second).Should(BeFalse(), "freed at the recheck after its agent went")
 	g.Expect(testutil.ToFloat64(p.metrics.releases)).To(BeEquivalentTo(2))
 }
 
