@@ -80,7 +80,8 @@ func TestMirrorsARealAPIServer(t *testing.T) {
 	_, err = cli.Put(ctx, codec.KSRPrefix+pod.Key("ghost", "default"), `{"name":"ghost","namespace":"default","ip_address":"10.1.7.99"}`)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Eventually(func() int64 { return modRev(t, cli, pod.Key("ghost", "default")) }).WithTimeout(seconds).Should(BeZero())
-	g.Expect(testutil.ToFloat64(p.metrics.fixes.WithLabelValues(pod.Keyword, fixDeleted))).To(BeNumerically(">=", 1))
+	g.Eventually(func() float64 { return testutil.ToFloat64(p.metrics.fixes.WithLabelValues(pod.Keyword, fixDeleted)) }).
+		Should(BeNumerically(">=", 1), "counted right after the resync")
 
 	// Deletes follow.
 	g.Expect(pods.Delete(ctx, "web", metav1.DeleteOptions{GracePeriodSeconds: new(int64)})).To(Succeed())

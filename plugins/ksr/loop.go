@@ -204,14 +204,14 @@ func (p *Plugin) resyncOnce(ctx context.Context, fence kvdb.Cmp) error {
 		p.metrics.resyncs.WithLabelValues("error").Inc()
 		return err
 	}
-	p.metrics.resyncs.WithLabelValues("ok").Inc()
+	counts := p.mirror.counts()
+	p.status.setResync(start, fixes, counts) // before the counters: a reader of both sees them agree
 	for res, kinds := range fixes {
 		for kind, n := range kinds {
 			p.metrics.fixes.WithLabelValues(res, kind).Add(float64(n))
 		}
 	}
-	counts := p.mirror.counts()
-	p.status.setResync(start, fixes, counts)
+	p.metrics.resyncs.WithLabelValues("ok").Inc()
 	p.Log.Info("resync done", "fixed", fixes.Total(), "fixes", fixes, "mirrored", counts,
 		"took", p.clock.Since(start).Round(time.Millisecond))
 	return nil

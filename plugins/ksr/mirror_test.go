@@ -86,7 +86,8 @@ func TestMirrorsInTheModelsFormatAndWritesOnlyChanges(t *testing.T) {
 	// The phase is not mirrored: updating it writes nothing. A second pod
 	// created after it is the barrier (one informer delivers in order).
 	rev := modRev(t, cli, pod.Key("web", "team"))
-	puts := writes(p, pod.Keyword, "put")
+	// The counter moves right after the write commits, on the loop.
+	g.Eventually(func() float64 { return writes(p, pod.Keyword, "put") }).Should(BeEquivalentTo(1), "web was written once")
 	web, err := client.CoreV1().Pods("team").Get(ctx, "web", metav1.GetOptions{})
 	g.Expect(err).NotTo(HaveOccurred())
 	web.Status.Phase = corev1.PodRunning
@@ -96,7 +97,9 @@ func TestMirrorsInTheModelsFormatAndWritesOnlyChanges(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Eventually(func() int64 { return modRev(t, cli, pod.Key("barrier", "team")) }).WithTimeout(5 * time.Second).ShouldNot(BeZero())
 	g.Expect(modRev(t, cli, pod.Key("web", "team"))).To(Equal(rev), "an unmirrored change is not written")
-	g.Expect(writes(p, pod.Keyword, "put")).To(Equal(puts+1), "only the barrier pod was written")
+	g.Eventually(func() float64 { return writes(p, pod.Keyword, "put") }).Should(BeEquivalentTo(2))
+	g.Consistently(func() float64 { return writes(p, pod.Keyword, "put") }).WithTimeout(200*time.Millisecond).
+		Should(BeEquivalentTo(2), "only the barrier pod was written")
 
 	// A mirrored change is written; a delete deletes.
 	web.Status.PodIP = "10.1.1.7"
@@ -141,7 +144,8 @@ func TestResyncSweepsAndCountsWhatItFixed(t *testing.T) {
 		namespace.Keyword: {fixAdded: 1, fixDeleted: 1},
 	}))
 	g.Expect(first.Mirrored).To(Equal(map[string]int{pod.Keyword: 1, node.Keyword: 1, namespace.Keyword: 1}))
-	g.Expect(testutil.ToFloat64(p.metrics.fixes.WithLabelValues(pod.Keyword, fixDeleted))).To(BeEquivalentTo(1))
+	g.Eventually(func() float64 { return testutil.ToFloat64(p.metrics.fixes.WithLabelValues(pod.Keyword, fixDeleted)) }).
+		Should(BeEquivalentTo(1), "counted right after the status")
 	g.Expect(modRev(t, cli, "allocatedIDs/1")).NotTo(BeZero(), "node IDs are not swept")
 	g.Expect(modRev(t, cli, "k8s/nodeconfig/n1")).NotTo(BeZero(), "unmirrored resources are not swept")
 	var n node.Node

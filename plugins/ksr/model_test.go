@@ -45,15 +45,10 @@ func TestRandomChangesConvergeToTheAPI(t *testing.T) {
 			for range 150 {
 				r.step()
 			}
-			leader := r.leader(g, a, b)
-			leader.resyncNow <- struct{}{}
-			before := leader.status.get().LastResync
-			g.Eventually(func() bool { return leader.status.get().LastResync != before }).WithTimeout(10 * time.Second).Should(BeTrue())
+			r.resync(g, a, b)
 			r.checkEqual(g)
-			leader.resyncNow <- struct{}{}
-			before = leader.status.get().LastResync
-			g.Eventually(func() bool { return leader.status.get().LastResync != before }).WithTimeout(10 * time.Second).Should(BeTrue())
-			g.Expect(leader.status.get().LastResync.Fixed).To(BeZero(), "converged: nothing left to fix")
+			last := r.resync(g, a, b)
+			g.Expect(last.Fixed).To(BeZero(), "converged: nothing left to fix")
 		})
 	}
 }
@@ -123,19 +118,31 @@ func (r *modelRun) dropLeader(ctx context.Context) {
 	_, _ = r.cli.Revoke(ctx, clientv3.LeaseID(resp.Kvs[0].Lease))
 }
 
-// leader waits for one of the replicas to lead and returns it.
-func (r *modelRun) leader(g Gomega, ps ...*Plugin) *Plugin {
-	var l *Plugin
+// resync has the replica that leads now resync, and returns that
+// resync's status (the lead may move while it asks: it asks again).
+func (r *modelRun) resync(g Gomega, ps ...*Plugin) *ResyncStatus {
+	var got *ResyncStatus
 	g.Eventually(func() bool {
 		for _, p := range ps {
-			if p.status.get().Leading && p.status.get().LastResync != nil {
-				l = p
-				return true
+			before := p.status.get().LastResync
+			if !p.status.get().Leading || before == nil {
+				continue
+			}
+			select {
+			case p.resyncNow <- struct{}{}:
+			default: // one is pending already
+			}
+			for range 200 {
+				if s := p.status.get().LastResync; s != before {
+					got = s
+					return true
+				}
+				time.Sleep(5 * time.Millisecond)
 			}
 		}
 		return false
-	}).WithTimeout(10 * time.Second).Should(BeTrue())
-	return l
+	}).WithTimeout(20*time.Second).Should(BeTrue(), "the leader resynced")
+	return got
 }
 
 // checkEqual compares etcd with the API: the same keys, and the fields
