@@ -85,14 +85,18 @@ func (k *keeper) allocated(r *request, key allocKey, pod podmodel.ID, d decision
 
 // adoptedDone completes the delete of an adopted pod-keyed record. It runs
 // after the done of the new record (same batch, later write): when the
-// store of the new record failed, the table holds old again.
+// store of the new record failed, the table holds old again, as durable
+// (the undo does not know whether it was unsure). Only a delete that
+// failed leaves its record in the store: after a durable delete the
+// record is gone, and after a delete of unknown outcome it may be gone
+// (or may never have been stored, when old was unsure already).
 func (k *keeper) adoptedDone(old allocKey) func(outcome, error) {
 	t := k.tab
 	return func(o outcome, _ error) {
 		_, restored := t.lookup(old)
 		switch {
-		case o == durable && restored:
-			t.unsure[old] = struct{}{} // its record is gone: store it again at the next allocation
+		case o != failed && restored:
+			t.unsure[old] = struct{}{} // its record is gone, or may be: store it again at the next allocation
 		case o != durable && !restored:
 			k.retry[old.storeKey()] = struct{}{} // stale now: delete it with a later batch
 		}

@@ -32,7 +32,7 @@ type faultDB struct {
 	mu        sync.Mutex
 	decide    func(ops []kvdb.Op) fault
 	failReads bool
-	failGet   func() bool // fails one Get when it returns true
+	failGet   func(key string) bool // fails one Get of key when it returns true
 }
 
 var _ kvdb.Broker = (*faultDB)(nil)
@@ -100,8 +100,9 @@ func (f *faultDB) Txn(ctx context.Context, cmps []kvdb.Cmp, ops []kvdb.Op) (ok b
 	return ok, err
 }
 
-// setFailGet makes a Get fail whenever fn returns true (nil: never).
-func (f *faultDB) setFailGet(fn func() bool) {
+// setFailGet makes a Get of key fail whenever fn(key) returns true (nil:
+// never).
+func (f *faultDB) setFailGet(fn func(key string) bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.failGet = fn
@@ -111,7 +112,7 @@ func (f *faultDB) Get(ctx context.Context, key string) (kvdb.KeyValue, bool, err
 	f.mu.Lock()
 	failGet := f.failGet
 	f.mu.Unlock()
-	if _, fail := f.policy(); fail || (failGet != nil && failGet()) {
+	if _, fail := f.policy(); fail || (failGet != nil && failGet(key)) {
 		return kvdb.KeyValue{}, false, errInjected
 	}
 	return f.Broker.Get(ctx, key)

@@ -206,6 +206,39 @@ func TestAnUnknownOutcomeThatCannotBeReadBackKeepsTheAddress(t *testing.T) {
 	g.Expect(stored(g, db, pod1)).To(Equal(ip.String()), "re-stored before it was acknowledged")
 }
 
+// (d, continued) An ADD that adopts a pod-keyed address of unknown state
+// and fails gives the address back to the pod-keyed allocation; when the
+// delete of the pod-keyed record cannot be read back either, the record
+// may be gone, so the address stays of unknown state: the next call
+// stores the record again before it answers. Acknowledged without a
+// record, the address would be lost at the next resync and handed to
+// another pod.
+func TestAnUndoneAdoptionKeepsTheAddressOfUnknownState(t *testing.T) {
+	g := NewWithT(t)
+	fdb, db := boltFaults(t)
+	f := mustFixture(t, fixtureOpts{db: fdb}, nil)
+	fdb.setDecide(func([]kvdb.Op) fault { return failBefore })
+	fdb.setFailGet(func(key string) bool { return key == podKey(pod1) })
+	_, err := f.ipam.AllocatePodIP(pod1, "", "")
+	g.Expect(err).To(MatchError(ContainSubstring("unknown")))
+	held := f.ipam.GetPodIP(pod1)
+	g.Expect(held).NotTo(BeNil())
+	_, err = addPod(f.ipam, pod1, att("c1", "eth0"))
+	g.Expect(err).To(MatchError(ContainSubstring("allocation undone")), "the record of the attachment is read back: not stored")
+	g.Expect(f.ipam.GetPodIP(pod1).IP).To(Equal(held.IP))
+	g.Expect(stored(g, db, pod1)).To(BeEmpty())
+
+	fdb.setDecide(nil)
+	fdb.setFailGet(nil)
+	ip, err := f.ipam.AllocatePodIP(pod1, "", "")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(ip).To(Equal(held.IP))
+	g.Expect(stored(g, db, pod1)).To(Equal(ip.String()), "re-stored before it was acknowledged")
+	ks := kubePods()
+	g.Expect(f.ipam.Resync(&api.HealingResync{Type: api.AfterError}, ks, 2, nil)).To(Succeed())
+	g.Expect(ipOf(f.ipam.GetPodIP(pod1))).To(Equal(ip), "the acknowledged address survives a resync")
+}
+
 // (e) A record of a pod that Kubernetes does not have is released once
 // the grace period has passed (not before), logged and counted.
 func TestRecordsOfPodsAbsentFromKubernetesAreReleasedAfterTheGracePeriod(t *testing.T) {

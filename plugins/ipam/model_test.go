@@ -126,7 +126,7 @@ func TestModelRandomFaults(t *testing.T) {
 			}
 			return pass
 		})
-		fdb.setFailGet(func() bool { return chance(modelFaultShare) })
+		fdb.setFailGet(func(string) bool { return chance(modelFaultShare) })
 		runModelRound(t, f.ipam, m, seed+uint64(round))
 		fdb.setDecide(nil)
 		fdb.setFailGet(nil)
