@@ -45,7 +45,7 @@ func (k *keeper) allocate(r *request, b *batch) {
 		return
 	}
 	if !d.store {
-		k.young[pod] = k.clock.Now() // acknowledged (again) now
+		k.acknowledged(pod) // again
 		r.answer(reply{addr: d.addr})
 		return
 	}
@@ -67,7 +67,7 @@ func (k *keeper) allocated(r *request, key allocKey, pod podmodel.ID, d decision
 		switch o {
 		case durable:
 			delete(t.unsure, key)
-			k.young[pod] = k.clock.Now() // acknowledged now
+			k.acknowledged(pod)
 			k.noteHeld(pod)
 			r.answer(reply{addr: d.addr})
 		case failed:
@@ -175,6 +175,19 @@ func (k *keeper) releaseDone(key allocKey, what string, j *join) func(outcome, e
 			k.log.Warn("releasing an address failed; it stays held", "error", err)
 		}
 		j.done(a, err)
+	}
+}
+
+// acknowledged notes that an address of pod was acknowledged now: the pod
+// is young (see planAbsent), and a grace period it is in starts again. A
+// deleted pod whose release failed is absent past due, so that the sweep
+// retries it; an address acknowledged since may be a re-created pod's,
+// which the next sweep or resync must not release at once.
+func (k *keeper) acknowledged(pod podmodel.ID) {
+	now := k.clock.Now()
+	k.young[pod] = now
+	if _, ok := k.absent[pod]; ok {
+		k.absent[pod] = now
 	}
 }
 

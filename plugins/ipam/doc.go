@@ -173,8 +173,12 @@
 // remote DB resync, and the watch after it), a held pod that the state
 // lacks is released at once if the previous state had it (its delete event
 // was lost in a watch gap), else after Config.AbsentPodGracePeriod (it may
-// not be reflected yet, or was deleted while the agent was down). A resync
-// from the local mirror releases nothing and pauses the grace periods.
+// not be reflected yet, or was deleted while the agent was down). An
+// address acknowledged within the last grace period is released no sooner
+// than a grace period after its acknowledgment, even when an earlier
+// release of its pod as deleted failed: the pod may be a re-created one
+// that the state does not show yet. A resync from the local mirror
+// releases nothing and pauses the grace periods.
 //
 // # Caller duties
 //

@@ -338,6 +338,48 @@ func TestARecreatedPodKeepsItsNewAddressAcrossAStaleResync(t *testing.T) {
 		"a pod that stays missing is released after the grace period")
 }
 
+// A pod deleted during a watch gap whose release fails keeps its address
+// and is retried as past due. When the pod is re-created under the same
+// name and gets that address acknowledged before the Kubernetes state
+// shows it, the address is young again: neither the next stale resync
+// nor the retried sweep may release it; the grace period starts at the
+// acknowledgment.
+func TestAnAddressAcknowledgedAfterAFailedReleaseOfADeletedPodIsYoung(t *testing.T) {
+	g := NewWithT(t)
+	fdb, db := boltFaults(t)
+	clk := newFakeClock()
+	f := mustFixture(t, fixtureOpts{db: fdb, clock: clk, grace: time.Minute}, kubePods())
+	old, err := f.ipam.AllocatePodIP(pod1, "", "")
+	g.Expect(err).NotTo(HaveOccurred())
+	ks := kubePods(&podmodel.Pod{Name: pod1.Name, Namespace: pod1.Namespace, IpAddress: old.String()})
+	g.Expect(f.ipam.Resync(&api.DBResync{KubeState: ks}, ks, 2, nil)).To(Succeed())
+	clk.Advance(time.Hour)
+
+	fdb.setDecide(func(ops []kvdb.Op) fault {
+		if touches(ops, podKey(pod1)) {
+			return failBefore
+		}
+		return pass
+	})
+	ks = kubePods() // deleted during a watch gap
+	g.Expect(f.ipam.Resync(&api.DBResync{KubeState: ks}, ks, 3, nil)).To(Succeed())
+	g.Expect(ipOf(f.ipam.GetPodIP(pod1))).To(Equal(old), "the release failed: the pod keeps its address")
+	fdb.setDecide(nil)
+
+	ip, err := f.ipam.AllocatePodIP(pod1, "", "") // the re-created pod's ADD
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(ip).To(Equal(old))
+	g.Expect(f.ipam.Resync(&api.DBResync{KubeState: ks}, ks, 4, nil)).To(Succeed())
+	g.Expect(ipOf(f.ipam.GetPodIP(pod1))).To(Equal(ip), "a stale resync does not release an acknowledged young address")
+	clk.Advance(30 * time.Second) // past the sweep's retry delay
+	g.Consistently(func() net.IP { return ipOf(f.ipam.GetPodIP(pod1)) }).
+		WithTimeout(100*time.Millisecond).Should(Equal(ip), "nor does the sweep")
+	g.Expect(stored(g, db, pod1)).To(Equal(ip.String()))
+	clk.Advance(30 * time.Second)
+	g.Eventually(func() net.IP { return ipOf(f.ipam.GetPodIP(pod1)) }).WithTimeout(10*time.Second).Should(BeNil(),
+		"a pod that stays missing is released a grace period after the acknowledgment")
+}
+
 // A resync from the local mirror (etcd unreachable) releases nothing: the
 // mirror may miss pods created since.
 func TestALocalResyncReleasesNothing(t *testing.T) {

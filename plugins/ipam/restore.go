@@ -249,7 +249,9 @@ func (k *keeper) claimKube(p *plan, kube []kubePod) {
 // An address handed out within the last grace period is never released
 // at once: its pod may be a new instance under the name of one that the
 // previous state had (a StatefulSet pod re-created), which the state read
-// now does not show yet.
+// now does not show yet. Its grace period starts at the acknowledgment
+// at the earliest (keeper.acknowledged), also when the release of the
+// deleted pod before it failed.
 func (k *keeper) planAbsent(p *plan) {
 	now := k.clock.Now()
 	for id, at := range k.young {
