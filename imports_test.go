@@ -27,6 +27,8 @@ func TestImportsPointDown(t *testing.T) {
 		{"infra/...", nil},
 		// The controller uses the Kubernetes-state models, never a handler.
 		{"plugins/controller/...", []string{"plugins/ksr/model", "infra"}},
+		// Node IPAM sits on the engine and the key-value API, nothing else.
+		{"plugins/nodeipam/...", []string{"plugins/ipam/ipalloc", "plugins/ipam/cidr", "infra/kvdb"}},
 	}
 	goTool, err := exec.LookPath("go")
 	if err != nil {

@@ -1,0 +1,286 @@
+package nodeipam
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"slices"
+	"sync"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	coreinformers "k8s.io/client-go/informers/core/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+)
+
+// patchRetries is how often a node patch is tried before the node is
+// handed back to the queue (keeping its CIDRs reserved).
+const patchRetries = 3
+
+// Params are what an allocator works with.
+type Params struct {
+	// Client reads and patches Nodes and writes Events; required.
+	Client kubernetes.Interface
+	// Nodes is the node informer; required. Run adds its handlers and
+	// removes them when it returns.
+	Nodes coreinformers.NodeInformer
+	// Config is the nodeIPAM section of ksr.conf.
+	Config Config
+	// Ledger keeps the claims; nil means a MemLedger.
+	Ledger Ledger
+	// Cloud holds the nodes' ranges for CloudAllocator, IPAMFromCluster
+	// and IPAMFromCloud.
+	Cloud Cloud
+	// Metrics counts; nil means metrics that nobody registered.
+	Metrics *Metrics
+	// Log is the logger; nil means slog.Default().
+	Log *slog.Logger
+	// Recorder writes the Events; nil means one that writes to Client.
+	Recorder record.EventRecorder
+}
+
+// holding is what one node holds.
+type holding struct {
+	uid     types.UID
+	cidrs   []netip.Prefix
+	pending bool // handed out and claimed, not yet seen on the Node
+}
+
+// RangeAllocator cuts node CIDRs from the cluster ranges, one CIDRSet per
+// range (dual-stack: one per family), and sets them on the Nodes that have
+// none. See the package documentation for the order of its steps.
+type RangeAllocator struct {
+	kube    *kube
+	ledger  Ledger
+	metrics *Metrics
+	log     *slog.Logger
+	nodes   coreinformers.NodeInformer
+	workers int
+	queue   workqueue.TypedRateLimitingInterface[string]
+
+	mu      sync.Mutex // guards what follows
+	sets    []*CIDRSet
+	owner   map[netip.Prefix]string // taken block -> node
+	held    map[string]*holding     // node -> what it holds
+	waiting map[string]bool         // nodes that could not get CIDRs
+}
+
+var _ CIDRAllocator = (*RangeAllocator)(nil)
+
+// NewCIDRRangeAllocator builds the allocator and occupies, before anything
+// is handed out, the CIDRs of nodeList (the full list of Nodes) and the
+// claims of the ledger that are still pending. A claim of a node that is
+// gone, or that holds CIDRs now, is deleted.
+func NewCIDRRangeAllocator(ctx context.Context, p Params, nodeList *v1.NodeList) (*RangeAllocator, error) {
+	r, err := newRangeAllocator(p)
+	if err != nil {
+		return nil, err
+	}
+	if nodeList != nil {
+		for i := range nodeList.Items {
+			r.occupyListed(&nodeList.Items[i])
+		}
+	}
+	if err := r.restoreClaims(ctx, nodeList); err != nil {
+		return nil, err
+	}
+	for _, s := range r.sets {
+		r.metrics.gauge(s)
+	}
+	return r, nil
+}
+
+func newRangeAllocator(p Params) (*RangeAllocator, error) {
+	p = p.withDefaults()
+	ranges, err := p.Config.Ranges()
+	if err != nil {
+		return nil, err
+	}
+	if len(ranges.Clusters) == 0 {
+		return nil, errors.New("nodeipam: clusterCIDRs: the range allocator needs at least one")
+	}
+	r := &RangeAllocator{
+		kube: newKube(p.Client, p.Recorder, p.Log), ledger: p.Ledger, metrics: p.Metrics, log: p.Log,
+		nodes: p.Nodes, workers: p.Config.Workers,
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
+			workqueue.NewTypedItemExponentialFailureRateLimiter[string](p.Config.InitialRetry, p.Config.MaxBackoff),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "contiv-nodeipam"}),
+		owner: make(map[netip.Prefix]string), held: make(map[string]*holding), waiting: make(map[string]bool),
+	}
+	for i, c := range ranges.Clusters {
+		s, err := NewCIDRSet(c, ranges.MaskSizes[i], ranges.Services...)
+		if err != nil {
+			return nil, fmt.Errorf("nodeipam: %w", err)
+		}
+		r.sets = append(r.sets, s)
+	}
+	return r, nil
+}
+
+// withDefaults fills the optional params.
+func (p Params) withDefaults() Params {
+	if p.Ledger == nil {
+		p.Ledger = NewMemLedger()
+	}
+	if p.Metrics == nil {
+		p.Metrics = NewMetrics()
+	}
+	if p.Log == nil {
+		p.Log = slog.Default()
+	}
+	if p.Config.Workers < 1 {
+		p.Config.Workers = 1
+	}
+	return p
+}
+
+// occupyListed occupies the CIDRs a listed node holds.
+func (r *RangeAllocator) occupyListed(node *v1.Node) {
+	cidrs, err := NodeCIDRs(node)
+	if err != nil {
+		r.metrics.fail(ReasonInvalidPodCIDR)
+		r.kube.warn(node, ReasonInvalidPodCIDR, "%v; left as it is", err)
+		return
+	}
+	if len(cidrs) > 0 {
+		r.occupy(node, cidrs)
+	}
+}
+
+// restoreClaims reserves the CIDRs of the pending claims again and deletes
+// the claims that are no longer pending.
+func (r *RangeAllocator) restoreClaims(ctx context.Context, nodeList *v1.NodeList) error {
+	claims, err := r.ledger.List(ctx)
+	if err != nil {
+		return fmt.Errorf("nodeipam: %w", err)
+	}
+	byName := make(map[string]*v1.Node)
+	if nodeList != nil {
+		for i := range nodeList.Items {
+			byName[nodeList.Items[i].Name] = &nodeList.Items[i]
+		}
+	}
+	for _, c := range claims {
+		node := byName[c.Node]
+		if node != nil && string(node.UID) == c.UID && !hasCIDRs(node) && r.restoreClaim(c) {
+			r.log.Info("claim restored: the node will be patched with its CIDRs", "node", c.Node, "cidrs", c.CIDRs)
+			continue
+		}
+		if err := r.ledger.Delete(ctx, c.Node); err != nil {
+			return fmt.Errorf("nodeipam: %w", err)
+		}
+		r.log.Info("stale claim deleted", "node", c.Node, "cidrs", c.CIDRs)
+	}
+	return nil
+}
+
+// restoreClaim reserves the claim's CIDRs if every block is free.
+func (r *RangeAllocator) restoreClaim(c Claim) bool {
+	cidrs, err := parseCIDRs(c.CIDRs)
+	if err != nil || len(cidrs) != len(r.sets) {
+		return false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i, p := range cidrs {
+		idx, exact, err := r.sets[i].Index(p)
+		if err != nil || !exact || r.sets[i].IsTaken(idx) {
+			return false
+		}
+	}
+	for i, p := range cidrs {
+		if _, err := r.sets[i].Occupy(p); err == nil {
+			r.owner[p] = c.Node
+		}
+	}
+	r.held[c.Node] = &holding{uid: types.UID(c.UID), cidrs: cidrs, pending: true}
+	return true
+}
+
+func hasCIDRs(node *v1.Node) bool { return node.Spec.PodCIDR != "" || len(node.Spec.PodCIDRs) > 0 }
+
+// AllocateOrOccupyCIDR implements CIDRAllocator: a node with CIDRs has
+// them occupied; one without gets a block of every cluster range, claimed
+// in the ledger and then patched onto the Node.
+func (r *RangeAllocator) AllocateOrOccupyCIDR(ctx context.Context, node *v1.Node) error {
+	if node == nil {
+		return nil
+	}
+	cidrs, err := NodeCIDRs(node)
+	if err != nil {
+		r.metrics.fail(ReasonInvalidPodCIDR)
+		r.kube.warn(node, ReasonInvalidPodCIDR, "%v; left as it is", err)
+		return nil
+	}
+	if len(cidrs) > 0 {
+		r.occupy(node, cidrs)
+		return nil
+	}
+	want, fresh, err := r.reserve(node)
+	if err != nil {
+		r.notAvailable(ctx, node, err)
+		return err
+	}
+	if fresh {
+		claim := Claim{Node: node.Name, UID: string(node.UID), CIDRs: cidrStrings(want)}
+		if err := r.ledger.Put(ctx, claim); err != nil {
+			r.release(node.Name, "")
+			return fmt.Errorf("nodeipam: node %s: %w", node.Name, err)
+		}
+	}
+	return r.assign(ctx, node, want)
+}
+
+// ReleaseCIDR implements CIDRAllocator: it frees what the node holds
+// (blocks that another node holds are never touched) and its claim.
+func (r *RangeAllocator) ReleaseCIDR(ctx context.Context, node *v1.Node) error {
+	if node == nil {
+		return nil
+	}
+	if r.release(node.Name, node.UID) {
+		return r.ledger.Delete(ctx, node.Name)
+	}
+	return nil
+}
+
+// Usage is the state of one cluster range.
+type Usage struct {
+	ClusterCIDR string `json:"clusterCIDR"`
+	MaskSize    int    `json:"nodeMaskSize"`
+	Size        uint64 `json:"size"`
+	Used        uint64 `json:"used"`
+	Free        uint64 `json:"free"`
+}
+
+// Status is what the allocator holds, for REST.
+type Status struct {
+	Ranges  []Usage  `json:"ranges"`
+	Pending []string `json:"pendingNodes,omitempty"` // handed out, not yet on the Node
+	Waiting []string `json:"waitingNodes,omitempty"` // could not get CIDRs
+}
+
+// Status returns a copy of the allocator's state.
+func (r *RangeAllocator) Status() Status {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var st Status
+	for _, s := range r.sets {
+		st.Ranges = append(st.Ranges, Usage{ClusterCIDR: s.ClusterCIDR().String(), MaskSize: s.MaskSize(),
+			Size: s.Size(), Used: s.Used(), Free: s.Free()})
+	}
+	for name, h := range r.held {
+		if h.pending {
+			st.Pending = append(st.Pending, name)
+		}
+	}
+	for name := range r.waiting {
+		st.Waiting = append(st.Waiting, name)
+	}
+	slices.Sort(st.Pending)
+	slices.Sort(st.Waiting)
+	return st
+}

@@ -1,0 +1,85 @@
+package nodeipam
+
+import (
+	"context"
+	"sync"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/tools/cache"
+)
+
+// Run implements CIDRAllocator: it queues every node the informer has and
+// every one it sees change or go, and handles them with Config.Workers
+// goroutines (a node is never handled by two at once) until stop closes.
+func (r *RangeAllocator) Run(stop <-chan struct{}) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	defer r.kube.stop()
+	reg, err := r.nodes.Informer().AddEventHandler(r.handlers())
+	if err != nil {
+		r.log.Error("node informer refused the handlers", "err", err)
+		return
+	}
+	defer func() { _ = r.nodes.Informer().RemoveEventHandler(reg) }()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer r.queue.ShutDown()
+	if !cache.WaitForCacheSync(stop, reg.HasSynced) {
+		return
+	}
+	r.log.Info("node CIDR allocator running", "ranges", r.clusters(), "workers", r.workers)
+	for range r.workers {
+		wg.Go(func() { r.work(ctx) })
+	}
+	<-stop
+}
+
+// handlers queue the node's name on every event: the worker reads the
+// node from the lister, so a node that is gone has its CIDRs freed.
+func (r *RangeAllocator) handlers() cache.ResourceEventHandler {
+	add := func(obj any) {
+		if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
+			r.queue.Add(key)
+		}
+	}
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc:    add,
+		UpdateFunc: func(_, obj any) { add(obj) },
+		DeleteFunc: add,
+	}
+}
+
+// work handles queued nodes until the queue shuts down.
+func (r *RangeAllocator) work(ctx context.Context) {
+	for {
+		key, quit := r.queue.Get()
+		if quit {
+			return
+		}
+		if err := r.syncNode(ctx, key); err != nil {
+			r.log.Debug("node handled again later", "node", key, "err", err)
+			r.queue.AddRateLimited(key)
+		} else {
+			r.queue.Forget(key)
+		}
+		r.queue.Done(key)
+	}
+}
+
+// syncNode gives the node its CIDRs, or frees them when it is gone.
+func (r *RangeAllocator) syncNode(ctx context.Context, name string) error {
+	node, err := r.nodes.Lister().Get(name)
+	if apierrors.IsNotFound(err) {
+		if r.release(name, "") {
+			return r.ledger.Delete(ctx, name)
+		}
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if node.DeletionTimestamp != nil {
+		return nil
+	}
+	return r.AllocateOrOccupyCIDR(ctx, node)
+}
