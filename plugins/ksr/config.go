@@ -8,6 +8,7 @@ import (
 
 	"github.com/contiv-ipam/agent/infra/config"
 	"github.com/contiv-ipam/agent/infra/kvdb"
+	"github.com/contiv-ipam/agent/plugins/nodeipam"
 )
 
 // Defaults of ksr.conf.
@@ -39,6 +40,9 @@ type Config struct {
 	// ElectionTTL is the lease of the leadership: a dead leader is
 	// replaced at most this long after it stopped.
 	ElectionTTL time.Duration `json:"electionTTL"`
+	// NodeIPAM is the node pod-CIDR allocator the leader runs when it is
+	// enabled (plugins/nodeipam).
+	NodeIPAM nodeipam.Config `json:"nodeIPAM"`
 }
 
 // DefaultConfig returns ksr.conf's defaults.
@@ -48,6 +52,7 @@ func DefaultConfig() Config {
 		NodeIDGracePeriod: DefaultNodeIDGracePeriod,
 		ElectionPrefix:    DefaultElectionPrefix,
 		ElectionTTL:       DefaultElectionTTL,
+		NodeIPAM:          nodeipam.DefaultConfig(),
 	}
 }
 
@@ -67,7 +72,20 @@ func (c *Config) Validate() error {
 	if c.ElectionTTL < kvdb.MinPresenceTTL {
 		errs = append(errs, fmt.Errorf("electionTTL %s: want at least %s", c.ElectionTTL, kvdb.MinPresenceTTL))
 	}
+	if err := c.NodeIPAM.Validate(); err != nil {
+		errs = append(errs, prefixLines("nodeIPAM.", err))
+	}
 	return errors.Join(errs...)
+}
+
+// prefixLines puts prefix before every line of err's message, so that a
+// key of a section is named in full (nodeIPAM.clusterCIDRs).
+func prefixLines(prefix string, err error) error {
+	lines := strings.Split(err.Error(), "\n")
+	for i, l := range lines {
+		lines[i] = prefix + l
+	}
+	return errors.New(strings.Join(lines, "\n"))
 }
 
 // decodeConfig is the config given with UseConf, else ksr.conf over the

@@ -93,6 +93,8 @@ func (p *Plugin) lead(ctx context.Context, lead kvdb.Leadership) {
 		p.metrics.leader.Set(0)
 		p.status.setLeading(false)
 	}()
+	stopIPAM := p.startNodeIPAM(ctx, lead)
+	defer stopIPAM()
 	l := &leader{p: p, lead: lead, resync: true, backoff: minRetry}
 	ticker := p.clock.NewTicker(p.cfg.ResyncPeriod)
 	defer ticker.Stop()

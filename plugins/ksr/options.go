@@ -1,6 +1,7 @@
 package ksr
 
 import (
+	"github.com/contiv-ipam/agent/plugins/nodeipam"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
 )
@@ -16,15 +17,16 @@ type Option func(*Plugin)
 // then the missing logger and config accessor are filled.
 func NewPlugin(opts ...Option) *Plugin {
 	p := &Plugin{
-		clock:     clock.RealClock{},
-		identity:  []byte(hostIdentity()),
-		dirty:     newDirtySet(),
-		absence:   newAbsence(),
-		status:    &statusBook{},
-		metrics:   newKSRMetrics(),
-		resyncNow: make(chan struct{}, 1),
-		nodeGone:  make(chan struct{}, 1),
-		env:       lookupEnv,
+		clock:       clock.RealClock{},
+		identity:    []byte(hostIdentity()),
+		dirty:       newDirtySet(),
+		absence:     newAbsence(),
+		status:      &statusBook{},
+		metrics:     newKSRMetrics(),
+		ipamMetrics: nodeipam.NewMetrics(),
+		resyncNow:   make(chan struct{}, 1),
+		nodeGone:    make(chan struct{}, 1),
+		env:         lookupEnv,
 	}
 	p.SetName(Name)
 	for _, o := range opts {

@@ -21,6 +21,7 @@ import (
 	"github.com/contiv-ipam/agent/infra/metrics"
 	"github.com/contiv-ipam/agent/infra/rest"
 	"github.com/contiv-ipam/agent/plugins/ksr/model/node"
+	"github.com/contiv-ipam/agent/plugins/nodeipam"
 )
 
 // Deps are the plugin's dependencies.
@@ -61,12 +62,14 @@ type Plugin struct {
 	releaser *releaser // the loop goroutine only
 
 	// Shared, each with its own lock or channel semantics.
-	dirty     *dirtySet     // informer handlers add, the loop takes
-	absence   *absence      // node handlers write, the loop reads
-	status    *statusBook   // the loop writes, REST reads
-	metrics   *ksrMetrics   // Prometheus types are safe for concurrent use
-	resyncNow chan struct{} // REST asks the loop for a resync (capacity 1)
-	nodeGone  chan struct{} // node handlers wake the loop (capacity 1)
+	dirty       *dirtySet         // informer handlers add, the loop takes
+	absence     *absence          // node handlers write, the loop reads
+	status      *statusBook       // the loop writes, REST reads
+	metrics     *ksrMetrics       // Prometheus types are safe for concurrent use
+	ipamMetrics *nodeipam.Metrics // the node CIDR allocators of every leadership
+	ipam        ipamBook          // the loop sets the running allocator, REST reads it
+	resyncNow   chan struct{}     // REST asks the loop for a resync (capacity 1)
+	nodeGone    chan struct{}     // node handlers wake the loop (capacity 1)
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -144,6 +147,9 @@ func (p *Plugin) Init() error {
 	if p.Metrics != nil {
 		if err := p.Metrics.Register(p.metrics); err != nil {
 			return fmt.Errorf("ksr: register metrics: %w", err)
+		}
+		if err := p.Metrics.Register(p.ipamMetrics); err != nil {
+			return fmt.Errorf("ksr: register nodeipam metrics: %w", err)
 		}
 	}
 	p.registerHandlers()

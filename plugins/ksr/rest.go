@@ -32,6 +32,7 @@ func (p *Plugin) statusHandler(f *rest.Formatter) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		s := p.status.get()
 		s.Identity = string(p.identity)
+		s.NodeIPAM = p.ipamStatus()
 		if v, found, err := p.Election.Leader(r.Context(), p.cfg.ElectionPrefix); err == nil && found {
 			s.Leader = string(v)
 		}

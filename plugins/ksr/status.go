@@ -20,6 +20,8 @@ type Status struct {
 	// PendingNodeIDReleases are the node IDs of Nodes gone from the API,
 	// waiting for the grace period (as of the last check while leading).
 	PendingNodeIDReleases []PendingRelease `json:"pendingNodeIDReleases"`
+	// NodeIPAM is the node pod-CIDR allocator (absent when disabled).
+	NodeIPAM *NodeIPAMStatus `json:"nodeIPAM,omitempty"`
 }
 
 // ResyncStatus describes one resync.

@@ -3,15 +3,20 @@ package nodeipam
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/record"
 )
 
@@ -111,4 +116,149 @@ func TestRangeAllocatorGivesNodesWithoutCIDRsTheNextBlocks(t *testing.T) {
 	}).Should(Succeed())
 	claims, _ := r.ledger.List(context.Background())
 	g.Expect(claims).To(BeEmpty())
+}
+
+// events drains the fake recorder.
+func (r *rig) eventsSoFar() []string {
+	var out []string
+	for {
+		select {
+		case e := <-r.events.Events:
+			out = append(out, e)
+		default:
+			return out
+		}
+	}
+}
+
+func (r *rig) condition(g Gomega, name string) *v1.NodeCondition {
+	n, err := r.client.CoreV1().Nodes().Get(context.Background(), name, metav1.GetOptions{})
+	g.Expect(err).NotTo(HaveOccurred())
+	for i := range n.Status.Conditions {
+		if n.Status.Conditions[i].Type == ConditionPodCIDRAllocated {
+			return &n.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+// A node that finds the range full gets an Event and a False condition,
+// and the CIDR of the next node deleted; the condition turns True.
+func TestRangeAllocatorRetriesANodeThatFoundTheRangeFull(t *testing.T) {
+	g := NewWithT(t)
+	r := newRig(t, testConfig("10.0.0.0/23"), nil, node("a", "10.0.0.0/24"), node("b", "10.0.1.0/24"))
+	r.create(t, node("c"))
+	var seen []string
+	g.Eventually(func(g Gomega) {
+		seen = append(seen, r.eventsSoFar()...)
+		g.Expect(seen).To(ContainElement(ContainSubstring("Warning CIDRNotAvailable node c: allocate a /24 in 10.0.0.0/23")))
+		cond := r.condition(g, "c")
+		g.Expect(cond).NotTo(BeNil())
+		g.Expect(cond.Status).To(Equal(v1.ConditionFalse))
+		g.Expect(cond.Reason).To(Equal(ReasonCIDRNotAvailable))
+	}).Should(Succeed())
+	g.Expect(r.alloc.Status().Waiting).To(Equal([]string{"c"}))
+	r.delete(t, "a")
+	g.Eventually(func(g Gomega) { g.Expect(r.cidrsOf(g, "c")).To(Equal([]string{"10.0.0.0/24"})) }).Should(Succeed())
+	g.Eventually(func(g Gomega) {
+		cond := r.condition(g, "c")
+		g.Expect(cond.Status).To(Equal(v1.ConditionTrue))
+	}).Should(Succeed())
+	g.Expect(r.alloc.Status().Waiting).To(BeEmpty())
+	g.Expect(testutil.ToFloat64(r.alloc.metrics.failures.WithLabelValues(ReasonCIDRNotAvailable))).To(BeNumerically(">=", 1))
+	g.Expect(testutil.ToFloat64(r.alloc.metrics.free.WithLabelValues("10.0.0.0/23"))).To(BeZero())
+	g.Expect(testutil.ToFloat64(r.alloc.metrics.used.WithLabelValues("10.0.0.0/23"))).To(Equal(2.0))
+}
+
+// CIDRs outside the ranges and CIDRs two nodes hold are reported and left
+// as they are; the first holder keeps the block.
+func TestRangeAllocatorReportsOutOfRangeAndConflicts(t *testing.T) {
+	g := NewWithT(t)
+	r := newRig(t, testConfig("10.0.0.0/22"), nil,
+		node("out", "192.168.0.0/24"), node("y", "10.0.0.0/24"), node("z", "10.0.0.0/24"))
+	events := r.eventsSoFar()
+	g.Expect(events).To(ContainElement(ContainSubstring("Warning CIDROutOfRange node out holds 192.168.0.0/24")))
+	g.Expect(events).To(ContainElement(ContainSubstring("Warning CIDRConflict node z holds 10.0.0.0/24, which node y holds too")))
+	g.Expect(r.alloc.Status().Ranges[0].Used).To(Equal(uint64(1)))
+	r.delete(t, "z")
+	r.create(t, node("n1"))
+	g.Eventually(func(g Gomega) { g.Expect(r.cidrsOf(g, "n1")).To(Equal([]string{"10.0.1.0/24"})) }).Should(Succeed())
+	g.Expect(r.alloc.Status().Ranges[0].Used).To(Equal(uint64(2)), "y still holds 10.0.0.0/24")
+	g.Consistently(func(g Gomega) { g.Expect(r.cidrsOf(g, "out")).To(Equal([]string{"192.168.0.0/24"})) }, "100ms").Should(Succeed())
+}
+
+// Dual-stack: a node gets one CIDR of each range, in the order of the
+// config, with the service ranges skipped.
+func TestRangeAllocatorDualStack(t *testing.T) {
+	g := NewWithT(t)
+	cfg := testConfig("10.0.0.0/22", "fd00::/62")
+	cfg.ServiceCIDR, cfg.SecondaryServiceCIDR = "10.0.0.0/28", "fd00::/120"
+	r := newRig(t, cfg, nil)
+	r.create(t, node("a"))
+	g.Eventually(func(g Gomega) {
+		g.Expect(r.cidrsOf(g, "a")).To(Equal([]string{"10.0.1.0/24", "fd00:0:0:1::/64"}))
+	}).Should(Succeed())
+	n, _ := r.client.CoreV1().Nodes().Get(context.Background(), "a", metav1.GetOptions{})
+	g.Expect(n.Spec.PodCIDR).To(Equal("10.0.1.0/24"))
+}
+
+// A claim still pending at start is honoured: its node gets the claimed
+// CIDR, nobody else does; a claim of a node that is gone is deleted.
+func TestRangeAllocatorRestoresPendingClaims(t *testing.T) {
+	g := NewWithT(t)
+	ledger := NewMemLedger()
+	ctx := context.Background()
+	g.Expect(ledger.Put(ctx, Claim{Node: "p", UID: "uid-p", CIDRs: []string{"10.0.2.0/24"}})).To(Succeed())
+	g.Expect(ledger.Put(ctx, Claim{Node: "gone", UID: "uid-gone", CIDRs: []string{"10.0.1.0/24"}})).To(Succeed())
+	g.Expect(ledger.Put(ctx, Claim{Node: "q", UID: "uid-other", CIDRs: []string{"10.0.2.0/24"}})).To(Succeed())
+	r := newRig(t, testConfig("10.0.0.0/22"), ledger, node("p"), node("q"))
+	g.Eventually(func(g Gomega) {
+		g.Expect(r.cidrsOf(g, "p")).To(Equal([]string{"10.0.2.0/24"}))
+		g.Expect(r.cidrsOf(g, "q")).To(Equal([]string{"10.0.0.0/24"}), "q's claim was for another node of that name")
+	}).Should(Succeed())
+	g.Eventually(func() []Claim { c, _ := ledger.List(ctx); return c }).Should(BeEmpty())
+}
+
+// A patch that keeps failing leaves the CIDR reserved and claimed; the
+// retry patches the same CIDR.
+func TestRangeAllocatorKeepsTheCIDROfAFailedPatch(t *testing.T) {
+	g := NewWithT(t)
+	r := newRig(t, testConfig("10.0.0.0/22"), nil)
+	var fails atomic.Int32
+	fails.Store(2 * patchRetries)
+	r.client.PrependReactor("patch", "nodes", func(action k8stesting.Action) (bool, runtime.Object, error) {
+		if action.GetSubresource() == "" && fails.Add(-1) >= 0 {
+			return true, nil, apierrors.NewServiceUnavailable("injected")
+		}
+		return false, nil, nil
+	})
+	r.create(t, node("a"))
+	g.Eventually(func(g Gomega) {
+		c, _ := r.ledger.List(context.Background())
+		g.Expect(c).To(ConsistOf(Claim{Node: "a", UID: "uid-a", CIDRs: []string{"10.0.0.0/24"}}))
+	}).Should(Succeed())
+	g.Eventually(func(g Gomega) { g.Expect(r.cidrsOf(g, "a")).To(Equal([]string{"10.0.0.0/24"})) }).Should(Succeed())
+	g.Eventually(func() []Claim { c, _ := r.ledger.List(context.Background()); return c }).Should(BeEmpty())
+	g.Expect(r.eventsSoFar()).To(ContainElement(ContainSubstring("Warning CIDRAssignmentFailed")))
+	g.Expect(r.alloc.Status().Ranges[0].Used).To(Equal(uint64(1)))
+}
+
+// A node deleted while its patch is in flight has its CIDR freed.
+func TestRangeAllocatorFreesTheCIDROfANodeGoneDuringThePatch(t *testing.T) {
+	g := NewWithT(t)
+	r := newRig(t, testConfig("10.0.0.0/22"), nil)
+	r.client.PrependReactor("patch", "nodes", func(action k8stesting.Action) (bool, runtime.Object, error) {
+		if action.(k8stesting.PatchAction).GetName() == "a" {
+			return true, nil, apierrors.NewNotFound(v1.Resource("nodes"), "a")
+		}
+		return false, nil, nil
+	})
+	r.create(t, node("a"))
+	g.Eventually(func() uint64 { return testutilReleases(r) }).Should(Equal(uint64(1)))
+	g.Expect(r.alloc.Status().Ranges[0].Used).To(BeZero())
+	g.Expect(r.alloc.Status().Pending).To(BeEmpty())
+}
+
+func testutilReleases(r *rig) uint64 {
+	return uint64(testutil.ToFloat64(r.alloc.metrics.releases.WithLabelValues("10.0.0.0/22")))
 }
