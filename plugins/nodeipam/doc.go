@@ -1,0 +1,76 @@
+// Package nodeipam hands Kubernetes Nodes their pod CIDRs: Kubernetes'
+// node IPAM (the RangeAllocator, the CloudAllocator and the IPAMFromCluster
+// and IPAMFromCloud sync modes) on our allocator engine. contiv-ksr's
+// leader runs it (plugins/ksr, nodeIPAM in ksr.conf); the agents follow
+// the CIDR it sets when useExternalIPAM is on (Node Update -> Pod CIDR
+// Change), so one engine, plugins/ipam/ipalloc, serves both pod addresses
+// and node ranges.
+//
+// # The engine
+//
+// A CIDRSet is the node-sized blocks of one cluster range: an ipalloc.Pool
+// whose offsets are block indices (block i is the i-th subnet of the node
+// mask size), handed out next-fit like Kubernetes' cidrset, so the two give
+// the same CIDR to every node (tests/nodeipamdiff checks it against the
+// real one). The blocks that overlap the service ranges are reserved in
+// the pool: never handed out, not counted in Size. Up to 64 bits of
+// blocks (a /48 cut in /112s) work; Kubernetes stops at 16 for IPv6.
+//
+// # What the range allocator does, in order
+//
+//  1. New lists every Node (retrying until it can: nothing is handed out
+//     before the allocator knows what the nodes hold) and occupies the
+//     CIDRs they hold. A CIDR outside every cluster range is reported
+//     (Event CIDROutOfRange) and never overwritten; one that another node
+//     holds is reported (CIDRConflict), and the first holder keeps it.
+//  2. Then the pending claims of the Ledger: a claim is written before a
+//     node is patched and deleted once the node holds its CIDRs, so a
+//     claim found at start is an allocation whose patch may or may not
+//     have landed. A claim of a node that still exists (same UID) without
+//     CIDRs is reserved again and patched with the same CIDRs; the other
+//     claims are deleted.
+//  3. Run queues every node of the informer and every node it sees change
+//     or go; Config.Workers goroutines handle them, a node never by two at
+//     once.
+//  4. A node without CIDRs gets the next block of every range (a range that
+//     is full undoes the others: Event CIDRNotAvailable, condition
+//     PodCIDRAllocated=False, retried with backoff and whenever a block is
+//     freed). The claim is written (with the leadership's fence: a replica
+//     that lost the lead writes nothing and patches nothing), then the Node
+//     is patched (spec.podCIDR and spec.podCIDRs, which the API server lets
+//     go only from empty to set), up to 3 times. A node gone meanwhile has
+//     its blocks freed; a node that got other CIDRs meanwhile keeps those.
+//     After 3 failures the blocks stay reserved and claimed (the outcome
+//     is unknown) and the node is retried with the same CIDRs.
+//  5. A node that is gone (or replaced by another of the same name) has
+//     its blocks freed, and only its own: a block another node holds is
+//     never freed on its behalf.
+//
+// # Failover
+//
+// Between a new leader's list and the patches of the old one, the claims
+// are what keeps a CIDR from being handed out twice: a claim is durable
+// before its patch is sent, the new leader reads the claims after it is
+// elected (so after every claim the old leader could still write), and the
+// old leader's late patch can only set the claimed CIDR on the claimed
+// node, which the new leader honours.
+//
+// # State and owners
+//
+//   - The CIDRSets, the block owners, what each node holds and the nodes
+//     that wait: the RangeAllocator, under its mutex, held for bookkeeping
+//     only (never across an API or etcd call).
+//   - The queue: client-go's workqueue (a key is handled by one worker at
+//     a time).
+//   - The claims: the Ledger (etcd under Config.ClaimPrefix in contiv-ksr).
+//   - A Timeout: the one loop that owns it.
+//
+// # Caller duties
+//
+//  1. Give New a client that may get, list, watch and patch nodes,
+//     patch nodes/status and create events, a node informer, and a Ledger
+//     whose writes carry the leadership's fence when several replicas run.
+//  2. Run it only while leading, and stop it (close stop) when the lead is
+//     lost; build a new one (New) for the next leadership.
+//  3. Register Metrics once and pass the same Metrics to every allocator.
+package nodeipam
