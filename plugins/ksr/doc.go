@@ -68,6 +68,16 @@
 // period but never shorten it. A Node that comes back is forgotten. Each
 // release is logged and counted (contiv_ksr_node_id_releases_total).
 //
+// # Node IPAM
+//
+// With Config.NodeIPAM.Enabled the leader runs the node pod-CIDR allocator
+// (plugins/nodeipam) for as long as it leads: started with the leadership
+// (in its own goroutine, so listing the Nodes does not hold up the
+// mirror), stopped and waited for when the lead ends. Its claims are
+// written with the leadership's fence. Its status is read by REST through
+// the ipam book; its metrics are registered once and shared by the
+// allocators of successive leaderships.
+//
 // # State and owners
 //
 //   - The mirror (what etcd holds, mirror.held) and the releaser: the loop
@@ -77,6 +87,8 @@
 //   - The absence times: node handlers write, the loop reads; under its
 //     mutex.
 //   - The status book: the loop writes, REST reads a copy; under its mutex.
+//   - The running node CIDR allocator (ipam book): the loop sets it, REST
+//     reads it; under its mutex.
 //   - The informers' stores: client-go owns them; everyone reads.
 //
 // # Caller duties
@@ -86,7 +98,8 @@
 //     kubeconfig with -kubeconfig, KUBECONFIG or ksr.conf, or run in a pod
 //     (in-cluster service account), or pass a client with UseClient.
 //  2. The API credentials need get, list and watch on nodes, pods and
-//     namespaces.
+//     namespaces; node IPAM also needs patch on nodes and nodes/status and
+//     create/patch on events.
 //  3. Call Init, then AfterInit (it starts the informers and the loop),
 //     and Close (it resigns a held lead and stops everything).
 package ksr

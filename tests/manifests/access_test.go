@@ -10,7 +10,8 @@ import (
 )
 
 // checkAccess: contiv-ksr's service account may get, list and watch what
-// its informers watch; the agent runs on every node whatever its taints.
+// its informers watch, and do what node IPAM does (patch nodes and their
+// status, write events); the agent runs on every node whatever its taints.
 func checkAccess(_ *testing.T, b *bundle) []error {
 	role, binding, dep := b.role(), b.binding(), b.ksr()
 	if role == nil || binding == nil || dep == nil {
@@ -22,6 +23,11 @@ func checkAccess(_ *testing.T, b *bundle) []error {
 			if !allows(role.Rules, res, verb) {
 				errs = append(errs, fmt.Errorf("ClusterRole %s rules do not allow %s on %s (core group)", ksrName, verb, res))
 			}
+		}
+	}
+	for _, rv := range [][2]string{{"nodes", "patch"}, {"nodes/status", "patch"}, {"events", "create"}, {"events", "patch"}} {
+		if !allows(role.Rules, rv[0], rv[1]) {
+			errs = append(errs, fmt.Errorf("ClusterRole %s rules do not allow %s on %s (core group), which node IPAM needs", ksrName, rv[1], rv[0]))
 		}
 	}
 	sa := dep.Spec.Template.Spec.ServiceAccountName

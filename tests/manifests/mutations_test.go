@@ -148,6 +148,8 @@ var mutations = []mutation{
 
 	{"no watch on pods", "access", func(b *bundle) { b.role().Rules[0].Verbs = []string{"get", "list"} },
 		[]string{"do not allow watch on nodes", "watch on pods", "watch on namespaces"}},
+	{"no node patch", "access", func(b *bundle) { b.role().Rules = b.role().Rules[:1] },
+		[]string{"do not allow patch on nodes (core group), which node IPAM needs", "patch on nodes/status", "create on events"}},
 	{"another service account", "access", func(b *bundle) { b.ksr().Spec.Template.Spec.ServiceAccountName = "default" },
 		[]string{"ServiceAccount kube-system/default"}},
 	{"agent tolerates nothing", "access", func(b *bundle) { b.agent().Spec.Template.Spec.Tolerations = nil },
