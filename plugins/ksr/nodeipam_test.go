@@ -52,12 +52,13 @@ func TestOnlyTheLeaderAllocatesNodeCIDRs(t *testing.T) {
 	g.Eventually(func() bool { return a.ipamStatus().Running }).WithTimeout(5 * time.Second).Should(BeFalse())
 	create("n2")
 	g.Eventually(func() string { return mirroredCIDR(t, "n2", cli) }).WithTimeout(5 * time.Second).Should(Equal("10.1.1.0/24"))
-	st := b.ipamStatus()
-	g.Expect(st.State.Ranges[0].Used).To(Equal(uint64(2)))
-	g.Expect(st.State.Pending).To(BeEmpty())
-	claims, err := cli.Get(context.Background(), ipamConfig().NodeIPAM.ClaimPrefix, clientv3.WithPrefix())
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(claims.Kvs).To(BeEmpty(), "claims are deleted once the Nodes hold their CIDRs")
+	g.Expect(b.ipamStatus().State.Ranges[0].Used).To(Equal(uint64(2)))
+	g.Eventually(func(g Gomega) {
+		g.Expect(b.ipamStatus().State.Pending).To(BeEmpty())
+		claims, err := cli.Get(context.Background(), ipamConfig().NodeIPAM.ClaimPrefix, clientv3.WithPrefix())
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(claims.Kvs).To(BeEmpty(), "claims are deleted once the Nodes hold their CIDRs")
+	}).WithTimeout(5 * time.Second).Should(Succeed())
 }
 
 // mirroredCIDR is the pod_CIDR etcd holds for the node ("" if none).
