@@ -34,7 +34,7 @@ CONTAINER_ENGINE ?=
 STATIC_DIR  ?= $(BIN)/static
 STATIC_CMDS := ./cmd/contiv-agent ./cmd/contiv-cni ./cmd/contiv-ksr
 
-.PHONY: all build static images run test test-unit test-race test-deps kube-bins cni-plugins check lint bench chaos crash fuzz clean tools generate demo
+.PHONY: all build static images run test test-unit test-race test-deps kube-bins cni-plugins check lint bench chaos crash fuzz clean tools generate demo test-nodeipam-diff bench-nodeipam
 
 all: build
 
@@ -90,8 +90,12 @@ test:
 	$(call timed,test-unit)
 	$(call timed,test-race)
 
-test-unit: test-deps
+test-unit: test-deps test-nodeipam-diff
 	$(GO) test -count=1 -timeout 15m $(PKGS)
+
+## test-nodeipam-diff: the differential test of plugins/nodeipam against Kubernetes' range allocator (tests/nodeipamdiff, a module of its own)
+test-nodeipam-diff:
+	cd tests/nodeipamdiff && $(GO) test -count=1 -timeout 10m ./...
 
 test-race: test-deps
 	$(GO) test -race -count=1 -timeout 20m $(PKGS)
@@ -155,6 +159,12 @@ crash: test-deps
 ## bench: every benchmark, with allocations
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) $(PKGS)
+	$(MAKE) --no-print-directory bench-nodeipam
+
+## bench-nodeipam: allocate+release on Kubernetes' cidrset and on ours, at 50, 90 and 99 % full (tests/nodeipamdiff)
+bench-nodeipam:
+	cd tests/nodeipamdiff && $(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./...
+
 
 ## fuzz: run each fuzz target for FUZZTIME
 fuzz:
