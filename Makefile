@@ -166,6 +166,12 @@ bench-nodeipam:
 	cd tests/nodeipamdiff && $(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./...
 
 
+## bench-nodeipam-scale: one contiv-ksr gives pod CIDRs to NODEIPAM_SCALE_NODES (default 5000) Nodes created at once on a real API server; prints total time, API writes per node and contiv-ksr's peak RSS (tests/e2e TestNodeIPAMScale; ~17 min for 5000: contiv-ksr's client is limited to 5 requests/s)
+NODEIPAM_SCALE_NODES ?= 5000
+.PHONY: bench-nodeipam-scale
+bench-nodeipam-scale: kube-bins
+	NODEIPAM_SCALE_NODES=$(NODEIPAM_SCALE_NODES) $(GO) test -count=1 -run '^TestNodeIPAMScale$$' -v -timeout 60m ./tests/e2e/
+
 ## fuzz: run each fuzz target for FUZZTIME
 fuzz:
 	@set -e; for pkg in $$($(GO) list $(PKGS)); do \

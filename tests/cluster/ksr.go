@@ -5,9 +5,11 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 
 	"github.com/contiv-ipam/agent/plugins/ksr"
+	"github.com/contiv-ipam/agent/plugins/nodeipam"
 	"github.com/contiv-ipam/agent/tests/testenv"
 )
 
@@ -25,8 +27,41 @@ func ksrConf(c ksr.Config) string {
 	c.NodeIDGracePeriod = cmp.Or(c.NodeIDGracePeriod, d.NodeIDGracePeriod)
 	c.ElectionPrefix = cmp.Or(c.ElectionPrefix, d.ElectionPrefix)
 	c.ElectionTTL = cmp.Or(c.ElectionTTL, d.ElectionTTL)
-	return fmt.Sprintf("kubeconfig: %q\nresyncPeriod: %s\nnodeIDGracePeriod: %s\nelectionPrefix: %q\nelectionTTL: %s\n",
+	conf := fmt.Sprintf("kubeconfig: %q\nresyncPeriod: %s\nnodeIDGracePeriod: %s\nelectionPrefix: %q\nelectionTTL: %s\n",
 		c.Kubeconfig, c.ResyncPeriod, c.NodeIDGracePeriod, c.ElectionPrefix, c.ElectionTTL)
+	if c.NodeIPAM.Enabled {
+		conf += nodeIPAMConf(c.NodeIPAM)
+	}
+	return conf
+}
+
+// nodeIPAMConf is the nodeIPAM section of ksr.conf for n, its zero fields
+// set to nodeipam.DefaultConfig()'s values and every key written (the
+// durations as strings: the decoder refuses bare numbers).
+func nodeIPAMConf(n nodeipam.Config) string {
+	d := nodeipam.DefaultConfig()
+	n.AllocatorType = cmp.Or(n.AllocatorType, d.AllocatorType)
+	n.NodeCIDRMaskSizeIPv4 = cmp.Or(n.NodeCIDRMaskSizeIPv4, d.NodeCIDRMaskSizeIPv4)
+	n.NodeCIDRMaskSizeIPv6 = cmp.Or(n.NodeCIDRMaskSizeIPv6, d.NodeCIDRMaskSizeIPv6)
+	n.Resync = cmp.Or(n.Resync, d.Resync)
+	n.MaxBackoff = cmp.Or(n.MaxBackoff, d.MaxBackoff)
+	n.InitialRetry = cmp.Or(n.InitialRetry, d.InitialRetry)
+	n.Workers = cmp.Or(n.Workers, d.Workers)
+	n.ClaimPrefix = cmp.Or(n.ClaimPrefix, d.ClaimPrefix)
+	n.CloudPrefix = cmp.Or(n.CloudPrefix, d.CloudPrefix)
+	quoted := make([]string, len(n.ClusterCIDRs))
+	for i, s := range n.ClusterCIDRs {
+		quoted[i] = strconv.Quote(s)
+	}
+	var b strings.Builder
+	b.WriteString("nodeIPAM:\n")
+	fmt.Fprintf(&b, "  enabled: %t\n  allocatorType: %q\n  clusterCIDRs: [%s]\n", n.Enabled, n.AllocatorType,
+		strings.Join(quoted, ", "))
+	fmt.Fprintf(&b, "  serviceCIDR: %q\n  secondaryServiceCIDR: %q\n", n.ServiceCIDR, n.SecondaryServiceCIDR)
+	fmt.Fprintf(&b, "  nodeCIDRMaskSizeIPv4: %d\n  nodeCIDRMaskSizeIPv6: %d\n", n.NodeCIDRMaskSizeIPv4, n.NodeCIDRMaskSizeIPv6)
+	fmt.Fprintf(&b, "  resync: %q\n  maxBackoff: %q\n  initialRetry: %q\n", n.Resync, n.MaxBackoff, n.InitialRetry)
+	fmt.Fprintf(&b, "  workers: %d\n  claimPrefix: %q\n  cloudPrefix: %q\n", n.Workers, n.ClaimPrefix, n.CloudPrefix)
+	return b.String()
 }
 
 // etcdConf is the etcd.conf of a process that uses the etcd at endpoint.
