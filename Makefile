@@ -165,7 +165,6 @@ bench:
 bench-nodeipam:
 	cd tests/nodeipamdiff && $(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./...
 
-
 ## bench-nodeipam-scale: one contiv-ksr gives pod CIDRs to NODEIPAM_SCALE_NODES (default 5000) Nodes created at once on a real API server; prints total time, API writes per node and contiv-ksr's peak RSS (tests/e2e TestNodeIPAMScale; ~17 min for 5000: contiv-ksr's client is limited to 5 requests/s)
 NODEIPAM_SCALE_NODES ?= 5000
 .PHONY: bench-nodeipam-scale
