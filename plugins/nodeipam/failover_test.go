@@ -9,7 +9,6 @@ import (
 
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/record"
 
@@ -61,12 +60,8 @@ func (l *gatedLedger) Put(ctx context.Context, c Claim) error {
 // startOn builds an allocator on client with ledger and runs it.
 func startOn(t *testing.T, client *fake.Clientset, ledger Ledger) *RangeAllocator {
 	t.Helper()
-	factory := informers.NewSharedInformerFactory(client, 0)
-	nodes := factory.Core().V1().Nodes()
-	nodes.Informer()
 	ctx, cancel := context.WithCancel(context.Background())
-	factory.Start(ctx.Done())
-	factory.WaitForCacheSync(ctx.Done())
+	factory, nodes := startInformer(ctx, client)
 	a, err := New(ctx, Params{Client: client, Nodes: nodes, Config: testConfig("10.0.0.0/22"), Ledger: ledger,
 		Recorder: record.NewFakeRecorder(100), Log: slog.New(slog.DiscardHandler)})
 	if err != nil {

@@ -64,9 +64,10 @@ type RangeAllocator struct {
 
 	mu      sync.Mutex // guards what follows
 	sets    []*CIDRSet
-	owner   map[netip.Prefix]string // taken block -> node
-	held    map[string]*holding     // node -> what it holds
-	waiting map[string]bool         // nodes that could not get CIDRs
+	owner   map[netip.Prefix]string   // taken block -> node
+	shared  map[netip.Prefix][]string // block -> the other nodes that hold it too (conflicts)
+	held    map[string]*holding       // node -> what it holds
+	waiting map[string]bool           // nodes that could not get CIDRs
 }
 
 var _ CIDRAllocator = (*RangeAllocator)(nil)
@@ -109,7 +110,7 @@ func newRangeAllocator(p Params) (*RangeAllocator, error) {
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[string](p.Config.InitialRetry, p.Config.MaxBackoff),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "contiv-nodeipam"}),
-		owner: make(map[netip.Prefix]string), held: make(map[string]*holding), waiting: make(map[string]bool),
+		owner: make(map[netip.Prefix]string), shared: make(map[netip.Prefix][]string), held: make(map[string]*holding), waiting: make(map[string]bool),
 	}
 	for i, c := range ranges.Clusters {
 		s, err := NewCIDRSet(c, ranges.MaskSizes[i], ranges.Services...)

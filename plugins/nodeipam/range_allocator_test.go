@@ -3,6 +3,7 @@ package nodeipam
 import (
 	"context"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -14,7 +15,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/informers"
+	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/record"
@@ -59,12 +62,8 @@ func newRig(t *testing.T, cfg Config, ledger *MemLedger, nodes ...*v1.Node) *rig
 	if ledger == nil {
 		ledger = NewMemLedger()
 	}
-	factory := informers.NewSharedInformerFactory(client, 0)
-	nodeInf := factory.Core().V1().Nodes()
-	nodeInf.Informer()
 	ctx, cancel := context.WithCancel(context.Background())
-	factory.Start(ctx.Done())
-	factory.WaitForCacheSync(ctx.Done())
+	factory, nodeInf := startInformer(ctx, client)
 	events := record.NewFakeRecorder(1000)
 	a, err := New(ctx, Params{Client: client, Nodes: nodeInf, Config: cfg, Ledger: ledger, Recorder: events})
 	if err != nil {
@@ -114,8 +113,7 @@ func TestRangeAllocatorGivesNodesWithoutCIDRsTheNextBlocks(t *testing.T) {
 		got := append(r.cidrsOf(g, "d0"), r.cidrsOf(g, "d1")...)
 		g.Expect(got).To(ConsistOf("10.0.3.0/24", "10.0.0.0/24"))
 	}).Should(Succeed())
-	claims, _ := r.ledger.List(context.Background())
-	g.Expect(claims).To(BeEmpty())
+	g.Eventually(func() []Claim { c, _ := r.ledger.List(context.Background()); return c }).Should(BeEmpty())
 }
 
 // events drains the fake recorder.
@@ -261,4 +259,70 @@ func TestRangeAllocatorFreesTheCIDROfANodeGoneDuringThePatch(t *testing.T) {
 
 func testutilReleases(r *rig) uint64 {
 	return uint64(testutil.ToFloat64(r.alloc.metrics.releases.WithLabelValues("10.0.0.0/22")))
+}
+
+// When the first holder of a CIDR two nodes hold goes, the block passes to
+// the other holder: it is never free while a node holds it.
+func TestRangeAllocatorPassesASharedBlockToTheOtherHolder(t *testing.T) {
+	g := NewWithT(t)
+	r := newRig(t, testConfig("10.0.0.0/22"), nil, node("y", "10.0.0.0/24"), node("z", "10.0.0.0/24"))
+	g.Expect(r.eventsSoFar()).To(ContainElement(ContainSubstring("Warning CIDRConflict node z holds 10.0.0.0/24")))
+	r.delete(t, "y")
+	g.Eventually(func() bool { return r.holds("y") }).Should(BeFalse(), "y's delete handled")
+	r.create(t, node("n1"))
+	g.Eventually(func(g Gomega) { g.Expect(r.cidrsOf(g, "n1")).To(Equal([]string{"10.0.1.0/24"})) }).Should(Succeed())
+	g.Expect(r.alloc.Status().Ranges[0].Used).To(Equal(uint64(2)), "z holds 10.0.0.0/24, n1 10.0.1.0/24")
+	r.delete(t, "z")
+	g.Eventually(func() uint64 { return r.alloc.Status().Ranges[0].Used }).Should(Equal(uint64(1)))
+}
+
+// holds tells whether the allocator holds anything for node name.
+func (r *rig) holds(name string) bool {
+	r.alloc.mu.Lock()
+	defer r.alloc.mu.Unlock()
+	return r.alloc.held[name] != nil
+}
+
+// startInformer starts a node informer on client and waits until it
+// watches: the fake clientset drops the events between an informer's list
+// and its watch, which a real API server replays.
+func startInformer(ctx context.Context, client *fake.Clientset) (informers.SharedInformerFactory, coreinformers.NodeInformer) {
+	watching := make(chan struct{})
+	var once sync.Once
+	client.PrependWatchReactor("nodes", func(k8stesting.Action) (bool, watch.Interface, error) {
+		once.Do(func() { close(watching) })
+		return false, nil, nil
+	})
+	factory := informers.NewSharedInformerFactory(client, 0)
+	nodes := factory.Core().V1().Nodes()
+	nodes.Informer()
+	factory.Start(ctx.Done())
+	factory.WaitForCacheSync(ctx.Done())
+	select {
+	case <-watching:
+	case <-ctx.Done():
+	}
+	return factory, nodes
+}
+
+// A node deleted between New's list and Run is not in the informer's
+// replay: Run still frees its block.
+func TestRangeAllocatorFreesANodeDeletedBeforeRun(t *testing.T) {
+	g := NewWithT(t)
+	client := fake.NewClientset(node("y", "10.0.0.0/24"))
+	ctx, cancel := context.WithCancel(context.Background())
+	factory, nodes := startInformer(ctx, client)
+	defer factory.Shutdown()
+	defer cancel()
+	a, err := New(ctx, Params{Client: client, Nodes: nodes, Config: testConfig("10.0.0.0/22"), Recorder: record.NewFakeRecorder(10)})
+	g.Expect(err).NotTo(HaveOccurred())
+	alloc := a.(*RangeAllocator)
+	g.Expect(alloc.Status().Ranges[0].Used).To(Equal(uint64(1)))
+	g.Expect(client.CoreV1().Nodes().Delete(ctx, "y", metav1.DeleteOptions{})).To(Succeed())
+	g.Eventually(func() int { return len(nodes.Informer().GetStore().List()) }).Should(BeZero())
+	done := make(chan struct{})
+	go func() { defer close(done); a.Run(ctx.Done()) }()
+	g.Eventually(func() uint64 { return alloc.Status().Ranges[0].Used }).Should(BeZero())
+	cancel()
+	<-done
 }

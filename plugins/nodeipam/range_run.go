@@ -27,11 +27,23 @@ func (r *RangeAllocator) Run(stop <-chan struct{}) {
 	if !cache.WaitForCacheSync(stop, reg.HasSynced) {
 		return
 	}
+	r.queueHeld()
 	r.log.Info("node CIDR allocator running", "ranges", r.clusters(), "workers", r.workers)
 	for range r.workers {
 		wg.Go(func() { r.work(ctx) })
 	}
 	<-stop
+}
+
+// queueHeld queues every node the allocator holds blocks for: one deleted
+// between New's list and the handlers' registration is not in the
+// informer's replay, and its blocks would never be freed otherwise.
+func (r *RangeAllocator) queueHeld() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for name := range r.held {
+		r.queue.Add(name)
+	}
 }
 
 // handlers queue the node's name on every event: the worker reads the

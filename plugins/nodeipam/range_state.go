@@ -103,6 +103,9 @@ func (r *RangeAllocator) occupyBlocks(s *CIDRSet, p netip.Prefix, node string) (
 		b := s.Block(i)
 		if o, ok := r.owner[b]; ok && o != node {
 			other = o
+			if !slices.Contains(r.shared[b], node) {
+				r.shared[b] = append(r.shared[b], node)
+			}
 		} else if _, err := s.Occupy(b); err == nil && !ok {
 			r.owner[b] = node
 			r.metrics.allocations.WithLabelValues(label).Inc()
@@ -165,7 +168,8 @@ func (r *RangeAllocator) releaseLocked(name string) {
 	}
 }
 
-// freeLocked frees the blocks of p that node holds.
+// freeLocked frees the blocks of p that node holds. A block that another
+// node holds too (a conflict) passes to that node instead.
 func (r *RangeAllocator) freeLocked(s *CIDRSet, p netip.Prefix, node string) {
 	first, last, err := s.blocks(p, maxOccupyBlocks)
 	if err != nil {
@@ -174,17 +178,33 @@ func (r *RangeAllocator) freeLocked(s *CIDRSet, p netip.Prefix, node string) {
 	label := s.ClusterCIDR().String()
 	for i := first; ; i++ {
 		b := s.Block(i)
-		if r.owner[b] == node {
+		switch {
+		case r.owner[b] == node && len(r.shared[b]) > 0:
+			r.owner[b] = r.shared[b][0]
+			r.unshare(b, r.owner[b])
+		case r.owner[b] == node:
 			delete(r.owner, b)
 			if n, _ := s.Release(b); n > 0 {
 				r.metrics.releases.WithLabelValues(label).Inc()
 			}
+		default:
+			r.unshare(b, node)
 		}
 		if i == last {
 			break
 		}
 	}
 	r.metrics.gauge(s)
+}
+
+// unshare removes node from the other holders of block b.
+func (r *RangeAllocator) unshare(b netip.Prefix, node string) {
+	rest := slices.DeleteFunc(r.shared[b], func(n string) bool { return n == node })
+	if len(rest) == 0 {
+		delete(r.shared, b)
+		return
+	}
+	r.shared[b] = rest
 }
 
 // assign patches the node with its reserved CIDRs. A node that is gone has

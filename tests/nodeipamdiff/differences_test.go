@@ -108,18 +108,14 @@ func TestDifferencesOnPurpose(t *testing.T) {
 		}
 	})
 
-	// Observed, and what we think is a bug in ours. The second holder of
-	// a shared CIDR is not recorded as its owner, so when the first holder
-	// goes the block is freed although the second still holds it. In
-	// Kubernetes too, but there every update or resync of the second node
-	// (AllocateOrOccupyCIDR with its CIDRs: Occupy, which is idempotent)
-	// marks the block taken again, so the next node gets another one. Ours
-	// takes the "nothing changed" shortcut of occupyState for the resync
-	// (same UID, same CIDRs, not pending) and never takes the block back
-	// until a restart: the next node gets the CIDR the second node holds, a
-	// duplicate. If ours is fixed (the block passes to the remaining
-	// holder, or the resync occupies it again), flip oursNext.
-	t.Run("the first holder of a shared CIDR goes: a resync of the second takes it back in k8s, not in ours", func(t *testing.T) {
+	// When the first holder of a shared CIDR goes, Kubernetes frees the
+	// block although the second node still holds it, and takes it back
+	// only when the second node is synced again (Occupy is idempotent).
+	// Ours records the second holder at the conflict and passes the block
+	// to it, so the block is never free while a node holds it (this test
+	// found that ours first freed it, like Kubernetes, and did not take it
+	// back on the resync). Both give the next node the next block.
+	t.Run("the first holder of a shared CIDR goes: the second keeps the block", func(t *testing.T) {
 		rows := []struct {
 			name              string
 			su                setup
@@ -127,9 +123,9 @@ func TestDifferencesOnPurpose(t *testing.T) {
 			k8sNext, oursNext string
 		}{
 			{"IPv4", setup{clusters: []string{"10.0.0.0/20"}, v4Mask: 24, existing: []*v1.Node{newNode("a", "10.0.0.0/24")}},
-				"10.0.0.0/24", "10.0.1.0/24", "10.0.0.0/24"},
+				"10.0.0.0/24", "10.0.1.0/24", "10.0.1.0/24"},
 			{"IPv6", setup{clusters: []string{"fd00::/112"}, v6Mask: 120, existing: []*v1.Node{newNode("a", "fd00::/120")}},
-				"fd00::/120", "fd00::100/120", "fd00::/120"},
+				"fd00::/120", "fd00::100/120", "fd00::100/120"},
 		}
 		for _, row := range rows {
 			t.Run(row.name, func(t *testing.T) {
