@@ -221,12 +221,14 @@ func (r *RangeAllocator) AllocateOrOccupyCIDR(ctx context.Context, node *v1.Node
 		r.occupy(node, cidrs)
 		return nil
 	}
-	want, fresh, err := r.reserve(node)
-	if err != nil {
+	want, from, err := r.reserve(node)
+	switch {
+	case err != nil:
 		r.notAvailable(ctx, node, err)
 		return err
-	}
-	if fresh {
+	case from == settled:
+		return nil
+	case from == fresh:
 		claim := Claim{Node: node.Name, UID: string(node.UID), CIDRs: cidrStrings(want)}
 		if err := r.ledger.Put(ctx, claim); err != nil {
 			r.release(node.Name, "")

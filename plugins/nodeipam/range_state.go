@@ -11,15 +11,28 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// reserve returns the CIDRs the node is to be patched with: those of its
-// pending claim, else a fresh block of every range (fresh is then true).
-// A range that is full undoes the blocks taken from the others.
-func (r *RangeAllocator) reserve(node *v1.Node) (cidrs []netip.Prefix, fresh bool, err error) {
+// reservation says where the CIDRs reserve returns come from.
+type reservation int
+
+const (
+	fresh   reservation = iota // just handed out: claim, then patch
+	claimed                    // the node's pending claim: patch again
+	settled                    // the node holds them already (a stale copy of the node had none)
+)
+
+// reserve returns the CIDRs of the node: those it was patched with
+// already (its copy is stale), those of its pending claim, else a fresh
+// block of every range. A range that is full undoes the blocks taken from
+// the others.
+func (r *RangeAllocator) reserve(node *v1.Node) (cidrs []netip.Prefix, from reservation, err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if h := r.held[node.Name]; h != nil {
-		if h.pending && h.uid == node.UID {
-			return h.cidrs, false, nil
+		switch {
+		case h.uid == node.UID && h.pending:
+			return h.cidrs, claimed, nil
+		case h.uid == node.UID:
+			return h.cidrs, settled, nil
 		}
 		r.releaseLocked(node.Name) // an earlier node of that name
 	}
@@ -29,7 +42,7 @@ func (r *RangeAllocator) reserve(node *v1.Node) (cidrs []netip.Prefix, fresh boo
 			for i, q := range cidrs {
 				r.freeLocked(r.sets[i], q, node.Name)
 			}
-			return nil, false, err
+			return nil, fresh, err
 		}
 		r.owner[p] = node.Name
 		cidrs = append(cidrs, p)
@@ -37,7 +50,7 @@ func (r *RangeAllocator) reserve(node *v1.Node) (cidrs []netip.Prefix, fresh boo
 		r.metrics.gauge(s)
 	}
 	r.held[node.Name] = &holding{uid: node.UID, cidrs: cidrs, pending: true}
-	return cidrs, true, nil
+	return cidrs, fresh, nil
 }
 
 // occupy marks the CIDRs the node holds as taken, and reports those
@@ -241,8 +254,10 @@ func (r *RangeAllocator) afterPatchError(ctx context.Context, node *v1.Node, wan
 			_ = r.ledger.Delete(ctx, node.Name)
 		}
 		return true
-	case err != nil || cur.UID != node.UID:
-		return cur != nil && cur.UID != node.UID
+	case err != nil:
+		return false // unknown: patch again
+	case cur.UID != node.UID:
+		return true // another node of that name: its own events follow
 	}
 	have, herr := NodeCIDRs(cur)
 	if herr != nil || len(have) == 0 {
