@@ -17,6 +17,8 @@ const (
 	DefaultNodeIDGracePeriod = 10 * time.Minute
 	DefaultElectionPrefix    = "/contiv-ksr/election"
 	DefaultElectionTTL       = 10 * time.Second
+	DefaultKubeQPS           = 50
+	DefaultKubeBurst         = 100
 	// DefaultEndpoint is contiv-ksr's REST endpoint when http.conf names
 	// none (the agent's is 127.0.0.1:9999).
 	DefaultEndpoint = "127.0.0.1:9191"
@@ -28,6 +30,11 @@ type Config struct {
 	// nor KUBECONFIG names one; "" with neither set means the in-cluster
 	// config (the pod's service account).
 	Kubeconfig string `json:"kubeconfig"`
+	// KubeQPS and KubeBurst limit the requests to the API server (client-go
+	// throttles above them; its own default, 5 and 10, would make node
+	// IPAM patch 5 Nodes a second).
+	KubeQPS   int `json:"kubeQPS"`
+	KubeBurst int `json:"kubeBurst"`
 	// ResyncPeriod is how often the leader makes etcd equal to the API
 	// (mark and sweep), on top of the resync when it takes the lead.
 	ResyncPeriod time.Duration `json:"resyncPeriod"`
@@ -48,6 +55,8 @@ type Config struct {
 // DefaultConfig returns ksr.conf's defaults.
 func DefaultConfig() Config {
 	return Config{
+		KubeQPS:           DefaultKubeQPS,
+		KubeBurst:         DefaultKubeBurst,
 		ResyncPeriod:      DefaultResyncPeriod,
 		NodeIDGracePeriod: DefaultNodeIDGracePeriod,
 		ElectionPrefix:    DefaultElectionPrefix,
@@ -59,6 +68,12 @@ func DefaultConfig() Config {
 // Validate names every bad key and its value.
 func (c *Config) Validate() error {
 	var errs []error
+	if c.KubeQPS < 1 {
+		errs = append(errs, fmt.Errorf("kubeQPS %d: want at least 1", c.KubeQPS))
+	}
+	if c.KubeBurst < c.KubeQPS {
+		errs = append(errs, fmt.Errorf("kubeBurst %d: want at least kubeQPS (%d)", c.KubeBurst, c.KubeQPS))
+	}
 	if c.ResyncPeriod < time.Second {
 		errs = append(errs, fmt.Errorf("resyncPeriod %s: want at least 1s", c.ResyncPeriod))
 	}

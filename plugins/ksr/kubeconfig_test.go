@@ -65,3 +65,19 @@ func TestKubeconfigResolution(t *testing.T) {
 		})
 	}
 }
+
+// The client is throttled at kubeQPS and kubeBurst, not client-go's 5/10.
+func TestClientUsesKubeQPS(t *testing.T) {
+	g := NewWithT(t)
+	file := filepath.Join(t.TempDir(), "kubeconfig")
+	g.Expect(os.WriteFile(file, []byte(testKubeconfig), 0o600)).To(Succeed())
+	c := DefaultConfig()
+	c.Kubeconfig, c.KubeQPS, c.KubeBurst = file, 70, 140
+	p := NewPlugin(UseConf(c), UseEnv(func(string) (string, bool) { return "", false }))
+	p.RegisterFlags(flag.NewFlagSet("t", flag.ContinueOnError))
+	loaded, err := p.loadConfig()
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(p.initClient(loaded)).To(Succeed())
+	g.Expect(loaded.rest.QPS).To(Equal(float32(70)))
+	g.Expect(loaded.rest.Burst).To(Equal(140))
+}

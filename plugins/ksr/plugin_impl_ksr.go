@@ -163,6 +163,7 @@ func (p *Plugin) initClient(loaded loadedConfig) error {
 	}
 	rc, origin := loaded.rest, loaded.origin
 	rc.UserAgent = "contiv-ksr"
+	rc.QPS, rc.Burst = float32(loaded.KubeQPS), loaded.KubeBurst
 	client, err := kubernetes.NewForConfig(rc)
 	if err != nil {
 		return fmt.Errorf("ksr: client for %s: %w", rc.Host, err)
