@@ -79,12 +79,13 @@ func (p *Plugin) startNodeIPAM(ctx context.Context, lead kvdb.Leadership) (stop 
 // and runs it until ctx ends.
 func (p *Plugin) runNodeIPAM(ctx context.Context, lead kvdb.Leadership) {
 	cfg := p.cfg.NodeIPAM
+	fence := func() []kvdb.Cmp { return []kvdb.Cmp{lead.Fence()} }
 	params := nodeipam.Params{
 		Client:  p.client,
 		Nodes:   p.factory.Core().V1().Nodes(),
 		Config:  cfg,
-		Ledger:  &nodeipam.EtcdLedger{DB: p.DB, Prefix: cfg.ClaimPrefix, Fence: func() []kvdb.Cmp { return []kvdb.Cmp{lead.Fence()} }},
-		Cloud:   p.cloud(cfg),
+		Ledger:  &nodeipam.EtcdLedger{DB: p.DB, Prefix: cfg.ClaimPrefix, Fence: fence},
+		Cloud:   &nodeipam.EtcdCloud{DB: p.DB, Prefix: cfg.CloudPrefix, Fence: fence},
 		Metrics: p.ipamMetrics,
 		Log:     p.Log.With("component", "nodeipam"),
 	}
@@ -105,9 +106,4 @@ func (p *Plugin) runNodeIPAM(ctx context.Context, lead kvdb.Leadership) {
 		p.sleep(ctx, backoff)
 		backoff = min(2*backoff, maxRetry)
 	}
-}
-
-// cloud is the Cloud of the allocators that need one.
-func (p *Plugin) cloud(cfg nodeipam.Config) nodeipam.Cloud {
-	return nil // replaced by the etcd-backed Cloud
 }

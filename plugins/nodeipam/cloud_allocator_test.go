@@ -190,3 +190,19 @@ func TestCloudAllocatorRetriesAnEmptyCloudWithBackoff(t *testing.T) {
 	g.Eventually(func() int { return limiter.NumRequeues("n") }).Should(BeZero())
 	g.Eventually(r.events.Events).Should(Receive(ContainSubstring(ReasonCIDRAssigned)))
 }
+
+// IPAMFromCluster after a takeover: a node whose ranges reached the cloud
+// but whose patch did not land gets those ranges, and nobody else does,
+// though its loop may run after another node's.
+func TestIPAMFromClusterFinishesTheAllocationsOfTheLeaderBefore(t *testing.T) {
+	g := NewWithT(t)
+	cloud := NewMemCloud()
+	g.Expect(cloud.SetNodeRanges(t.Context(), "late", mustPrefixes("10.0.0.0/24"))).To(Succeed())
+	cfg := cloudConfig(IPAMFromClusterAllocatorType, "10.0.0.0/16")
+	r := newCloudRig(t, cfg, cloud, viaNew, node("late"), node("fresh"))
+	g.Eventually(func(g Gomega) {
+		g.Expect(r.cidrsOf(g, "late")).To(Equal([]string{"10.0.0.0/24"}))
+		g.Expect(r.cidrsOf(g, "fresh")).To(Equal([]string{"10.0.1.0/24"}))
+	}).Should(Succeed())
+	g.Expect(reasons(r.events)).To(BeEmpty())
+}

@@ -30,6 +30,10 @@ type EtcdCloud struct {
 	DB kvdb.Broker
 	// Prefix is prepended to every node's key; it ends with "/".
 	Prefix string
+	// Fence returns the compares every write carries (contiv-ksr: the
+	// leadership's fence, so a replica that lost the lead writes nothing);
+	// nil writes unfenced. A refused write wraps ErrLostLead.
+	Fence func() []kvdb.Cmp
 }
 
 var _ Cloud = (*EtcdCloud)(nil)
@@ -56,17 +60,27 @@ func (e *EtcdCloud) NodeRanges(ctx context.Context, node string) ([]netip.Prefix
 func (e *EtcdCloud) SetNodeRanges(ctx context.Context, node string, ranges []netip.Prefix) error {
 	key := e.key(node)
 	if len(ranges) == 0 {
-		if _, err := e.DB.Delete(ctx, key); err != nil {
-			return fmt.Errorf("delete the ranges of node %s: %w", node, err)
-		}
-		return nil
+		return e.write(ctx, kvdb.DeleteOp(key), "delete the ranges of node %s", node)
 	}
 	value, err := json.Marshal(cloudValue{Ranges: cidrStrings(ranges)})
 	if err != nil {
 		return fmt.Errorf("encode the ranges %v of node %s: %w", ranges, node, err)
 	}
-	if err := e.DB.Put(ctx, key, value); err != nil {
-		return fmt.Errorf("write the ranges %v of node %s: %w", ranges, node, err)
+	return e.write(ctx, kvdb.PutOp(key, value), "write the ranges %v of node %s", ranges, node)
+}
+
+// write applies op in a transaction with the fence.
+func (e *EtcdCloud) write(ctx context.Context, op kvdb.Op, format string, args ...any) error {
+	var cmps []kvdb.Cmp
+	if e.Fence != nil {
+		cmps = e.Fence()
+	}
+	ok, err := e.DB.Txn(ctx, cmps, []kvdb.Op{op})
+	switch {
+	case err != nil:
+		return fmt.Errorf(format+": %w", append(args, err)...)
+	case !ok:
+		return fmt.Errorf(format+": %w", append(args, ErrLostLead)...)
 	}
 	return nil
 }

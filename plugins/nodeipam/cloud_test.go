@@ -129,3 +129,31 @@ func TestMemCloudFaultHook(t *testing.T) {
 	got[0] = netip.MustParsePrefix("10.9.9.0/24")
 	g.Expect(cloud.NodeRanges(ctx, "a")).To(Equal(mustPrefixes("10.0.0.0/24")))
 }
+
+// The etcd-backed writes carry the fence: a replica that lost the lead
+// changes nothing, and the error says so.
+func TestEtcdWritesCarryTheFence(t *testing.T) {
+	g := NewWithT(t)
+	db := etcdBroker(t)
+	ctx := t.Context()
+	g.Expect(db.Put(ctx, "/leader", []byte("me"))).To(Succeed())
+	fence := func() []kvdb.Cmp { return []kvdb.Cmp{kvdb.IfValue("/leader", []byte("me"))} }
+	cloud := &EtcdCloud{DB: db, Prefix: "/cloud/", Fence: fence}
+	ledger := &EtcdLedger{DB: db, Prefix: "/claims/", Fence: fence}
+	g.Expect(cloud.SetNodeRanges(ctx, "a", mustPrefixes("10.1.2.0/24"))).To(Succeed())
+	g.Expect(ledger.Put(ctx, Claim{Node: "a", UID: "u", CIDRs: []string{"10.1.2.0/24"}})).To(Succeed())
+
+	g.Expect(db.Put(ctx, "/leader", []byte("other"))).To(Succeed())
+	for name, err := range map[string]error{
+		"cloud put":     cloud.SetNodeRanges(ctx, "a", mustPrefixes("10.1.3.0/24")),
+		"cloud delete":  cloud.SetNodeRanges(ctx, "a", nil),
+		"ledger put":    ledger.Put(ctx, Claim{Node: "b", CIDRs: []string{"10.1.4.0/24"}}),
+		"ledger delete": ledger.Delete(ctx, "a"),
+	} {
+		g.Expect(errors.Is(err, ErrLostLead)).To(BeTrue(), "%s: %v", name, err)
+	}
+	g.Expect(cloud.NodeRanges(ctx, "a")).To(Equal(mustPrefixes("10.1.2.0/24")))
+	claims, err := ledger.List(ctx)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(claims).To(Equal([]Claim{{Node: "a", UID: "u", CIDRs: []string{"10.1.2.0/24"}}}))
+}

@@ -55,6 +55,19 @@
 // old leader's late patch can only set the claimed CIDR on the claimed
 // node, which the new leader honours.
 //
+// # The cloud allocators
+//
+// CloudAllocator copies each node's ranges from the Cloud to the Node once,
+// retrying with backoff while the cloud has none. IPAMController runs one
+// sync loop per node (nodeSync: one goroutine, its own Timeout) in one
+// SyncMode: SyncFromCloud (IPAMFromCloud) copies the cloud to the Node and
+// keeps checking every Resync; SyncFromCluster (IPAMFromCluster) cuts the
+// CIDRs from the cluster ranges, writes them to the cloud (fenced in
+// contiv-ksr), then patches the Node. A mismatch is reported, never
+// overwritten. In SyncFromCluster the cloud write is the durable record:
+// a node without CIDRs whose cloud ranges are free blocks of the ranges
+// gets them (at start, before any loop runs, and in its loop).
+//
 // # State and owners
 //
 //   - The CIDRSets, the block owners, what each node holds and the nodes
@@ -63,6 +76,8 @@
 //   - The queue: client-go's workqueue (a key is handled by one worker at
 //     a time).
 //   - The claims: the Ledger (etcd under Config.ClaimPrefix in contiv-ksr).
+//   - The blocks of the cloud allocators (syncSets, a blockBook): under
+//     its mutex; each node's loop state: that loop's goroutine.
 //   - A Timeout: the one loop that owns it.
 //
 // # Caller duties

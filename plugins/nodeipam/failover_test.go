@@ -5,34 +5,14 @@ import (
 	"errors"
 	"log/slog"
 	"testing"
-	"time"
 
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/record"
 
-	"github.com/contiv-ipam/agent/infra/config"
 	"github.com/contiv-ipam/agent/infra/kvdb"
-	"github.com/contiv-ipam/agent/infra/kvdb/etcd"
-	"github.com/contiv-ipam/agent/infra/kvdb/etcd/etcdtest"
 )
-
-// newEtcd returns an etcd plugin on a fresh test server.
-func newEtcd(t *testing.T) *etcd.Plugin {
-	t.Helper()
-	srv := etcdtest.Start(t)
-	c := etcd.DefaultConfig()
-	c.Endpoints = []string{srv.Endpoint()}
-	c.DialTimeout, c.OperationTimeout = 3*time.Second, 2*time.Second
-	db := etcd.NewPlugin(etcd.UseConf(c), etcd.UseEnv(func(string) (string, bool) { return "", false }),
-		etcd.UseDeps(func(d *etcd.Deps) { d.Cfg, d.Log = config.NoFile, slog.New(slog.DiscardHandler) }))
-	if err := db.Init(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = db.Close() })
-	return db
-}
 
 // gatedLedger holds a Put of node gate after it is durable, until open is
 // closed: the allocator is then between its claim and its patch.
@@ -80,7 +60,7 @@ func startOn(t *testing.T, client *fake.Clientset, ledger Ledger) *RangeAllocato
 // leader cannot claim anything more: its fence fails.
 func TestALatePatchOfTheOldLeaderIsCoveredByItsClaim(t *testing.T) {
 	g := NewWithT(t)
-	db := newEtcd(t)
+	db := etcdBroker(t)
 	ctx := context.Background()
 	g.Expect(db.Put(ctx, "/leader", []byte("old"))).To(Succeed())
 	fence := func(who string) func() []kvdb.Cmp {

@@ -69,7 +69,12 @@ var _ CIDRAllocator = (*IPAMController)(nil)
 // p.Cloud, p.Client and p.Nodes are required; SyncFromCluster needs
 // cluster ranges, SyncFromCloud uses them, when configured, to report the
 // cloud's ranges outside them.
-func NewIPAMController(p Params, mode SyncMode, nodeList *v1.NodeList, opts ...Option) (*IPAMController, error) {
+//
+// In SyncFromCluster the cloud's ranges of the listed nodes without CIDRs
+// are taken for them too (when they are free blocks of the ranges): they
+// are allocations whose patch did not land, perhaps by the leader before,
+// and nothing may be handed out over them.
+func NewIPAMController(ctx context.Context, p Params, mode SyncMode, nodeList *v1.NodeList, opts ...Option) (*IPAMController, error) {
 	if mode != SyncFromCloud && mode != SyncFromCluster {
 		return nil, fmt.Errorf("nodeipam: sync mode %q: want %s or %s", mode, SyncFromCloud, SyncFromCluster)
 	}
@@ -85,8 +90,33 @@ func NewIPAMController(p Params, mode SyncMode, nodeList *v1.NodeList, opts ...O
 		for i := range nodeList.Items {
 			c.occupyListed(&nodeList.Items[i])
 		}
+		if err := c.adoptPending(ctx, nodeList); err != nil {
+			return nil, err
+		}
 	}
 	return c, nil
+}
+
+// adoptPending takes, in SyncFromCluster, the cloud's ranges of the
+// listed nodes without CIDRs.
+func (c *IPAMController) adoptPending(ctx context.Context, nodeList *v1.NodeList) error {
+	if c.s.mode != SyncFromCluster {
+		return nil
+	}
+	for i := range nodeList.Items {
+		node := &nodeList.Items[i]
+		if hasCIDRs(node) {
+			continue
+		}
+		cloud, err := c.s.cloud.NodeRanges(ctx, node.Name)
+		if err != nil {
+			return fmt.Errorf("nodeipam: %w", err)
+		}
+		if len(cloud) > 0 && c.s.sets.adopt(node.Name, cloud) {
+			c.s.log.Info("cloud ranges of a node without CIDRs taken for it", "node", node.Name, "cidrs", cloud)
+		}
+	}
+	return nil
 }
 
 // newSyncer checks p and builds what the loops share.

@@ -28,7 +28,7 @@ func NewMetrics() *Metrics {
 		}, []string{"cluster_cidr"}),
 		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "contiv_nodeipam_failures_total",
-			Help: "Nodes that could not be given or checked CIDRs, by reason (CIDRNotAvailable, CIDRAssignmentFailed, CIDROutOfRange, CIDRConflict, cloud).",
+			Help: "Nodes that could not be given or checked CIDRs, by reason (the event reasons: CIDRNotAvailable, CIDRAssignmentFailed, CIDROutOfRange, CIDRConflict, CloudCIDRAllocatorInvalidPodCIDR, CloudCIDRAllocatorInvalidMode, CloudCIDRAllocatorMismatch; and cloud, a failed Cloud call).",
 		}, []string{"reason"}),
 		used: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "contiv_nodeipam_cidrs_used",

@@ -25,13 +25,13 @@ func New(ctx context.Context, p Params) (CIDRAllocator, error) {
 	}
 	switch p.Config.AllocatorType {
 	case RangeAllocatorType:
-		return NewCIDRRangeAllocator(ctx, p, nodes)
+		return asAllocator(NewCIDRRangeAllocator(ctx, p, nodes))
 	case CloudAllocatorType:
 		return asAllocator(NewCloudCIDRAllocator(ctx, p, nodes))
 	case IPAMFromClusterAllocatorType:
-		return asAllocator(NewIPAMController(p, SyncFromCluster, nodes))
+		return asAllocator(NewIPAMController(ctx, p, SyncFromCluster, nodes))
 	case IPAMFromCloudAllocatorType:
-		return asAllocator(NewIPAMController(p, SyncFromCloud, nodes))
+		return asAllocator(NewIPAMController(ctx, p, SyncFromCloud, nodes))
 	}
 	return nil, fmt.Errorf("nodeipam: allocatorType %q is not supported", p.Config.AllocatorType)
 }

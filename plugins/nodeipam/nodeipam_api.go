@@ -17,8 +17,10 @@ const (
 	// CloudAllocatorType copies each node's ranges from the Cloud to the
 	// Node, once, retrying with Timeout on errors.
 	CloudAllocatorType CIDRAllocatorType = "CloudAllocator"
-	// IPAMFromClusterAllocatorType is RangeAllocator plus a per-node sync
-	// loop that writes the node CIDRs into the Cloud.
+	// IPAMFromClusterAllocatorType cuts node CIDRs from the cluster ranges
+	// in a per-node sync loop that writes them into the Cloud first (the
+	// cloud entry is the durable record a new leader finishes from) and
+	// then patches the Node.
 	IPAMFromClusterAllocatorType CIDRAllocatorType = "IPAMFromCluster"
 	// IPAMFromCloudAllocatorType is a per-node sync loop from the Cloud to
 	// the Node (CloudAllocator that keeps checking).
@@ -53,8 +55,9 @@ type CIDRAllocator interface {
 // Event reasons and the node condition.
 const (
 	// ReasonCIDRNotAvailable: no CIDR could be handed to the node (a
-	// cluster range is full); it is retried when a CIDR frees up and with
-	// backoff.
+	// cluster range is full, or, for the cloud allocators, the cloud has
+	// no ranges for it yet); it is retried with backoff (and, for the
+	// range allocator, when a CIDR frees up).
 	ReasonCIDRNotAvailable = "CIDRNotAvailable"
 	// ReasonCIDRAssignmentFailed: the node could not be patched.
 	ReasonCIDRAssignmentFailed = "CIDRAssignmentFailed"

@@ -63,11 +63,9 @@ type RangeAllocator struct {
 	queue   workqueue.TypedRateLimitingInterface[string]
 
 	mu      sync.Mutex // guards what follows
-	sets    []*CIDRSet
-	owner   map[netip.Prefix]string   // taken block -> node
-	shared  map[netip.Prefix][]string // block -> the other nodes that hold it too (conflicts)
-	held    map[string]*holding       // node -> what it holds
-	waiting map[string]bool           // nodes that could not get CIDRs
+	book    *blockBook
+	held    map[string]*holding // node -> what it holds
+	waiting map[string]bool     // nodes that could not get CIDRs
 }
 
 var _ CIDRAllocator = (*RangeAllocator)(nil)
@@ -89,9 +87,6 @@ func NewCIDRRangeAllocator(ctx context.Context, p Params, nodeList *v1.NodeList)
 	if err := r.restoreClaims(ctx, nodeList); err != nil {
 		return nil, err
 	}
-	for _, s := range r.sets {
-		r.metrics.gauge(s)
-	}
 	return r, nil
 }
 
@@ -110,14 +105,10 @@ func newRangeAllocator(p Params) (*RangeAllocator, error) {
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[string](p.Config.InitialRetry, p.Config.MaxBackoff),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "contiv-nodeipam"}),
-		owner: make(map[netip.Prefix]string), shared: make(map[netip.Prefix][]string), held: make(map[string]*holding), waiting: make(map[string]bool),
+		held: make(map[string]*holding), waiting: make(map[string]bool),
 	}
-	for i, c := range ranges.Clusters {
-		s, err := NewCIDRSet(c, ranges.MaskSizes[i], ranges.Services...)
-		if err != nil {
-			return nil, fmt.Errorf("nodeipam: %w", err)
-		}
-		r.sets = append(r.sets, s)
+	if r.book, err = newBlockBook(p.Config, p.Metrics); err != nil {
+		return nil, err
 	}
 	return r, nil
 }
@@ -182,21 +173,13 @@ func (r *RangeAllocator) restoreClaims(ctx context.Context, nodeList *v1.NodeLis
 // restoreClaim reserves the claim's CIDRs if every block is free.
 func (r *RangeAllocator) restoreClaim(c Claim) bool {
 	cidrs, err := parseCIDRs(c.CIDRs)
-	if err != nil || len(cidrs) != len(r.sets) {
+	if err != nil || len(cidrs) != len(r.book.sets) {
 		return false
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for i, p := range cidrs {
-		idx, exact, err := r.sets[i].Index(p)
-		if err != nil || !exact || r.sets[i].IsTaken(idx) {
-			return false
-		}
-	}
-	for i, p := range cidrs {
-		if _, err := r.sets[i].Occupy(p); err == nil {
-			r.owner[p] = c.Node
-		}
+	if !r.book.adopt(c.Node, cidrs) {
+		return false
 	}
 	r.held[c.Node] = &holding{uid: types.UID(c.UID), cidrs: cidrs, pending: true}
 	return true
@@ -270,11 +253,7 @@ type Status struct {
 func (r *RangeAllocator) Status() Status {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	var st Status
-	for _, s := range r.sets {
-		st.Ranges = append(st.Ranges, Usage{ClusterCIDR: s.ClusterCIDR().String(), MaskSize: s.MaskSize(),
-			Size: s.Size(), Used: s.Used(), Free: s.Free()})
-	}
+	st := Status{Ranges: r.book.usage()}
 	for name, h := range r.held {
 		if h.pending {
 			st.Pending = append(st.Pending, name)

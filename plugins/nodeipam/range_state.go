@@ -36,18 +36,9 @@ func (r *RangeAllocator) reserve(node *v1.Node) (cidrs []netip.Prefix, from rese
 		}
 		r.releaseLocked(node.Name) // an earlier node of that name
 	}
-	for _, s := range r.sets {
-		p, err := s.AllocateNext()
-		if err != nil {
-			for i, q := range cidrs {
-				r.freeLocked(r.sets[i], q, node.Name)
-			}
-			return nil, fresh, err
-		}
-		r.owner[p] = node.Name
-		cidrs = append(cidrs, p)
-		r.metrics.allocations.WithLabelValues(s.ClusterCIDR().String()).Inc()
-		r.metrics.gauge(s)
+	cidrs, err = r.book.allocate(node.Name)
+	if err != nil {
+		return nil, fresh, err
 	}
 	r.held[node.Name] = &holding{uid: node.UID, cidrs: cidrs, pending: true}
 	return cidrs, fresh, nil
@@ -71,11 +62,6 @@ func (r *RangeAllocator) occupy(node *v1.Node, cidrs []netip.Prefix) {
 	}
 }
 
-type conflict struct {
-	cidr  netip.Prefix
-	other string
-}
-
 // occupyState is occupy's bookkeeping; dropped tells whether the node had
 // a pending claim (now settled by what the node holds).
 func (r *RangeAllocator) occupyState(node *v1.Node, cidrs []netip.Prefix) (outside []netip.Prefix, conflicts []conflict, dropped bool) {
@@ -88,66 +74,13 @@ func (r *RangeAllocator) occupyState(node *v1.Node, cidrs []netip.Prefix) (outsi
 		dropped = h.pending
 		r.releaseLocked(node.Name)
 	}
-	for _, p := range cidrs {
-		s := r.setFor(p)
-		if s == nil {
-			outside = append(outside, p)
-			continue
-		}
-		if other := r.occupyBlocks(s, p, node.Name); other != "" {
-			conflicts = append(conflicts, conflict{cidr: p, other: other})
-		}
-	}
+	outside, conflicts = r.book.occupy(node.Name, cidrs)
 	r.held[node.Name] = &holding{uid: node.UID, cidrs: cidrs}
 	delete(r.waiting, node.Name)
 	return outside, conflicts, dropped
 }
 
-// occupyBlocks takes the blocks of p for node, skipping those another node
-// holds (it returns that node's name) and the excluded ones.
-func (r *RangeAllocator) occupyBlocks(s *CIDRSet, p netip.Prefix, node string) (other string) {
-	first, last, err := s.blocks(p, maxOccupyBlocks)
-	if err != nil {
-		r.log.Warn("node CIDR not occupied", "node", node, "cidr", p, "err", err)
-		return ""
-	}
-	label := s.ClusterCIDR().String()
-	for i := first; ; i++ {
-		b := s.Block(i)
-		if o, ok := r.owner[b]; ok && o != node {
-			other = o
-			if !slices.Contains(r.shared[b], node) {
-				r.shared[b] = append(r.shared[b], node)
-			}
-		} else if _, err := s.Occupy(b); err == nil && !ok {
-			r.owner[b] = node
-			r.metrics.allocations.WithLabelValues(label).Inc()
-		}
-		if i == last {
-			break
-		}
-	}
-	r.metrics.gauge(s)
-	return other
-}
-
-// setFor returns the set whose range holds p's first address.
-func (r *RangeAllocator) setFor(p netip.Prefix) *CIDRSet {
-	for _, s := range r.sets {
-		if s.ClusterCIDR().Contains(p.Masked().Addr()) {
-			return s
-		}
-	}
-	return nil
-}
-
-func (r *RangeAllocator) clusters() []netip.Prefix {
-	out := make([]netip.Prefix, len(r.sets))
-	for i, s := range r.sets {
-		out[i] = s.ClusterCIDR()
-	}
-	return out
-}
+func (r *RangeAllocator) clusters() []netip.Prefix { return r.book.clusters() }
 
 // release frees what node name holds, unless uid is set and names another
 // node of that name; it reports whether a claim was pending.
@@ -171,53 +104,10 @@ func (r *RangeAllocator) releaseLocked(name string) {
 	}
 	delete(r.held, name)
 	delete(r.waiting, name)
-	for _, p := range h.cidrs {
-		if s := r.setFor(p); s != nil {
-			r.freeLocked(s, p, name)
-		}
-	}
+	r.book.free(name, h.cidrs)
 	for w := range r.waiting {
 		r.queue.Add(w)
 	}
-}
-
-// freeLocked frees the blocks of p that node holds. A block that another
-// node holds too (a conflict) passes to that node instead.
-func (r *RangeAllocator) freeLocked(s *CIDRSet, p netip.Prefix, node string) {
-	first, last, err := s.blocks(p, maxOccupyBlocks)
-	if err != nil {
-		return
-	}
-	label := s.ClusterCIDR().String()
-	for i := first; ; i++ {
-		b := s.Block(i)
-		switch {
-		case r.owner[b] == node && len(r.shared[b]) > 0:
-			r.owner[b] = r.shared[b][0]
-			r.unshare(b, r.owner[b])
-		case r.owner[b] == node:
-			delete(r.owner, b)
-			if n, _ := s.Release(b); n > 0 {
-				r.metrics.releases.WithLabelValues(label).Inc()
-			}
-		default:
-			r.unshare(b, node)
-		}
-		if i == last {
-			break
-		}
-	}
-	r.metrics.gauge(s)
-}
-
-// unshare removes node from the other holders of block b.
-func (r *RangeAllocator) unshare(b netip.Prefix, node string) {
-	rest := slices.DeleteFunc(r.shared[b], func(n string) bool { return n == node })
-	if len(rest) == 0 {
-		delete(r.shared, b)
-		return
-	}
-	r.shared[b] = rest
 }
 
 // assign patches the node with its reserved CIDRs. A node that is gone has

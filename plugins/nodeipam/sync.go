@@ -222,11 +222,15 @@ func (n *nodeSync) allocate(ctx context.Context, node *v1.Node) error {
 
 // fromCloud handles a node without CIDRs that the cloud has ranges for.
 // SyncFromCloud occupies them (reporting those outside the cluster
-// ranges) and patches the node. SyncFromCluster refuses
-// (ReasonInvalidMode), unless they are the ones this loop wrote.
+// ranges) and patches the node. SyncFromCluster patches them when they
+// are the ones this loop wrote, or blocks of the cluster ranges that are
+// free (or the node's already): the cloud write comes before the patch,
+// so they are an allocation whose patch did not land, by this replica or
+// by the leader before it. Anything else it refuses (ReasonInvalidMode).
 func (n *nodeSync) fromCloud(ctx context.Context, node *v1.Node, cloud []netip.Prefix) error {
 	if n.s.mode == SyncFromCluster {
-		if n.written != nil && sameRanges(cloud, n.written) {
+		if (n.written != nil && sameRanges(cloud, n.written)) || n.s.sets.adopt(n.name, cloud) {
+			n.written = cloud
 			return n.patch(ctx, cloud)
 		}
 		n.s.metrics.fail(ReasonInvalidMode)
