@@ -60,29 +60,13 @@ func (e *EtcdCloud) NodeRanges(ctx context.Context, node string) ([]netip.Prefix
 func (e *EtcdCloud) SetNodeRanges(ctx context.Context, node string, ranges []netip.Prefix) error {
 	key := e.key(node)
 	if len(ranges) == 0 {
-		return e.write(ctx, kvdb.DeleteOp(key), "delete the ranges of node %s", node)
+		return fencedWrite(ctx, e.DB, e.Fence, kvdb.DeleteOp(key), "delete the ranges of node %s", node)
 	}
 	value, err := json.Marshal(cloudValue{Ranges: cidrStrings(ranges)})
 	if err != nil {
 		return fmt.Errorf("encode the ranges %v of node %s: %w", ranges, node, err)
 	}
-	return e.write(ctx, kvdb.PutOp(key, value), "write the ranges %v of node %s", ranges, node)
-}
-
-// write applies op in a transaction with the fence.
-func (e *EtcdCloud) write(ctx context.Context, op kvdb.Op, format string, args ...any) error {
-	var cmps []kvdb.Cmp
-	if e.Fence != nil {
-		cmps = e.Fence()
-	}
-	ok, err := e.DB.Txn(ctx, cmps, []kvdb.Op{op})
-	switch {
-	case err != nil:
-		return fmt.Errorf(format+": %w", append(args, err)...)
-	case !ok:
-		return fmt.Errorf(format+": %w", append(args, ErrLostLead)...)
-	}
-	return nil
+	return fencedWrite(ctx, e.DB, e.Fence, kvdb.PutOp(key, value), "write the ranges %v of node %s", ranges, node)
 }
 
 // key is the node's key.

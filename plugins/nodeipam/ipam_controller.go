@@ -171,25 +171,21 @@ func (c *IPAMController) occupyListed(node *v1.Node) {
 // loop (started if need be), which syncs it; it fails only once Run has
 // returned.
 func (c *IPAMController) AllocateOrOccupyCIDR(_ context.Context, node *v1.Node) error {
-	if node == nil {
-		return nil
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.stopped {
-		return errStopped
-	}
-	n := c.loops[node.Name]
-	if n == nil || c.ending[n] {
-		n = c.newLoop(node.Name)
-	}
-	n.update(node)
-	return nil
+	return c.toLoop(node, func(n *nodeSync) { n.update(node) })
 }
 
 // ReleaseCIDR implements CIDRAllocator: the node's loop releases its
 // CIDRs (and, in SyncFromCluster, its cloud ranges) and ends.
 func (c *IPAMController) ReleaseCIDR(_ context.Context, node *v1.Node) error {
+	return c.toLoop(node, func(n *nodeSync) {
+		c.ending[n] = true
+		n.remove(node)
+	})
+}
+
+// toLoop calls send with the live loop of node (a new one if it has none
+// or its loop is ending), under c.mu.
+func (c *IPAMController) toLoop(node *v1.Node, send func(n *nodeSync)) error {
 	if node == nil {
 		return nil
 	}
@@ -202,8 +198,7 @@ func (c *IPAMController) ReleaseCIDR(_ context.Context, node *v1.Node) error {
 	if n == nil || c.ending[n] {
 		n = c.newLoop(node.Name)
 	}
-	c.ending[n] = true
-	n.remove(node)
+	send(n)
 	return nil
 }
 

@@ -118,16 +118,23 @@ func (e *EtcdLedger) Delete(ctx context.Context, node string) error {
 }
 
 func (e *EtcdLedger) write(ctx context.Context, what, node string, op kvdb.Op) error {
+	return fencedWrite(ctx, e.DB, e.Fence, op, "%s the claim of node %s", what, node)
+}
+
+// fencedWrite applies op in a transaction that carries fence (none when
+// nil); a refused transaction wraps ErrLostLead. Errors start with the
+// formatted description of the write.
+func fencedWrite(ctx context.Context, db kvdb.Broker, fence func() []kvdb.Cmp, op kvdb.Op, format string, args ...any) error {
 	var cmps []kvdb.Cmp
-	if e.Fence != nil {
-		cmps = e.Fence()
+	if fence != nil {
+		cmps = fence()
 	}
-	ok, err := e.DB.Txn(ctx, cmps, []kvdb.Op{op})
+	ok, err := db.Txn(ctx, cmps, []kvdb.Op{op})
 	switch {
 	case err != nil:
-		return fmt.Errorf("%s the claim of node %s: %w", what, node, err)
+		return fmt.Errorf(format+": %w", append(args, err)...)
 	case !ok:
-		return fmt.Errorf("%s the claim of node %s: %w", what, node, ErrLostLead)
+		return fmt.Errorf(format+": %w", append(args, ErrLostLead)...)
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package e2e
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -18,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/contiv-ipam/agent/plugins/ksr"
 	"github.com/contiv-ipam/agent/tests/cluster"
 	"github.com/contiv-ipam/agent/tests/kubeenv"
 )
@@ -26,10 +28,14 @@ import (
 // bench-nodeipam-scale` sets it to 5000.
 const EnvScaleNodes = "NODEIPAM_SCALE_NODES"
 
-// defaultScaleNodes keeps the scenario short in `make test`: contiv-ksr's
-// client has client-go's default rate limit (5 requests/s after a burst of
-// 10) and patches each Node once, so N Nodes take about N/5 s.
-const defaultScaleNodes = 50
+// EnvScaleQPS, when set, is contiv-ksr's kubeQPS (kubeBurst twice that)
+// for TestNodeIPAMScale; unset, ksr.conf's default (50).
+const EnvScaleQPS = "NODEIPAM_SCALE_QPS"
+
+// defaultScaleNodes keeps the scenario short in `make test`: contiv-ksr
+// patches each Node once, at kubeQPS (50 a second by default), so N Nodes
+// take about N/50 s.
+const defaultScaleNodes = 200
 
 // scaleCreators are the test's clients that create the Nodes at once.
 const scaleCreators = 16
@@ -52,7 +58,13 @@ func TestNodeIPAMScale(t *testing.T) {
 	kube := kubeenv.StartT(t)
 	c := cluster.StartT(t, cluster.TestBins(t), kube.Kubeconfig)
 	const cluster4 = "10.0.0.0/8"
-	k := c.AddKSRT(t, ipamKSR(cluster4))
+	conf := ipamKSR(cluster4)
+	if s := os.Getenv(EnvScaleQPS); s != "" {
+		qps, err := strconv.Atoi(s)
+		g.Expect(err).NotTo(HaveOccurred(), EnvScaleQPS)
+		conf.KubeQPS = qps
+	}
+	k := c.AddKSRT(t, conf)
 	cli := c.ClientT(t)
 	g.Eventually(ipamState(ctx, k)).WithTimeout(15*time.Second).Should(HaveField("Running", BeTrue()),
 		"the allocator runs before the first Node is created")
@@ -71,8 +83,8 @@ func TestNodeIPAMScale(t *testing.T) {
 	start := time.Now()
 	created := make(chan error, 1)
 	go func() { created <- createNodes(ctx, fast, names, scaleCreators) }()
-	// N/5 s at contiv-ksr's rate limit, with room to spare.
-	seen, err := watchUntilAllHaveCIDRs(w.ResultChan(), n, 2*time.Minute+time.Duration(n)*400*time.Millisecond)
+	// N/50 s at contiv-ksr's default rate limit, with room to spare.
+	seen, err := watchUntilAllHaveCIDRs(w.ResultChan(), n, 2*time.Minute+time.Duration(n)*100*time.Millisecond)
 	total := time.Since(start)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(<-created).To(Succeed())
@@ -92,8 +104,8 @@ func TestNodeIPAMScale(t *testing.T) {
 	delete(delta, "POST nodes")
 	rss, err := peakRSS(k.PID())
 	g.Expect(err).NotTo(HaveOccurred())
-	t.Logf("nodeipam-scale: nodes=%d total=%.2fs per-node-writes=%.3f ksr-peak-rss=%.1fMiB",
-		n, total.Seconds(), float64(delta.sum())/float64(n), float64(rss)/(1<<20))
+	t.Logf("nodeipam-scale: nodes=%d kubeQPS=%d total=%.2fs per-node-writes=%.3f ksr-peak-rss=%.1fMiB",
+		n, cmp.Or(conf.KubeQPS, ksr.DefaultKubeQPS), total.Seconds(), float64(delta.sum())/float64(n), float64(rss)/(1<<20))
 	t.Logf("nodeipam-scale: contiv-ksr's API writes %v; Node changes after their create seen by the watch: %.3f per node",
 		delta, float64(seen.modified)/float64(n))
 }

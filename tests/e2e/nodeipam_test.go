@@ -292,10 +292,13 @@ func TestNodeIPAMDualStack(t *testing.T) {
 }
 
 // burstNodes is the number of Nodes created at once in the restart and
-// failover scenarios. contiv-ksr's client has client-go's default rate
-// limit (5 requests/s, bursts of 10), one patch per Node: 40 Nodes take
-// 5 to 6 s to be given their CIDRs.
+// failover scenarios. Their contiv-ksr runs with kubeQPS 5 (burst 10), one
+// patch per Node: 40 Nodes take 5 to 6 s to be given their CIDRs, a window
+// wide enough to kill it in the middle.
 const burstNodes = 40
+
+// slowQPS is the kubeQPS of the restart and failover scenarios.
+const slowQPS = 5
 
 // contiv-ksr SIGKILLed while it hands out CIDRs to a burst of new Nodes
 // leaves claims (and Nodes without CIDRs) behind; a new replica reads the
@@ -310,6 +313,7 @@ func TestNodeIPAMRestartHandsNothingOutTwice(t *testing.T) {
 	const cluster4 = "10.1.0.0/16"
 	conf := ipamKSR(cluster4)
 	conf.ElectionTTL = electionTTL // the new replica leads once the dead one's lease is over
+	conf.KubeQPS = slowQPS
 	k1 := c.AddKSRT(t, conf)
 	cli := c.ClientT(t)
 	names := nodeNames("rs", burstNodes)
@@ -347,6 +351,7 @@ func TestNodeIPAMFailoverHandsNothingOutTwice(t *testing.T) {
 	const cluster4 = "10.1.0.0/16"
 	conf := ipamKSR(cluster4)
 	conf.ElectionTTL = electionTTL
+	conf.KubeQPS = slowQPS
 	k1, k2 := c.AddKSRT(t, conf), c.AddKSRT(t, conf)
 	cli := c.ClientT(t)
 	var leader *cluster.KSR
