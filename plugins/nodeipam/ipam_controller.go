@@ -232,3 +232,11 @@ func (c *IPAMController) spawn(n *nodeSync) {
 		}
 	})
 }
+
+// Status returns the state of the cluster ranges (none in SyncFromCloud
+// without clusterCIDRs).
+func (c *IPAMController) Status() Status {
+	c.s.sets.mu.Lock()
+	defer c.s.sets.mu.Unlock()
+	return Status{Ranges: c.s.sets.book.usage()}
+}
