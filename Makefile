@@ -15,6 +15,8 @@ CNITOOL     := $(BIN)/cnitool
 CNI_PLUGINS := /usr/lib/cni
 PROTOC_GEN_GO_VERSION := v1.36.11
 PROTOC_GEN_GO_GRPC_VERSION := v1.6.2
+CONTROLLER_GEN_VERSION := v0.23.0
+CONTROLLER_GEN := $(BIN)/controller-gen
 # The kube-apiserver, kubectl and etcd the Kubernetes tests run, built once
 # from tests/kubebin (its go.mod pins the versions) into a directory keyed
 # by those versions; KUBEBUILDER_ASSETS points envtest at it.
@@ -34,7 +36,7 @@ CONTAINER_ENGINE ?=
 STATIC_DIR  ?= $(BIN)/static
 STATIC_CMDS := ./cmd/contiv-agent ./cmd/contiv-cni ./cmd/contiv-ksr
 
-.PHONY: all build static images run test test-unit test-race test-deps kube-bins cni-plugins check lint bench chaos crash fuzz clean tools generate demo test-nodeipam-diff bench-nodeipam
+.PHONY: all build static images run test test-unit test-race test-deps kube-bins cni-plugins check lint bench chaos crash fuzz clean tools generate generate-crds demo test-nodeipam-diff bench-nodeipam
 
 all: build
 
@@ -137,14 +139,25 @@ $(STATICCHECK):
 $(ERRCHECK):
 	GOBIN=$(BIN) $(GO) install github.com/kisielk/errcheck@v1.9.0
 
-## generate: regenerate the committed *.pb.go beside every .proto under plugins/ (installs protoc with apt-get if missing, protoc-gen-go and protoc-gen-go-grpc into ./bin)
-generate:
+## generate: regenerate the committed *.pb.go beside every .proto under plugins/ (installs protoc with apt-get if missing, protoc-gen-go and protoc-gen-go-grpc into ./bin), and the CAPI provider's deepcopy code and CRDs (generate-crds)
+generate: generate-crds
 	@command -v protoc >/dev/null || { \
 	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
 	  $$SUDO apt-get update && $$SUDO apt-get install -y protobuf-compiler; }
 	GOBIN=$(BIN) $(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)
 	GOBIN=$(BIN) $(GO) install google.golang.org/grpc/cmd/protoc-gen-go-grpc@$(PROTOC_GEN_GO_GRPC_VERSION)
 	PATH=$(BIN):$$PATH protoc --go_out=paths=source_relative:. --go-grpc_out=paths=source_relative:. $$(find plugins -name '*.proto' | LC_ALL=C sort)
+
+## generate-crds: controller-gen (go install into ./bin) writes the deepcopy code of plugins/capi/api/v1alpha1, its CRDs into plugins/capi/api/crd/, and the Cluster API CRDs the tests install (IPAddressClaim, IPAddress, Cluster; from the pinned sigs.k8s.io/cluster-api/api) into plugins/capi/api/crd/capi/
+generate-crds: $(CONTROLLER_GEN)
+	$(CONTROLLER_GEN) object paths=./plugins/capi/api/...
+	$(CONTROLLER_GEN) crd paths=./plugins/capi/api/... output:crd:artifacts:config=plugins/capi/api/crd
+	$(CONTROLLER_GEN) crd paths=sigs.k8s.io/cluster-api/api/ipam/v1beta2 output:crd:artifacts:config=plugins/capi/api/crd/capi
+	rm -rf $(CURDIR)/_cache/capi-core && $(CONTROLLER_GEN) crd paths=sigs.k8s.io/cluster-api/api/core/v1beta2 output:crd:artifacts:config=$(CURDIR)/_cache/capi-core
+	cp $(CURDIR)/_cache/capi-core/cluster.x-k8s.io_clusters.yaml plugins/capi/api/crd/capi/
+
+$(CONTROLLER_GEN):
+	GOBIN=$(BIN) $(GO) install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_GEN_VERSION)
 
 ## chaos: the chaos test for CHAOS_DURATION (default 2m): random Kubernetes state, etcd restarts, agent SIGKILLs
 CHAOS_DURATION ?= 2m

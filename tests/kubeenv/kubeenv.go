@@ -73,14 +73,31 @@ func AssetsDir() (string, error) {
 	return dir, nil
 }
 
+// Option changes the API server Start runs.
+type Option func(*envtest.Environment)
+
+// WithCRDs installs the CRDs of the YAML files in dirs (relative to the
+// repository root) before Start returns; a missing directory is an error.
+func WithCRDs(dirs ...string) Option {
+	return func(te *envtest.Environment) {
+		for _, d := range dirs {
+			te.CRDDirectoryPaths = append(te.CRDDirectoryPaths, filepath.Join(RepoRoot(), d))
+		}
+		te.ErrorIfCRDPathMissing = true
+	}
+}
+
 // Start runs the API server and its etcd, and writes the kubeconfig into
 // dir (which must exist).
-func Start(dir string) (*Env, error) {
+func Start(dir string, opts ...Option) (*Env, error) {
 	assets, err := AssetsDir()
 	if err != nil {
 		return nil, err
 	}
 	te := &envtest.Environment{BinaryAssetsDirectory: assets}
+	for _, o := range opts {
+		o(te)
+	}
 	cfg, err := te.Start()
 	if err != nil {
 		return nil, fmt.Errorf("kubeenv: start kube-apiserver and etcd from %s: %w", assets, err)
@@ -121,9 +138,9 @@ func (e *Env) KubectlCmd(ctx context.Context, args ...string) *exec.Cmd {
 
 // StartT is Start for a test: the kubeconfig goes into t.TempDir(), Stop
 // runs at cleanup, and an error fails the test.
-func StartT(t testing.TB) *Env {
+func StartT(t testing.TB, opts ...Option) *Env {
 	t.Helper()
-	e, err := Start(t.TempDir())
+	e, err := Start(t.TempDir(), opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
