@@ -20,7 +20,7 @@ const (
 const Finalizer = "ipam.contivpp.io/ProtectPool"
 
 // ContivIPPoolSpec is the addresses a pool hands out.
-// +kubebuilder:validation:XValidation:rule="!has(self.gateway) || self.gateway == ” || isIP(self.gateway)",message="gateway must be an IP address"
+// +kubebuilder:validation:XValidation:rule="!has(self.gateway) || size(self.gateway) == 0 || isIP(self.gateway)",message="gateway must be an IP address"
 type ContivIPPoolSpec struct {
 	// Addresses are the addresses of the pool: single IPs ("10.0.0.5"),
 	// ranges ("10.0.0.10-10.0.0.20") and CIDRs ("10.0.1.0/24"), of one
