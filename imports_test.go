@@ -29,6 +29,10 @@ func TestImportsPointDown(t *testing.T) {
 		{"plugins/controller/...", []string{"plugins/ksr/model", "infra"}},
 		// Node IPAM sits on the engine and the key-value API, nothing else.
 		{"plugins/nodeipam/...", []string{"plugins/ipam/ipalloc", "plugins/ipam/cidr", "infra/kvdb"}},
+		// The CAPI framework knows nothing of ours; the pool engine sits on
+		// the allocator engine and the pool API.
+		{"plugins/capi/ipamutil", nil},
+		{"plugins/capi/pool", []string{"plugins/ipam/ipalloc", "plugins/ipam/cidr", "plugins/capi/api", "plugins/capi/ipamutil"}},
 	}
 	goTool, err := exec.LookPath("go")
 	if err != nil {
