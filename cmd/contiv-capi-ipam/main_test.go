@@ -1,0 +1,103 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
+
+	"github.com/contiv-ipam/agent/plugins/capi/api/v1alpha1"
+	"github.com/contiv-ipam/agent/plugins/capi/pool"
+	"github.com/contiv-ipam/agent/tests/kubeenv"
+)
+
+func noEnv(string) (string, bool) { return "", false }
+
+// syncBuffer is a buffer the provider writes while the test reads.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// Bad command lines exit 2 naming the flag; -version and -h exit 0.
+func TestCommandLine(t *testing.T) {
+	cases := []struct {
+		name string
+		args []string
+		code int
+		out  string
+	}{
+		{"version", []string{"-version"}, 0, "contiv-capi-ipam dev"},
+		{"help", []string{"-h"}, 0, "-max-concurrent-reconciles"},
+		{"unknown flag", []string{"-nope"}, 2, "flag provided but not defined: -nope"},
+		{"no workers", []string{"-max-concurrent-reconciles", "0"}, 2, "-max-concurrent-reconciles 0"},
+		{"stray argument", []string{"serve"}, 2, `unexpected arguments ["serve"]`},
+		{"missing kubeconfig", []string{"-kubeconfig", "/nonexistent/kc"}, 1, `kubeconfig \"/nonexistent/kc\"`},
+		{"not in a pod", nil, 1, "not in a pod"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			var out bytes.Buffer
+			code := run(context.Background(), tc.args, &out, &out, noEnv)
+			g.Expect(code).To(Equal(tc.code), out.String())
+			g.Expect(out.String()).To(ContainSubstring(tc.out))
+		})
+	}
+}
+
+// The binary's run serves a claim on a real API server (leader election
+// on), and stops cleanly with exit code 0 when its context ends.
+func TestServesAClaim(t *testing.T) {
+	g := NewWithT(t)
+	kube := kubeenv.StartT(t, kubeenv.WithCRDs("plugins/capi/api/crd", "plugins/capi/api/crd/capi"))
+	scheme, err := pool.NewScheme()
+	g.Expect(err).NotTo(HaveOccurred())
+	c, err := client.New(kube.Config, client.Options{Scheme: scheme})
+	g.Expect(err).NotTo(HaveOccurred())
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out syncBuffer
+	done := make(chan int, 1)
+	args := []string{"-kubeconfig", kube.Kubeconfig, "-leader-election-namespace", "default",
+		"-metrics-bind-address", "127.0.0.1:0", "-health-probe-bind-address", "127.0.0.1:0"}
+	go func() { done <- run(ctx, args, &out, &out, noEnv) }()
+
+	p := &v1alpha1.ContivIPPool{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "p"},
+		Spec: v1alpha1.ContivIPPoolSpec{Addresses: []string{"192.168.100.10-192.168.100.20"}, Prefix: 24, Gateway: "192.168.100.1"}}
+	g.Expect(c.Create(ctx, p)).To(Succeed())
+	claim := &ipamv1.IPAddressClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "m1"},
+		Spec: ipamv1.IPAddressClaimSpec{PoolRef: ipamv1.IPPoolReference{APIGroup: v1alpha1.GroupVersion.Group, Kind: pool.KindPool, Name: "p"}}}
+	g.Expect(c.Create(ctx, claim)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		g.Expect(c.Get(ctx, client.ObjectKeyFromObject(claim), claim)).To(Succeed())
+		g.Expect(meta.IsStatusConditionTrue(claim.Status.Conditions, ipamv1.IPAddressClaimReadyCondition)).To(BeTrue())
+		var ip ipamv1.IPAddress
+		g.Expect(c.Get(ctx, client.ObjectKey{Namespace: "default", Name: "m1"}, &ip)).To(Succeed())
+		g.Expect(ip.Spec.Address).To(Equal("192.168.100.10"))
+		g.Expect(ip.Spec.Gateway).To(Equal("192.168.100.1"))
+	}).WithTimeout(30 * time.Second).Should(Succeed(), out.String)
+	cancel()
+	g.Eventually(done).WithTimeout(40 * time.Second).Should(Receive(Equal(0)), out.String)
+	g.Expect(out.String()).To(ContainSubstring("contiv-capi-ipam starting"))
+}
