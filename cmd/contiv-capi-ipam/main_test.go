@@ -96,8 +96,8 @@ func TestServesAClaim(t *testing.T) {
 		g.Expect(c.Get(ctx, client.ObjectKey{Namespace: "default", Name: "m1"}, &ip)).To(Succeed())
 		g.Expect(ip.Spec.Address).To(Equal("192.168.100.10"))
 		g.Expect(ip.Spec.Gateway).To(Equal("192.168.100.1"))
-	}).WithTimeout(30 * time.Second).Should(Succeed(), out.String)
+	}).WithTimeout(30*time.Second).Should(Succeed(), out.String)
 	cancel()
-	g.Eventually(done).WithTimeout(40 * time.Second).Should(Receive(Equal(0)), out.String)
+	g.Eventually(done).WithTimeout(40*time.Second).Should(Receive(Equal(0)), out.String)
 	g.Expect(out.String()).To(ContainSubstring("contiv-capi-ipam starting"))
 }

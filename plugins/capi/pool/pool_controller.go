@@ -55,7 +55,7 @@ func specOf(obj client.Object) (v1alpha1.ContivIPPoolSpec, *v1alpha1.ContivIPPoo
 // IPAddresses mapped to their pool.
 func (r *PoolReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
-		Named("contiv-" + r.Kind).
+		Named("contiv-"+r.Kind).
 		For(r.newObject()).
 		Watches(&ipamv1.IPAddress{}, handler.EnqueueRequestsFromMapFunc(r.addressToPool)).
 		Complete(r)

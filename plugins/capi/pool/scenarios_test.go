@@ -56,7 +56,7 @@ func testMany(t *testing.T, e *env) {
 	for _, name := range names[:100] {
 		g.Expect(e.c.Delete(context.Background(), newClaim(ns, name, pool.KindPool, "p"))).To(Succeed())
 	}
-	g.Consistently(func(g Gomega) int { return len(e.addresses(g, ns)) }).WithTimeout(grace - time.Second).
+	g.Consistently(func(g Gomega) int { return len(e.addresses(g, ns)) }).WithTimeout(grace-time.Second).
 		Should(Equal(500), "the IPAddresses stay while the grace period runs")
 	g.Expect(e.status(g, ns, "p").Used).To(BeEquivalentTo(500), "in grace: still used")
 	g.Eventually(func(g Gomega) int { return len(e.addresses(g, ns)) }).WithTimeout(wait).Should(Equal(400))
