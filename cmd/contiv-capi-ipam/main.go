@@ -91,11 +91,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, env func(
 		return 0
 	}
 	if err != nil {
-		fmt.Fprintln(stderr, "contiv-capi-ipam:", err)
+		_, _ = fmt.Fprintln(stderr, "contiv-capi-ipam:", err)
 		return 2
 	}
 	if o.version {
-		fmt.Fprintf(stdout, "contiv-capi-ipam %s (commit %s, built %s)\n", version, commit, buildDate)
+		_, _ = fmt.Fprintf(stdout, "contiv-capi-ipam %s (commit %s, built %s)\n", version, commit, buildDate)
 		return 0
 	}
 	level := slog.LevelInfo

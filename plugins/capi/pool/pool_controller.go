@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -55,7 +56,7 @@ func specOf(obj client.Object) (v1alpha1.ContivIPPoolSpec, *v1alpha1.ContivIPPoo
 // IPAddresses mapped to their pool.
 func (r *PoolReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
-		Named("contiv-"+r.Kind).
+		Named("contiv-"+strings.ToLower(r.Kind)).
 		For(r.newObject()).
 		Watches(&ipamv1.IPAddress{}, handler.EnqueueRequestsFromMapFunc(r.addressToPool)).
 		Complete(r)
