@@ -116,6 +116,11 @@ func serve(ctx context.Context, o options, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	return serveOn(ctx, cfg, origin, o, log)
+}
+
+// serveOn is serve on cfg (origin says where it came from).
+func serveOn(ctx context.Context, cfg *rest.Config, origin string, o options, log *slog.Logger) error {
 	scheme, err := pool.NewScheme()
 	if err != nil {
 		return err

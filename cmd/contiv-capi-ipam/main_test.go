@@ -3,13 +3,17 @@ package main
 import (
 	"bytes"
 	"context"
+	"log/slog"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
@@ -100,4 +104,53 @@ func TestServesAClaim(t *testing.T) {
 	cancel()
 	g.Eventually(done).WithTimeout(40*time.Second).Should(Receive(Equal(0)), out.String)
 	g.Expect(out.String()).To(ContainSubstring("contiv-capi-ipam starting"))
+}
+
+// The provider needs nothing beyond k8s/capi-ipam/rbac.yaml: run as its
+// service account (impersonated), it serves a claim, releases it, and lets
+// its pool go.
+func TestTheManifestRBACIsEnough(t *testing.T) {
+	g := NewWithT(t)
+	kube := kubeenv.StartT(t, kubeenv.WithCRDs("plugins/capi/api/crd", "plugins/capi/api/crd/capi"))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	out, err := kube.KubectlCmd(ctx, "create", "namespace", "capi-system").CombinedOutput()
+	g.Expect(err).NotTo(HaveOccurred(), string(out))
+	out, err = kube.KubectlCmd(ctx, "apply", "-f", filepath.Join(kubeenv.RepoRoot(), "k8s", "capi-ipam", "rbac.yaml")).CombinedOutput()
+	g.Expect(err).NotTo(HaveOccurred(), string(out))
+
+	cfg := rest.CopyConfig(kube.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:capi-system:contiv-capi-ipam"}
+	var logs syncBuffer
+	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	o := options{metrics: "0", health: "0", leaderElect: true, leaderNamespace: "capi-system", workers: 2}
+	done := make(chan error, 1)
+	go func() { done <- serveOn(ctx, cfg, "impersonated", o, log) }()
+
+	scheme, err := pool.NewScheme()
+	g.Expect(err).NotTo(HaveOccurred())
+	c, err := client.New(kube.Config, client.Options{Scheme: scheme})
+	g.Expect(err).NotTo(HaveOccurred())
+	p := &v1alpha1.ContivIPPool{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "p"},
+		Spec: v1alpha1.ContivIPPoolSpec{Addresses: []string{"192.168.7.0/29"}, Prefix: 29}}
+	g.Expect(c.Create(ctx, p)).To(Succeed())
+	claim := &ipamv1.IPAddressClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "m1"},
+		Spec: ipamv1.IPAddressClaimSpec{PoolRef: ipamv1.IPPoolReference{APIGroup: v1alpha1.GroupVersion.Group, Kind: pool.KindPool, Name: "p"}}}
+	g.Expect(c.Create(ctx, claim)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		g.Expect(c.Get(ctx, client.ObjectKeyFromObject(claim), claim)).To(Succeed())
+		g.Expect(meta.IsStatusConditionTrue(claim.Status.Conditions, ipamv1.IPAddressClaimReadyCondition)).To(BeTrue())
+		g.Expect(c.Get(ctx, client.ObjectKeyFromObject(p), p)).To(Succeed())
+		g.Expect(p.Status.Addresses).NotTo(BeNil())
+		g.Expect(p.Status.Addresses.Used).To(BeEquivalentTo(1))
+	}).WithTimeout(30*time.Second).Should(Succeed(), logs.String)
+	g.Expect(c.Delete(ctx, claim)).To(Succeed())
+	g.Expect(c.Delete(ctx, p)).To(Succeed())
+	g.Eventually(func() bool {
+		return apierrors.IsNotFound(c.Get(ctx, client.ObjectKeyFromObject(p), p)) &&
+			apierrors.IsNotFound(c.Get(ctx, client.ObjectKeyFromObject(claim), claim))
+	}).WithTimeout(30*time.Second).Should(BeTrue(), logs.String)
+	g.Expect(logs.String()).NotTo(ContainSubstring("forbidden"))
+	cancel()
+	g.Eventually(done).WithTimeout(40 * time.Second).Should(Receive(BeNil()))
 }
