@@ -97,4 +97,33 @@
 //     hand out count as OutOfRange and are returned, so that the provider
 //     can report them.
 //  8. Write Counts into the pool status.
+//
+// # The provider (Provider, PoolReconciler, Setup)
+//
+// The Provider is the one owner of the engines: one Pool per pool object
+// (kind, namespace, name, UID) in a map, every call under Provider.mu,
+// whatever the number of claim workers. It follows the duties above:
+//
+//   - A pool's engine is built the first time a claim or the pool
+//     controller needs it, from the pool's IPAddresses listed through the
+//     manager's APIReader (the API server, not the cache: duty 4).
+//   - EnsureAddress: an IPAddress that exists already has its address
+//     restored for the claim; otherwise the engine allocates (idempotent
+//     per claim, so a stale cache that makes the reconciler ask again gets
+//     the same address). ErrExhausted becomes ipamutil.ErrPoolExhausted;
+//     a spec that does not parse, or a pool being deleted (for a claim
+//     that holds nothing), ipamutil.ErrPoolNotReady.
+//   - ReleaseAddress: the grace period counts from the claim's deletion
+//     timestamp plus one second (it is cut to whole seconds); the release
+//     asks for a requeue until then, so the IPAddress (and the claim) stay
+//     and a restarted provider rebuilds the engine with the address still
+//     used. Then ipamutil deletes the IPAddress.
+//   - A new spec generation rebuilds the engine (duty 7).
+//   - PoolReconciler writes the counts and the Ready condition (reason
+//     InvalidSpec with the parse error), adds the ProtectPool finalizer,
+//     and removes it only when no IPAddress of the pool is left; the
+//     deleted pool's engine is then dropped.
+//
+// Left to the deployment: one serving replica (the binary elects it with
+// a Lease), so that no other process decides for the same pools.
 package pool
