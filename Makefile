@@ -29,12 +29,13 @@ IMAGE_REPO  ?= ghcr.io/contiv-ipam
 IMAGE_TAG   ?= v0.1.0
 AGENT_IMAGE := $(IMAGE_REPO)/contiv-agent:$(IMAGE_TAG)
 KSR_IMAGE   := $(IMAGE_REPO)/contiv-ksr:$(IMAGE_TAG)
+CAPI_IMAGE  := $(IMAGE_REPO)/contiv-capi-ipam:$(IMAGE_TAG)
 # docker or podman; empty: the first of them whose daemon answers.
 CONTAINER_ENGINE ?=
 # `make static`: CGO_ENABLED=0 builds of STATIC_CMDS into STATIC_DIR (the
 # image builds run it).
 STATIC_DIR  ?= $(BIN)/static
-STATIC_CMDS := ./cmd/contiv-agent ./cmd/contiv-cni ./cmd/contiv-ksr
+STATIC_CMDS := ./cmd/contiv-agent ./cmd/contiv-cni ./cmd/contiv-ksr ./cmd/contiv-capi-ipam
 
 .PHONY: all build static images run test test-unit test-race test-deps kube-bins cni-plugins check lint bench chaos crash fuzz clean tools generate generate-crds demo test-nodeipam-diff bench-nodeipam
 
@@ -45,12 +46,12 @@ build:
 	@mkdir -p $(BIN)
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/ ./cmd/...
 
-## static: static (CGO_ENABLED=0) builds of contiv-agent, contiv-cni and contiv-ksr into STATIC_DIR (default ./bin/static), as the images hold them
+## static: static (CGO_ENABLED=0) builds of contiv-agent, contiv-cni, contiv-ksr and contiv-capi-ipam into STATIC_DIR (default ./bin/static), as the images hold them
 static:
 	@mkdir -p $(STATIC_DIR)
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(STATIC_DIR)/ $(STATIC_CMDS)
 
-## images: build the images $(IMAGE_REPO)/contiv-agent and contiv-ksr:$(IMAGE_TAG) from docker/ with docker or podman (CONTAINER_ENGINE); fails, saying so, where no container engine runs
+## images: build the images $(IMAGE_REPO)/contiv-agent, contiv-ksr and contiv-capi-ipam:$(IMAGE_TAG) from docker/ with docker or podman (CONTAINER_ENGINE); fails, saying so, where no container engine runs
 images:
 	@engine="$(CONTAINER_ENGINE)"; \
 	  if [ -z "$$engine" ]; then \
@@ -63,7 +64,7 @@ images:
 	    echo "make images: the Dockerfiles are in docker/ (docker/README.md); build them where docker or podman runs." >&2; \
 	    exit 1; \
 	  fi; \
-	  set -e; for img in contiv-agent:$(AGENT_IMAGE) contiv-ksr:$(KSR_IMAGE); do \
+	  set -e; for img in contiv-agent:$(AGENT_IMAGE) contiv-ksr:$(KSR_IMAGE) contiv-capi-ipam:$(CAPI_IMAGE); do \
 	    name=$${img%%:*}; tag=$${img#*:}; ignore=; \
 	    if [ "$$engine" = podman ]; then ignore="--ignorefile docker/$$name.Dockerfile.dockerignore"; fi; \
 	    echo "== $$engine build -t $$tag -f docker/$$name.Dockerfile ."; \

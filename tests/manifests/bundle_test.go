@@ -26,6 +26,7 @@ const (
 	namespace    = "kube-system"
 	agentName    = "contiv-agent"
 	ksrName      = "contiv-ksr"
+	capiName     = "contiv-capi-ipam"
 	etcdName     = "contiv-etcd"
 	installName  = "install-cni"
 	etcdPortName = "client"

@@ -26,9 +26,9 @@ func makeVars(names ...string) (map[string]string, error) {
 	return vars, nil
 }
 
-// makeImages returns AGENT_IMAGE and KSR_IMAGE of the Makefile.
+// makeImages returns AGENT_IMAGE, KSR_IMAGE and CAPI_IMAGE of the Makefile.
 var makeImages = sync.OnceValues(func() (map[string]string, error) {
-	return makeVars("AGENT_IMAGE", "KSR_IMAGE")
+	return makeVars("AGENT_IMAGE", "KSR_IMAGE", "CAPI_IMAGE")
 })
 
 // wantImages maps each workload to the Makefile's image for it.
@@ -38,12 +38,12 @@ func wantImages(t *testing.T) map[string]string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, k := range []string{"AGENT_IMAGE", "KSR_IMAGE"} {
+	for _, k := range []string{"AGENT_IMAGE", "KSR_IMAGE", "CAPI_IMAGE"} {
 		if vars[k] == "" {
 			t.Fatalf("the Makefile defines no %s", k)
 		}
 	}
-	return map[string]string{agentName: vars["AGENT_IMAGE"], ksrName: vars["KSR_IMAGE"]}
+	return map[string]string{agentName: vars["AGENT_IMAGE"], ksrName: vars["KSR_IMAGE"], capiName: vars["CAPI_IMAGE"]}
 }
 
 // checkImages: every container of the agent and contiv-ksr (init

@@ -57,7 +57,7 @@ func TestMakeImagesWithoutEngine(t *testing.T) {
 }
 
 // With docker (or, failing that, podman) answering, make images builds
-// both Dockerfiles from the repository root, tagged with the images the
+// the three Dockerfiles from the repository root, tagged with the images the
 // manifests deploy.
 func TestMakeImagesBuildsTheDeployedImages(t *testing.T) {
 	want := wantImages(t)
@@ -67,8 +67,8 @@ func TestMakeImagesBuildsTheDeployedImages(t *testing.T) {
 			env, log := fakeEngines(t, engine)
 			out, calls, err := runMakeImages(t, env, log)
 			g.Expect(err).NotTo(HaveOccurred(), out)
-			g.Expect(calls).To(HaveLen(2), out)
-			for i, name := range []string{agentName, ksrName} {
+			g.Expect(calls).To(HaveLen(3), out)
+			for i, name := range []string{agentName, ksrName, capiName} {
 				call := calls[i]
 				g.Expect(call).To(HavePrefix(filepath.Join(filepath.Dir(log), engine) + " build "))
 				g.Expect(call).To(ContainSubstring(" -t " + want[name] + " "))
