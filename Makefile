@@ -98,6 +98,8 @@ test-unit: test-deps test-nodeipam-diff
 
 ## test-nodeipam-diff: the differential test of plugins/nodeipam against Kubernetes' range allocator (tests/nodeipamdiff, a module of its own)
 test-nodeipam-diff:
+	@cd tests/nodeipamdiff && $(GO) mod tidy -diff >/dev/null 2>&1 || { \
+	  echo "tests/nodeipamdiff/go.mod is out of date (it replaces the main module, whose requirements changed): cd tests/nodeipamdiff && go mod tidy" >&2; exit 1; }
 	cd tests/nodeipamdiff && $(GO) test -count=1 -timeout 10m ./...
 
 test-race: test-deps

@@ -18,6 +18,9 @@ import (
 // of absent pods that waits for the commit counts as one.
 func QueuedRequests(p *Plugin) int { return len(p.keeper.reqs) + int(p.keeper.pipe.waiting.Load()) }
 
+// Closing tells whether Close has begun (the keeper's stop is closed).
+func Closing(p *Plugin) bool { return p.keeper.stopping() }
+
 // Clock is the keeper's time source.
 type Clock interface {
 	Now() time.Time

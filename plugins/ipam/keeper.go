@@ -196,13 +196,16 @@ func (k *keeper) run() {
 	defer close(k.stopped)
 	defer k.sweep.stopTimer()
 	for {
-		k.advance()
-		k.rearmSweep()
-		k.pipe.publishWaiting()
+		// Before advance: when the commit in flight returned as close
+		// began (select picks either), advance would send the next batch,
+		// which close must fail instead.
 		if k.stopping() {
 			k.shutdown()
 			return
 		}
+		k.advance()
+		k.rearmSweep()
+		k.pipe.publishWaiting()
 		select {
 		case r := <-k.intake():
 			k.take(r)

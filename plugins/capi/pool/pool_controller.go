@@ -87,7 +87,7 @@ func (r *PoolReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 	}
 	key := poolKey{kind: r.Kind, namespace: obj.GetNamespace(), name: obj.GetName(), uid: obj.GetUID()}
 	if obj.GetDeletionTimestamp() != nil {
-		return ctrl.Result{}, r.finish(ctx, obj, key)
+		return r.finish(ctx, obj, key)
 	}
 	if !controllerutil.ContainsFinalizer(obj, v1alpha1.Finalizer) {
 		before := obj.DeepCopyObject().(client.Object)
@@ -137,30 +137,29 @@ func (r *PoolReconciler) updateStatus(ctx context.Context, obj client.Object, ke
 	return ctrl.Result{}, nil
 }
 
-// finish lets a deleted pool go when none of its IPAddresses is left (the
-// deletes of the IPAddresses bring it back).
-func (r *PoolReconciler) finish(ctx context.Context, obj client.Object, key poolKey) error {
-	var list ipamv1.IPAddressList
-	var opts []client.ListOption
-	if key.namespace != "" {
-		opts = append(opts, client.InNamespace(key.namespace))
+// finish lets a deleted pool go when none of its IPAddresses is left. It
+// reads them from the API server: the delete event of the last one may
+// come before the cache drops it. While some are left it looks again
+// after inUseRecheck (the deletes of the IPAddresses bring it back too).
+func (r *PoolReconciler) finish(ctx context.Context, obj client.Object, key poolKey) (ctrl.Result, error) {
+	left, err := r.Provider.addressesOf(ctx, key)
+	if err != nil {
+		return ctrl.Result{}, err
 	}
-	if err := r.Client.List(ctx, &list, opts...); err != nil {
-		return err
-	}
-	for _, ip := range list.Items {
-		ref := ip.Spec.PoolRef
-		if ref.APIGroup == v1alpha1.GroupVersion.Group && ref.Kind == key.kind && ref.Name == key.name {
-			return nil // still in use: the finalizer stays
-		}
+	if len(left) > 0 {
+		return ctrl.Result{RequeueAfter: inUseRecheck}, nil
 	}
 	if controllerutil.ContainsFinalizer(obj, v1alpha1.Finalizer) {
 		before := obj.DeepCopyObject().(client.Object)
 		controllerutil.RemoveFinalizer(obj, v1alpha1.Finalizer)
 		if err := r.Client.Patch(ctx, obj, client.MergeFrom(before)); err != nil {
-			return fmt.Errorf("pool %s: remove the finalizer: %w", key, err)
+			return ctrl.Result{}, fmt.Errorf("pool %s: remove the finalizer: %w", key, err)
 		}
 	}
 	r.Provider.forget(key)
-	return nil
+	return ctrl.Result{}, nil
 }
+
+// inUseRecheck is how often a deleted pool that still has IPAddresses is
+// checked again.
+const inUseRecheck = 5 * time.Second
