@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -51,6 +52,9 @@ type options struct {
 	watchFilter     string
 	workers         int
 	debug, version  bool
+	// skipNameCheck lets several managers run in one process (tests):
+	// controller-runtime refuses a controller name it has seen before.
+	skipNameCheck bool
 }
 
 // parse reads the flags; env gives KUBECONFIG and POD_NAMESPACE defaults.
@@ -132,6 +136,7 @@ func serveOn(ctx context.Context, cfg *rest.Config, origin string, o options, lo
 		LeaderElection:          o.leaderElect,
 		LeaderElectionID:        LeaderElectionID,
 		LeaderElectionNamespace: o.leaderNamespace,
+		Controller:              config.Controller{SkipNameValidation: &o.skipNameCheck},
 	})
 	if err != nil {
 		return fmt.Errorf("manager for %s: %w", cfg.Host, err)

@@ -123,7 +123,13 @@ func TestTheManifestRBACIsEnough(t *testing.T) {
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:capi-system:contiv-capi-ipam"}
 	var logs syncBuffer
 	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	o := options{metrics: "0", health: "0", leaderElect: true, leaderNamespace: "capi-system", workers: 2}
+	o := options{metrics: "0", health: "0", leaderElect: true, leaderNamespace: "capi-system", workers: 2,
+		skipNameCheck: true} // TestServesAClaim ran a manager in this process
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Log(logs.String())
+		}
+	})
 	done := make(chan error, 1)
 	go func() { done <- serveOn(ctx, cfg, "impersonated", o, log) }()
 
@@ -143,13 +149,13 @@ func TestTheManifestRBACIsEnough(t *testing.T) {
 		g.Expect(c.Get(ctx, client.ObjectKeyFromObject(p), p)).To(Succeed())
 		g.Expect(p.Status.Addresses).NotTo(BeNil())
 		g.Expect(p.Status.Addresses.Used).To(BeEquivalentTo(1))
-	}).WithTimeout(30*time.Second).Should(Succeed(), logs.String)
+	}).WithTimeout(30 * time.Second).Should(Succeed())
 	g.Expect(c.Delete(ctx, claim)).To(Succeed())
 	g.Expect(c.Delete(ctx, p)).To(Succeed())
-	g.Eventually(func() bool {
-		return apierrors.IsNotFound(c.Get(ctx, client.ObjectKeyFromObject(p), p)) &&
-			apierrors.IsNotFound(c.Get(ctx, client.ObjectKeyFromObject(claim), claim))
-	}).WithTimeout(30*time.Second).Should(BeTrue(), logs.String)
+	g.Eventually(func(g Gomega) {
+		g.Expect(apierrors.IsNotFound(c.Get(ctx, client.ObjectKeyFromObject(claim), claim))).To(BeTrue(), "claim %+v", claim)
+		g.Expect(apierrors.IsNotFound(c.Get(ctx, client.ObjectKeyFromObject(p), p))).To(BeTrue(), "pool %+v", p.ObjectMeta)
+	}).WithTimeout(30 * time.Second).Should(Succeed())
 	g.Expect(logs.String()).NotTo(ContainSubstring("forbidden"))
 	cancel()
 	g.Eventually(done).WithTimeout(40 * time.Second).Should(Receive(BeNil()))
