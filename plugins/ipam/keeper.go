@@ -119,10 +119,12 @@ func (r *request) decided(rep reply) {
 }
 
 // answer sends the durable outcome of r, and the decision too when it was
-// not sent before (a request that needs no write: final == decision).
+// not sent before (a request that needs no write: final == decision). The
+// outcome goes first: a caller woken by the decision finds the outcome
+// known already, even with a context that has ended (it raced in CI).
 func (r *request) answer(rep reply) {
-	r.decided(rep)
 	r.reply <- rep
+	r.decided(rep)
 }
 
 // errClosed answers the requests of a stopped keeper.
