@@ -317,24 +317,10 @@ func TestNodeIPAMRestartHandsNothingOutTwice(t *testing.T) {
 	k1 := c.AddKSRT(t, conf)
 	cli := c.ClientT(t)
 	names := nodeNames("rs", burstNodes)
-	fast := fastClient(g, kube)
-	created := make(chan error, 1)
-	go func() { created <- createNodes(ctx, fast, names, 16) }()
-	done := killWhenSomeHaveCIDRs(t, g, kube, k1)
-	g.Expect(<-created).To(Succeed())
-	left, err := claims(ctx, cli)
-	g.Expect(err).NotTo(HaveOccurred())
-	t.Logf("%d of %d nodes had CIDRs when %s was killed; %d claims left", done, len(names), k1.Name, len(left))
-	g.Expect(done).To(BeNumerically("<", len(names)), "the kill came while CIDRs were being handed out")
+	burstAndKill(t, g, kube, cli, k1, names)
 
 	k2 := c.AddKSRT(t, conf)
-	g.Eventually(withCIDRs(ctx, kube.Client)).WithTimeout(60*time.Second).Should(Equal(len(names)),
-		"nodes with CIDRs after the restart")
-	cidrs, err := allPodCIDRs(ctx, kube.Client)
-	g.Expect(err).NotTo(HaveOccurred())
-	expectDistinctInside(g, cidrs, names, cluster4)
-	g.Eventually(func() ([]string, error) { return claims(ctx, cli) }).WithTimeout(10*time.Second).
-		Should(BeEmpty(), "claims left in etcd")
+	expectEachServedOnce(g, kube, cli, names, cluster4, "after the restart")
 	g.Eventually(usedIn(ctx, k2)).WithTimeout(10*time.Second).Should(BeEquivalentTo(len(names)),
 		"blocks the new replica counts as used")
 }
@@ -366,31 +352,47 @@ func TestNodeIPAMFailoverHandsNothingOutTwice(t *testing.T) {
 	g.Expect(st.NodeIPAM.Running).To(BeFalse(), "the standby's allocator")
 
 	names := nodeNames("fo", burstNodes)
-	fast := fastClient(g, kube)
-	created := make(chan error, 1)
-	go func() { created <- createNodes(ctx, fast, names, 16) }()
-	done := killWhenSomeHaveCIDRs(t, g, kube, leader)
-	killed := time.Now()
-	g.Expect(<-created).To(Succeed())
-	left, err := claims(ctx, cli)
-	g.Expect(err).NotTo(HaveOccurred())
-	t.Logf("%d of %d nodes had CIDRs when the leader %s was killed; %d claims left", done, len(names), leader.Name, len(left))
-	g.Expect(done).To(BeNumerically("<", len(names)), "the kill came while CIDRs were being handed out")
+	killed := burstAndKill(t, g, kube, cli, leader, names)
 
 	g.Eventually(leading(ctx, standby)).WithTimeout(electionTTL+5*time.Second).WithPolling(100*time.Millisecond).
 		Should(BeTrue(), "the standby leads")
 	t.Logf("the standby led %s after the kill", time.Since(killed).Round(10*time.Millisecond))
-	g.Eventually(withCIDRs(ctx, kube.Client)).WithTimeout(60*time.Second).Should(Equal(len(names)),
-		"nodes with CIDRs after the failover")
-	cidrs, err := allPodCIDRs(ctx, kube.Client)
-	g.Expect(err).NotTo(HaveOccurred())
-	expectDistinctInside(g, cidrs, names, cluster4)
-	g.Eventually(func() ([]string, error) { return claims(ctx, cli) }).WithTimeout(10*time.Second).
-		Should(BeEmpty(), "claims left in etcd")
+	expectEachServedOnce(g, kube, cli, names, cluster4, "after the failover")
 	ipam, err := ipamState(ctx, standby)()
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(ipam.Running).To(BeTrue(), "the new leader's allocator")
 	g.Expect(ipam.Error).To(BeEmpty())
 	g.Expect(ipam.State.Ranges[0].Used).To(BeEquivalentTo(len(names)), "blocks the new leader counts as used")
 	g.Expect(ipam.State.Pending).To(BeEmpty(), "pending nodes")
+}
+
+// burstAndKill creates names at once and SIGKILLs victim as soon as some
+// (not all) have CIDRs; it returns when the kill happened.
+func burstAndKill(t *testing.T, g Gomega, kube *kubeenv.Env, cli *clientv3.Client, victim *cluster.KSR, names []string) time.Time {
+	t.Helper()
+	ctx := t.Context()
+	fast := fastClient(g, kube)
+	created := make(chan error, 1)
+	go func() { created <- createNodes(ctx, fast, names, 16) }()
+	done := killWhenSomeHaveCIDRs(t, g, kube, victim)
+	killed := time.Now()
+	g.Expect(<-created).To(Succeed())
+	left, err := claims(ctx, cli)
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Logf("%d of %d nodes had CIDRs when %s was killed; %d claims left", done, len(names), victim.Name, len(left))
+	g.Expect(done).To(BeNumerically("<", len(names)), "the kill came while CIDRs were being handed out")
+	return killed
+}
+
+// expectEachServedOnce waits until every node of names has a CIDR, all
+// distinct and inside cluster4, and no claim is left.
+func expectEachServedOnce(g Gomega, kube *kubeenv.Env, cli *clientv3.Client, names []string, cluster4, when string) {
+	ctx := context.Background()
+	g.Eventually(withCIDRs(ctx, kube.Client)).WithTimeout(60*time.Second).Should(Equal(len(names)),
+		"nodes with CIDRs "+when)
+	cidrs, err := allPodCIDRs(ctx, kube.Client)
+	g.Expect(err).NotTo(HaveOccurred())
+	expectDistinctInside(g, cidrs, names, cluster4)
+	g.Eventually(func() ([]string, error) { return claims(ctx, cli) }).WithTimeout(10*time.Second).
+		Should(BeEmpty(), "claims left in etcd")
 }
