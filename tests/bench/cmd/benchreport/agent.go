@@ -1,0 +1,176 @@
+package main
+
+import (
+	"github.com/contiv-ipam/agent/tests/bench/report"
+)
+
+var durableTable = report.Table{
+	Bench:   "BenchmarkGRPCAdd",
+	Caption: "Durable allocations through the agent's gRPC API",
+	Columns: []report.Column{
+		{Header: "allocations/s", Unit: "adds/s"},
+		{Header: "p50 ms", Unit: "p50-ms"},
+		{Header: "p99 ms", Unit: "p99-ms"},
+	},
+	Plot: &report.Plot{Unit: "adds/s", YLabel: "durable allocations per second", Impls: []string{""}},
+}
+
+func durableScenario() report.Scenario {
+	return report.Scenario{
+		ID:    "durable",
+		Title: "Durable allocations through gRPC",
+		Method: `The real agent (cmd/contiv-agent, embedded etcd, bolt in a temp dir) and 1, 16 or 64 callers,
+one gRPC connection each over the agent's unix socket (as many contiv-cni processes would hold),
+sharing the round's Adds of distinct keys. An Add returns once its record is durable in bolt
+(fsync; concurrent Adds share one commit). allocations/s is the round's Adds over its wall time;
+p50 and p99 are over every call of the round. The keys are deleted after each round, timer
+stopped. Each cell is the median of the runs. tests/cnibench/README.md has the details.`,
+		Run:    bench(".", "./tests/cnibench/", "^BenchmarkGRPCAdd$", "5000x", 5),
+		Tables: []report.Table{durableTable},
+		Targets: []report.Target{
+			{Text: "16 callers: allocations per second", Unit: "/s", Limit: 5000,
+				Value: cell(durableTable, "callers=16", "", "adds/s"),
+				Bound: "Every Add waits for its bolt commit (an fsync of this disk)."},
+			{Text: "16 callers: p50 latency", Unit: "ms", Limit: 1, Max: true,
+				Value: cell(durableTable, "callers=16", "", "p50-ms"),
+				Bound: "An Add waits for the group commit it joins: a write and an fsync of bolt."},
+		},
+	}
+}
+
+var cniTable = report.Table{
+	Bench: "BenchmarkCNIToolAdd", ImplKey: "plugin",
+	Caption: "CNI ADD through cnitool, by allocations already held (ms)",
+	Columns: []report.Column{
+		{Header: "contiv-cni p50", Impl: "contiv-cni", Unit: "p50-ms"},
+		{Header: "host-local p50", Impl: "host-local", Unit: "p50-ms"},
+		{Header: "exec floor p50", Impl: "contiv-cni", Unit: "floor-p50-ms"},
+		{Header: "contiv-cni over the floor", Impl: "contiv-cni", Unit: "over-floor-p50-ms"},
+		{Header: "host-local over the floor", Impl: "host-local", Unit: "over-floor-p50-ms"},
+		{Header: "contiv-cni p99", Impl: "contiv-cni", Unit: "p99-ms"},
+		{Header: "host-local p99", Impl: "host-local", Unit: "p99-ms"},
+		{Header: "host-local ÷ contiv-cni (p50)", Impl: "host-local", Over: "contiv-cni", Unit: "p50-ms"},
+	},
+	Plot: &report.Plot{Unit: "p50-ms", YLabel: "ADD p50 (ms)", Impls: []string{"contiv-cni", "host-local"}},
+}
+
+var floorTable = report.Table{
+	Bench:   "BenchmarkCNIToolFloor",
+	Caption: "The exec floor alone: cnitool running a plugin that prints a fixed result (ms)",
+	Columns: []report.Column{{Header: "p50", Unit: "p50-ms"}, {Header: "p99", Unit: "p99-ms"}},
+}
+
+func cniScenario() report.Scenario {
+	var targets []report.Target
+	for _, n := range []string{"0", "1000", "4000"} {
+		targets = append(targets, report.Target{
+			Text: "ADD at " + n + " existing: contiv-cni over the exec floor (p50)", Unit: "ms", Limit: 1.5, Max: true,
+			Value: cell(cniTable, "existing="+n, "contiv-cni", "over-floor-p50-ms"),
+			Bound: "contiv-cni is a second process start (Go runtime, gRPC dial) on top of cnitool's, plus the agent's durable Add."})
+	}
+	targets = append(targets, report.Target{
+		Text: "flat in n: contiv-cni p50 at 4,000 ÷ at 0", Unit: "×", Limit: 1.2, Max: true,
+		Value: func(s *report.Set) (float64, bool) {
+			a, ok1 := cniTable.Cell(s, "existing=4000", "contiv-cni", "p50-ms")
+			b, ok2 := cniTable.Cell(s, "existing=0", "contiv-cni", "p50-ms")
+			return a / b, ok1 && ok2 && b > 0
+		},
+		Bound: "Process start times on a shared machine vary by more than the allocation itself costs."})
+	return report.Scenario{
+		ID:    "cni",
+		Title: "CNI ADD through cnitool",
+		Method: `One ` + "`cnitool add`" + ` exec per ADD, as a container runtime pays it: contiv-cni (plugin mode, through
+the real agent) and Debian's host-local (containernetworking-plugins 1.1.1) in the same run, at
+cniVersion 1.0.0, with 0, 1,000 and 4,000 allocations already held (gRPC Adds for contiv, lease
+files for host-local). Each measured ADD is paired with one ADD of the floor plugin (a Go plugin that
+only decodes its config and prints a fixed result), timer stopped, so that both see the same load;
+"over the floor" is the p50 minus the floor's p50. The ADDs of a round are undone after it. Each
+cell is the median of the runs' p50 (or p99) over -benchtime ADDs.`,
+		Run:     bench(".", "./tests/cnibench/", "^BenchmarkCNITool(Add|Floor)$", "200x", 3),
+		Tables:  []report.Table{cniTable, floorTable},
+		Targets: targets,
+	}
+}
+
+var resyncTable = report.Table{
+	Bench:   "BenchmarkResync",
+	Caption: "Resync of 100,000 pods over 1,000 nodes, 250 on this node",
+	Columns: []report.Column{
+		{Header: "ms", Unit: "ms"},
+		{Header: "B/op", Unit: "B/op"},
+		{Header: "allocs/op", Unit: "allocs/op"},
+	},
+}
+
+var agentStateTable = report.Table{
+	Bench:   "BenchmarkAgentWithBigState",
+	Caption: "The agent started on that state",
+	Columns: []report.Column{
+		{Header: "start to ready ms", Unit: "ready-ms"},
+		{Header: "resync ms", Unit: "resync-ms"},
+		{Header: "peak RSS MiB", Unit: "peak-rss-MiB"},
+	},
+}
+
+func resyncScenario() report.Scenario {
+	return report.Scenario{
+		ID:    "resync",
+		Title: "Resync of a big Kubernetes state",
+		Method: `A Kubernetes state of 100,000 pods over 1,000 nodes, 250 of them on this node, whose allocations
+are in the node's bolt file, as after a restart. In process: the resync the controller runs on
+that state, timed per op. End to end: a real agent process started on an etcd that holds the
+state under the KSR prefix; its peak RSS is VmHWM from /proc. tests/bench/resync/doc.go has the details.`,
+		Run:    bench("tests/bench", "./resync/", ".", "1x", 3),
+		Tables: []report.Table{resyncTable, agentStateTable},
+		Targets: []report.Target{
+			{Text: "resync of 100,000 pods", Unit: "ms", Limit: 200, Max: true,
+				Value: cell(resyncTable, "", "", "ms")},
+			{Text: "agent peak RSS with the 100,000-pod state", Unit: "MiB", Limit: 150, Max: true,
+				Value: cell(agentStateTable, "", "", "peak-rss-MiB")},
+		},
+	}
+}
+
+var nodeIDTable = report.Table{
+	Bench:   "BenchmarkNodeIDs",
+	Caption: "5,000 nodes claim their IDs from one etcd",
+	Columns: []report.Column{
+		{Header: "total s", Unit: "s"},
+		{Header: "IDs/s", Unit: "ids/s"},
+		{Header: "conflicts", Unit: "conflicts"},
+	},
+}
+
+func nodeIDScenario() report.Scenario {
+	return report.Scenario{
+		ID:    "nodeids",
+		Title: "Node IDs",
+		Method: `5,000 nodesync clients claim node IDs from one etcd at once with the plugin's real compare-and-swap
+claim; every ID must be unique (a duplicate fails the benchmark). conflicts counts the claims that
+lost a race and retried. tests/bench/nodeids/doc.go has the details.`,
+		Run:    bench("tests/bench", "./nodeids/", ".", "1x", 3),
+		Tables: []report.Table{nodeIDTable},
+		Targets: []report.Target{{Text: "5,000 node IDs", Unit: "s", Limit: 10, Max: true,
+			Value: cell(nodeIDTable, "nodes=5000", "", "s")}},
+	}
+}
+
+var startupTable = report.Table{
+	Bench:   "BenchmarkStartToReady",
+	Caption: "Agent start to /readiness 200 (ms)",
+	Columns: []report.Column{{Header: "p50", Unit: "p50-ms"}, {Header: "p99", Unit: "p99-ms"}},
+	Plot:    &report.Plot{Unit: "p50-ms", YLabel: "start to ready p50 (ms)", Impls: []string{""}},
+}
+
+func startupScenario() report.Scenario {
+	return report.Scenario{
+		ID:    "startup",
+		Title: "Start to ready",
+		Method: `The agent binary exec'd with a fresh data directory until GET /readiness answers 200, with the
+embedded etcd and with an external etcd server on loopback. tests/bench/startup/doc.go has the details.`,
+		Run:    bench("tests/bench", "./startup/", ".", "20x", 1),
+		Tables: []report.Table{startupTable},
+		Targets: []report.Target{{Text: "start to ready with the embedded etcd (p50)", Unit: "ms", Limit: 300, Max: true,
+			Value: cell(startupTable, "etcd=embedded", "", "p50-ms")}},
+	}
+}

@@ -1,0 +1,54 @@
+package main
+
+import (
+	"github.com/contiv-ipam/agent/tests/bench/report"
+)
+
+var nodeCIDRTable = report.Table{
+	Bench: "BenchmarkNodeCIDRs", ImplKey: "impl",
+	Caption: "5,000 Nodes get their pod CIDRs on a real API server",
+	Columns: []report.Column{
+		{Header: "contiv s", Impl: "contiv", Unit: "s"},
+		{Header: "k8s RangeAllocator s", Impl: "k8s-range-allocator", Unit: "s"},
+		{Header: "k8s ÷ contiv", Impl: "k8s-range-allocator", Over: "contiv", Unit: "s"},
+		{Header: "contiv writes/node", Impl: "contiv", Unit: "writes/node"},
+		{Header: "k8s writes/node", Impl: "k8s-range-allocator", Unit: "writes/node"},
+	},
+	Plot: &report.Plot{Unit: "s", YLabel: "seconds until every Node has a CIDR", Impls: []string{"contiv", "k8s-range-allocator"}},
+}
+
+func nodeCIDRScenario() report.Scenario {
+	return report.Scenario{
+		ID:    "nodecidr",
+		Title: "Node CIDRs",
+		Method: `5,000 Nodes without a pod CIDR on a real kube-apiserver (tests/kubeenv), then the allocator starts;
+timed until every Node has its CIDR. Ours is plugins/nodeipam's RangeAllocator as contiv-ksr's leader
+runs it; the peer is Kubernetes' range allocator (k8s.io/kubernetes/pkg/controller/nodeipam/ipam)
+as kube-controller-manager runs it. Both get the same cluster CIDR, client rate limit and workers.
+tests/bench/nodecidr/doc.go has the details.`,
+		Run:    bench("tests/bench", "./nodecidr/", ".", "1x", 1),
+		Tables: []report.Table{nodeCIDRTable},
+	}
+}
+
+var capiTable = report.Table{
+	Bench: "BenchmarkCAPIClaims", ImplKey: "impl",
+	Caption: "1,000 IPAddressClaims to Ready",
+	Columns: []report.Column{
+		{Header: "total s", Impl: "contiv", Unit: "s"},
+		{Header: "ms per claim", Impl: "contiv", Unit: "ms/claim"},
+		{Header: "claims/s", Impl: "contiv", Unit: "claims/s"},
+	},
+}
+
+func capiScenario() report.Scenario {
+	return report.Scenario{
+		ID:    "capi",
+		Title: "Cluster API claims",
+		Method: `Our Cluster API IPAM provider (plugins/capi/pool in a controller-runtime manager) against a real
+kube-apiserver: 1,000 IPAddressClaims on one ContivIPPool, timed from their creation until every one
+is Ready with its IPAddress. tests/bench/capi/doc.go has the details.`,
+		Run:    bench("tests/bench", "./capi/", ".", "1x", 1),
+		Tables: []report.Table{capiTable},
+	}
+}

@@ -1,0 +1,130 @@
+package main
+
+import (
+	"github.com/contiv-ipam/agent/tests/bench/report"
+)
+
+// enginePeers are the columns of the engine table after ours.
+var enginePeers = []string{"bitmap", "cilium", "k8s-cidrset", "k8s-service"}
+
+var engineTable = report.Table{
+	Bench: "BenchmarkEngine", ImplKey: "impl",
+	Caption: "Engine: ns per release + allocate at a constant fill (lower is better)",
+	Columns: []report.Column{
+		{Header: "contiv", Impl: "contiv", Unit: "ns/op"},
+		{Header: "contiv keyed", Impl: "contiv-keyed", Unit: "ns/op"},
+		{Header: "bitmap", Impl: "bitmap", Unit: "ns/op"},
+		{Header: "Cilium", Impl: "cilium", Unit: "ns/op"},
+		{Header: "k8s cidrset", Impl: "k8s-cidrset", Unit: "ns/op"},
+		{Header: "k8s service", Impl: "k8s-service", Unit: "ns/op"},
+		{Header: "contiv ÷ bitmap", Impl: "contiv", Over: "bitmap", Unit: "ns/op"},
+		{Header: "keyed ÷ contiv", Impl: "contiv-keyed", Over: "contiv", Unit: "ns/op"},
+		{Header: "Cilium ÷ contiv", Impl: "cilium", Over: "contiv", Unit: "ns/op"},
+		{Header: "cidrset ÷ contiv", Impl: "k8s-cidrset", Over: "contiv", Unit: "ns/op"},
+		{Header: "service ÷ contiv", Impl: "k8s-service", Over: "contiv", Unit: "ns/op"},
+	},
+	Plot: &report.Plot{Unit: "ns/op", YLabel: "ns per release + allocate (log)", Log: true,
+		Impls: append([]string{"contiv", "contiv-keyed"}, enginePeers...)},
+}
+
+var engineAllocs = report.Table{
+	Bench: "BenchmarkEngine", ImplKey: "impl",
+	Caption: "Engine: heap allocations per release + allocate",
+	Columns: []report.Column{
+		{Header: "contiv", Impl: "contiv", Unit: "allocs/op"},
+		{Header: "contiv keyed", Impl: "contiv-keyed", Unit: "allocs/op"},
+		{Header: "bitmap", Impl: "bitmap", Unit: "allocs/op"},
+		{Header: "Cilium", Impl: "cilium", Unit: "allocs/op"},
+		{Header: "k8s cidrset", Impl: "k8s-cidrset", Unit: "allocs/op"},
+		{Header: "k8s service", Impl: "k8s-service", Unit: "allocs/op"},
+	},
+}
+
+func engineScenario() report.Scenario {
+	var targets []report.Target
+	for _, pool := range []string{"v4-24", "v4-16", "v4-12"} {
+		key := "pool=" + pool + "/fill=99"
+		targets = append(targets,
+			report.Target{Text: "/" + pool[3:] + " at 99 %: contiv ÷ bitmap", Unit: "×", Limit: 1.5, Max: true,
+				Value: ratio(engineTable, key, "contiv", "bitmap", "ns/op"),
+				Bound: "The bitmap yardstick does nothing but a next-fit word scan; contiv also checks the window, the reserved offsets and converts offsets to netip.Addr."},
+			report.Target{Text: "/" + pool[3:] + " at 99 %: Cilium ÷ contiv", Unit: "×", Limit: 10,
+				Value: ratio(engineTable, key, "cilium", "contiv", "ns/op")},
+			report.Target{Text: "/" + pool[3:] + " at 99 %: k8s cidrset ÷ contiv", Unit: "×", Limit: 10,
+				Value: ratio(engineTable, key, "k8s-cidrset", "contiv", "ns/op")},
+			report.Target{Text: "/" + pool[3:] + " at 99 %: keyed ÷ unkeyed", Unit: "×", Limit: 3, Max: true,
+				Value: ratio(engineTable, key, "contiv-keyed", "contiv", "ns/op"),
+				Bound: "The key index is a hash map: each op hashes a struct of five strings twice and, on big pools, misses the cache on a random key; the unkeyed op touches two bitmap words."},
+		)
+	}
+	return report.Scenario{
+		ID:    "engine",
+		Title: "Engine: allocate and release",
+		Method: `One op releases a random held address and allocates the next one, so the fill stays constant
+(50, 90 or 99 % of the pool; for the IPv6 /64, 2^20 addresses in use). The pools are filled before
+the timer starts; the random choices are drawn beforehand. ns/op is the mean over the op count of
+one run (-benchtime), and each cell is the median of the runs (-count). ` + "`contiv`" + ` is
+plugins/ipam/ipalloc's Pool through its netip.Addr API; ` + "`contiv keyed`" + ` is ipalloc.Keyed as the
+IPAM plugin uses it (unassign a random pod's key, assign a new pod's key; keys shaped like the
+plugin's: network, 64-hex container ID, interface, pod name and namespace). The peers are imported
+as libraries at the versions in tests/bench/go.mod: Cilium's pkg/ipam/service/ipallocator, Kubernetes'
+node-IPAM cidrset (a /32 per "node", so one address per block) and Kubernetes' service ipallocator
+(the bitmap one). ` + "`bitmap`" + ` is a plain 64-bit-word bitmap with a next-fit cursor, about 40 lines:
+the physical-limit yardstick. tests/bench/engine/README.md has the details.`,
+		Run:     bench("tests/bench", "./engine/", "^BenchmarkEngine$", "200000x", 5),
+		Tables:  []report.Table{engineTable, engineAllocs},
+		Targets: targets,
+	}
+}
+
+var memoryTable = report.Table{
+	Bench: "BenchmarkMemory", ImplKey: "impl",
+	Caption: "Memory: heap bytes a pool holds",
+	Columns: []report.Column{
+		{Header: "contiv", Impl: "contiv", Unit: "bytes"},
+		{Header: "contiv keyed", Impl: "contiv-keyed", Unit: "bytes"},
+		{Header: "bitmap", Impl: "bitmap", Unit: "bytes"},
+		{Header: "Cilium", Impl: "cilium", Unit: "bytes"},
+		{Header: "k8s cidrset", Impl: "k8s-cidrset", Unit: "bytes"},
+		{Header: "k8s service", Impl: "k8s-service", Unit: "bytes"},
+	},
+	Plot: &report.Plot{Unit: "bytes", YLabel: "heap bytes (log)", Log: true,
+		Impls: append([]string{"contiv", "contiv-keyed"}, enginePeers...)},
+}
+
+func memoryScenario() report.Scenario {
+	return report.Scenario{
+		ID:    "memory",
+		Title: "Engine memory",
+		Method: `The heap a pool holds: runtime.GC and the live heap (runtime.MemStats.HeapAlloc) before the
+pool is built and after it is built and filled, the pool kept alive. The keys of the keyed pool
+are built before the first reading, so only the pool's own structures count. Each cell is the
+median of the runs.`,
+		Run:    bench("tests/bench", "./engine/", "^BenchmarkMemory$", "1x", 3),
+		Tables: []report.Table{memoryTable},
+		Targets: []report.Target{
+			{Text: "an empty IPv4 /16 pool", Unit: "KiB", Limit: 16, Max: true,
+				Value: kib(cell(memoryTable, "pool=v4-16/state=empty", "contiv", "bytes"))},
+			{Text: "an IPv6 /64 with 100,000 allocations", Unit: "MiB", Limit: 2, Max: true,
+				Value: mib(cell(memoryTable, "pool=v6-64/state=alloc100000", "contiv", "bytes"))},
+			{Text: "the same, keyed (the key index included)", Unit: "MiB", Limit: 2, Max: true,
+				Value: mib(cell(memoryTable, "pool=v6-64/state=alloc100000", "contiv-keyed", "bytes")),
+				Bound: "The key index holds one entry per allocation: the key (five string headers) and its offset."},
+		},
+	}
+}
+
+func kib(f func(*report.Set) (float64, bool)) func(*report.Set) (float64, bool) {
+	return scaled(f, 1.0/1024)
+}
+
+func mib(f func(*report.Set) (float64, bool)) func(*report.Set) (float64, bool) {
+	return scaled(f, 1.0/(1<<20))
+}
+
+func scaled(f func(*report.Set) (float64, bool), k float64) func(*report.Set) (float64, bool) {
+	return func(s *report.Set) (float64, bool) {
+		v, ok := f(s)
+		return v * k, ok
+	}
+}
