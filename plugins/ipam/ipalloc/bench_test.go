@@ -1,26 +1,57 @@
 package ipalloc
 
 import (
+	"encoding/hex"
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
+	"strconv"
 	"testing"
 )
 
-// benchShapes are the pools of the benchmarks. The working set is the
-// first 65532 window addresses in both: the whole /16, and as many
-// addresses of the /64, where "fill" is the share of that working set that
-// is allocated (a /64 cannot be 99 % full; next-fit runs ahead of the
-// working set into fresh chunks and drops the chunks that empty).
-var benchShapes = []struct {
+// benchShape is a pool of the benchmarks and its working set: the first
+// work(fill) window addresses are allocated in order, then a random
+// (100-fill) % of them released, so that the keyed and the unkeyed
+// benchmarks run on the same holes.
+type benchShape struct {
 	name string
 	cfg  Config
-}{
-	{name: "ipv4-16", cfg: Config{Prefix: netip.MustParsePrefix("10.1.0.0/16"), ReserveLow: 2, ReserveHigh: 2}},
-	{name: "ipv6-64", cfg: Config{Prefix: netip.MustParsePrefix("fd00:1::/64"), ReserveLow: 2, ReserveHigh: 2}},
+	// inUse, when not 0, fixes the number of allocated addresses instead
+	// of the window size: the working set is then inUse*100/fill (a /64
+	// cannot be 99 % full; next-fit runs ahead of the working set into
+	// fresh chunks, and the chunks behind it empty and are dropped).
+	inUse int
 }
 
-const benchWorkingSet = 65532
+var benchShapes = []benchShape{
+	{name: "v4-24", cfg: Config{Prefix: netip.MustParsePrefix("10.1.0.0/24"), ReserveLow: 2, ReserveHigh: 2}},
+	{name: "v4-16", cfg: Config{Prefix: netip.MustParsePrefix("10.1.0.0/16"), ReserveLow: 2, ReserveHigh: 2}},
+	{name: "v4-12", cfg: Config{Prefix: netip.MustParsePrefix("10.16.0.0/12"), ReserveLow: 2, ReserveHigh: 2}},
+	{name: "v6-64", cfg: Config{Prefix: netip.MustParsePrefix("fd00:1::/64"), ReserveLow: 2, ReserveHigh: 2}, inUse: 1 << 20},
+}
+
+var benchFills = []int{50, 90, 99}
+
+// work is the size of the working set at fill.
+func (s benchShape) work(b *testing.B, p *Pool, fill int) int {
+	if s.inUse > 0 {
+		return s.inUse * 100 / fill
+	}
+	if p.Size() > 1<<24 {
+		b.Fatalf("%s: no working set", s.name)
+	}
+	return int(p.Size())
+}
+
+// run runs fn as the sub-benchmark pool=<shape>/fill=<fill> for every
+// shape and fill.
+func runShapes(b *testing.B, fn func(b *testing.B, s benchShape, fill int)) {
+	for _, s := range benchShapes {
+		for _, fill := range benchFills {
+			b.Run(fmt.Sprintf("pool=%s/fill=%d", s.name, fill), func(b *testing.B) { fn(b, s, fill) })
+		}
+	}
+}
 
 // benchRandom returns precomputed indices into a slice of n, so that the
 // timed loop draws no random numbers.
@@ -33,124 +64,211 @@ func benchRandom(n int) []int {
 	return idx
 }
 
-// filledPool returns a pool whose working set is fill % allocated, and the
-// allocated offsets in random order.
-func filledPool(b *testing.B, cfg Config, fill int) (*Pool, []uint64) {
+// holes returns which of the work offsets allocated first are released to
+// reach fill: the same for every benchmark of a shape and fill.
+func holes(work, fill int) []int {
+	order := make([]int, work)
+	for i := range order {
+		order[i] = i
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+	return order[work*fill/100:]
+}
+
+// filledPool returns a pool of shape s at fill and its allocated offsets.
+func filledPool(b *testing.B, s benchShape, fill int) (*Pool, []uint64) {
 	b.Helper()
-	p, err := New(cfg)
+	p, err := New(s.cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
-	live := make([]uint64, 0, benchWorkingSet)
-	for range benchWorkingSet {
-		off, err := p.AllocateOffset()
-		if err != nil {
-			b.Fatal(err)
-		}
-		live = append(live, off)
-	}
-	rng := rand.New(rand.NewPCG(3, 4))
-	rng.Shuffle(len(live), func(i, j int) { live[i], live[j] = live[j], live[i] })
-	keep := benchWorkingSet * fill / 100
-	for _, off := range live[keep:] {
-		if err := p.ReleaseOffset(off); err != nil {
+	work := s.work(b, p, fill)
+	offs := make([]uint64, work)
+	for i := range offs {
+		if offs[i], err = p.AllocateOffset(); err != nil {
 			b.Fatal(err)
 		}
 	}
-	return p, live[:keep]
+	for _, i := range holes(work, fill) {
+		if err := p.ReleaseOffset(offs[i]); err != nil {
+			b.Fatal(err)
+		}
+		offs[i] = allOnes
+	}
+	live := offs[:0]
+	for _, off := range offs {
+		if off != allOnes {
+			live = append(live, off)
+		}
+	}
+	return p, live
 }
 
 // BenchmarkAllocRelease releases a random allocated address and allocates
 // one, through the netip.Addr API, at a constant fill.
 func BenchmarkAllocRelease(b *testing.B) {
-	for _, fill := range []int{50, 90, 99} {
-		for _, shape := range benchShapes {
-			b.Run(fmt.Sprintf("fill=%d/%s", fill, shape.name), func(b *testing.B) {
-				p, offs := filledPool(b, shape.cfg, fill)
-				live := make([]netip.Addr, len(offs))
-				for i, off := range offs {
-					live[i] = p.AddrAt(off)
-				}
-				idx := benchRandom(len(live))
-				b.ReportAllocs()
-				b.ResetTimer()
-				for n := range b.N {
-					i := idx[n&(len(idx)-1)]
-					if err := p.Release(live[i]); err != nil {
-						b.Fatal(err)
-					}
-					a, err := p.Allocate()
-					if err != nil {
-						b.Fatal(err)
-					}
-					live[i] = a
-				}
-			})
+	runShapes(b, func(b *testing.B, s benchShape, fill int) {
+		p, offs := filledPool(b, s, fill)
+		live := make([]netip.Addr, len(offs))
+		for i, off := range offs {
+			live[i] = p.AddrAt(off)
 		}
-	}
-}
-
-// BenchmarkAllocReleaseOffset is BenchmarkAllocRelease on offsets.
-func BenchmarkAllocReleaseOffset(b *testing.B) {
-	for _, fill := range []int{50, 90, 99} {
-		for _, shape := range benchShapes {
-			b.Run(fmt.Sprintf("fill=%d/%s", fill, shape.name), func(b *testing.B) {
-				p, live := filledPool(b, shape.cfg, fill)
-				idx := benchRandom(len(live))
-				b.ReportAllocs()
-				b.ResetTimer()
-				for n := range b.N {
-					i := idx[n&(len(idx)-1)]
-					if err := p.ReleaseOffset(live[i]); err != nil {
-						b.Fatal(err)
-					}
-					off, err := p.AllocateOffset()
-					if err != nil {
-						b.Fatal(err)
-					}
-					live[i] = off
-				}
-			})
-		}
-	}
-}
-
-// BenchmarkKeyedAssignUnassign unassigns a random pod and assigns a new one
-// on a /16 at 99 % fill, with struct keys.
-func BenchmarkKeyedAssignUnassign(b *testing.B) {
-	for _, shape := range benchShapes {
-		b.Run("fill=99/"+shape.name, func(b *testing.B) {
-			k, err := NewKeyed[podKey](shape.cfg)
+		idx := benchRandom(len(live))
+		b.ReportAllocs()
+		b.ResetTimer()
+		for n := range b.N {
+			i := idx[n&(len(idx)-1)]
+			if err := p.Release(live[i]); err != nil {
+				b.Fatal(err)
+			}
+			a, err := p.Allocate()
 			if err != nil {
 				b.Fatal(err)
 			}
-			keys := make([]podKey, benchWorkingSet)
-			for i := range keys {
-				keys[i] = podKey{Namespace: "default", Name: fmt.Sprintf("pod-%d", i)}
+			live[i] = a
+		}
+	})
+}
+
+// BenchmarkAllocReleaseOffset is BenchmarkAllocRelease on offsets: the
+// unkeyed baseline of BenchmarkKeyedAssignUnassign.
+func BenchmarkAllocReleaseOffset(b *testing.B) {
+	runShapes(b, func(b *testing.B, s benchShape, fill int) {
+		p, live := filledPool(b, s, fill)
+		idx := benchRandom(len(live))
+		b.ReportAllocs()
+		b.ResetTimer()
+		for n := range b.N {
+			i := idx[n&(len(idx)-1)]
+			if err := p.ReleaseOffset(live[i]); err != nil {
+				b.Fatal(err)
 			}
-			held := benchWorkingSet * 99 / 100
-			for _, key := range keys[:held] {
-				if _, _, err := k.Assign(key); err != nil {
-					b.Fatal(err)
+			off, err := p.AllocateOffset()
+			if err != nil {
+				b.Fatal(err)
+			}
+			live[i] = off
+		}
+	})
+}
+
+// benchKey has the shape of the IPAM plugin's allocation key: an
+// attachment (network, container ID, interface) and a pod.
+type benchKey struct {
+	att benchAttachment
+	pod benchPod
+}
+
+type benchAttachment struct{ Network, ContainerID, IfName string }
+
+type benchPod struct{ Name, Namespace string }
+
+// spareKeys is how many keys beyond those held the keyed benchmark cycles
+// through.
+const spareKeys = 4096
+
+var (
+	benchKeyCache []benchKey
+	benchKeyRand  = rand.New(rand.NewPCG(5, 6))
+)
+
+// benchKeys returns n distinct keys with realistic lengths, each string
+// its own heap object as when decoded from an event: a 64-hex container
+// ID, "eth0", the default network "", a pod name of a deployment and one of
+// a few namespaces. The keys are made once per process.
+func benchKeys(n int) []benchKey {
+	if len(benchKeyCache) < n {
+		rng := benchKeyRand
+		namespaces := []string{"default", "kube-system", "monitoring", "payments-prod", "team-a"}
+		var id [32]byte
+		for i := len(benchKeyCache); i < n; i++ {
+			for j := 0; j < len(id); j += 8 {
+				v := rng.Uint64()
+				for b := range 8 {
+					id[j+b] = byte(v >> (8 * b))
 				}
 			}
-			idx := benchRandom(held)
-			free := held // keys[held:] hold nothing; the next to assign is keys[free]
-			b.ReportAllocs()
-			b.ResetTimer()
-			for n := range b.N {
-				i := idx[n&(len(idx)-1)]
-				if _, ok := k.Unassign(keys[i]); !ok {
-					b.Fatal("not assigned")
-				}
-				if _, _, err := k.Assign(keys[free]); err != nil {
-					b.Fatal(err)
-				}
-				keys[i], keys[free] = keys[free], keys[i]
-				if free++; free == len(keys) {
-					free = held
-				}
-			}
-		})
+			ns := namespaces[rng.IntN(len(namespaces))]
+			benchKeyCache = append(benchKeyCache, benchKey{
+				att: benchAttachment{ContainerID: hex.EncodeToString(id[:]), IfName: string([]byte("eth0"))},
+				pod: benchPod{
+					Name:      "web-frontend-7d4b9c8f6-" + strconv.FormatUint(rng.Uint64N(1<<25), 36),
+					Namespace: string([]byte(ns)),
+				},
+			})
+		}
 	}
+	return append([]benchKey(nil), benchKeyCache[:n]...)
+}
+
+// filledKeyed returns a keyed pool of shape s at fill, holding the same
+// addresses as filledPool, and keys: the first held ones hold an
+// address, the spareKeys after them hold none.
+func filledKeyed(b *testing.B, s benchShape, fill int) (k *Keyed[benchKey], keys []benchKey, held int) {
+	b.Helper()
+	k, err := NewKeyed[benchKey](s.cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	work := s.work(b, k.Pool(), fill)
+	keys = benchKeys(work + spareKeys)
+	for _, key := range keys[:work] {
+		if _, _, err := k.Assign(key); err != nil {
+			b.Fatal(err)
+		}
+	}
+	out := holes(work, fill)
+	for _, i := range out {
+		if _, ok := k.Unassign(keys[i]); !ok {
+			b.Fatal("not assigned")
+		}
+	}
+	// Move the keys that hold nothing to the end.
+	gone := make([]bool, work)
+	for _, i := range out {
+		gone[i] = true
+	}
+	sorted := make([]benchKey, 0, len(keys))
+	for i, key := range keys[:work] {
+		if !gone[i] {
+			sorted = append(sorted, key)
+		}
+	}
+	held = len(sorted)
+	for _, i := range out {
+		sorted = append(sorted, keys[i])
+	}
+	return k, append(sorted, keys[work:]...), held
+}
+
+// BenchmarkKeyedAssignUnassign unassigns a random key and assigns a new
+// one at a constant fill, on the shapes and holes of
+// BenchmarkAllocReleaseOffset, with keys shaped like the IPAM plugin's. It
+// reports the memory of the owner index per held key (B/key).
+func BenchmarkKeyedAssignUnassign(b *testing.B) {
+	runShapes(b, func(b *testing.B, s benchShape, fill int) {
+		k, keys, held := filledKeyed(b, s, fill)
+		idx := benchRandom(held)
+		free := held // keys[held:] hold nothing; the next to assign is keys[free]
+		b.ReportAllocs()
+		b.ResetTimer()
+		for n := range b.N {
+			i := idx[n&(len(idx)-1)]
+			if _, ok := k.Unassign(keys[i]); !ok {
+				b.Fatal("not assigned")
+			}
+			if _, _, err := k.Assign(keys[free]); err != nil {
+				b.Fatal(err)
+			}
+			keys[i], keys[free] = keys[free], keys[i]
+			if free++; free == len(keys) {
+				free = held
+			}
+		}
+		b.StopTimer()
+		if k.Len() != held {
+			b.Fatalf("%d keys hold an address, want %d", k.Len(), held)
+		}
+	})
 }
