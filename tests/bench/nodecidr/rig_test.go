@@ -71,18 +71,15 @@ func runOnce(tb testing.TB, b *testing.B, im impl, n int) (result, error) {
 	if err := createNodes(ctx, fast, nodeNames(n), creators); err != nil {
 		return result{}, err
 	}
-	list, err := fast.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	cw := &cidrWatch{client: fast}
+	defer cw.stop()
+	listed, err := cw.relist(ctx)
 	if err != nil {
 		return result{}, err
 	}
-	if len(list.Items) != n {
-		return result{}, fmt.Errorf("%d Nodes listed, want %d", len(list.Items), n)
+	if listed != n || len(cw.have) != 0 {
+		return result{}, fmt.Errorf("%d Nodes listed, %d with CIDRs; want %d without", listed, len(cw.have), n)
 	}
-	w, err := fast.CoreV1().Nodes().Watch(ctx, metav1.ListOptions{ResourceVersion: list.ResourceVersion})
-	if err != nil {
-		return result{}, err
-	}
-	defer w.Stop()
 
 	run, claimWrites := im.prepare(tb)
 	counter := &writeCounter{}
@@ -103,7 +100,7 @@ func runOnce(tb testing.TB, b *testing.B, im impl, n int) (result, error) {
 	if err != nil {
 		return result{}, fmt.Errorf("%s: start: %w", im.name, err)
 	}
-	err = waitAllHaveCIDRs(w.ResultChan(), n, 2*time.Minute)
+	err = cw.wait(ctx, n, 2*time.Minute)
 	elapsed := time.Since(t0)
 	if b != nil {
 		b.StopTimer()
@@ -114,6 +111,9 @@ func runOnce(tb testing.TB, b *testing.B, im impl, n int) (result, error) {
 	}
 	if err := checkCIDRs(ctx, fast, n); err != nil {
 		return result{}, fmt.Errorf("%s: %w", im.name, err)
+	}
+	if cw.relists > 1 {
+		tb.Logf("%s: the API server ended the watch of the Nodes %d times; listed again each time", im.name, cw.relists-1)
 	}
 	return result{elapsed: elapsed, writes: counter.n.Load(), claimWrites: claimWrites()}, nil
 }
@@ -181,30 +181,66 @@ func createNodes(ctx context.Context, client kubernetes.Interface, names []strin
 	return errors.Join(errs...)
 }
 
-// waitAllHaveCIDRs reads Node events until n Nodes hold a pod CIDR; an
-// error when the watch ends or timeout passes first.
-func waitAllHaveCIDRs(events <-chan watch.Event, n int, timeout time.Duration) error {
-	have := make(map[string]bool, n)
+// cidrWatch follows which Nodes hold a pod CIDR: a list, then a watch
+// from it. When the watch ends (the API server drops a watcher that falls
+// behind) or reports an error, it lists again and watches from there.
+type cidrWatch struct {
+	client  kubernetes.Interface
+	have    map[string]bool
+	w       watch.Interface
+	relists int // lists made, the first one included
+}
+
+// relist lists the Nodes, records those holding a CIDR and watches from
+// the list; it returns the number of Nodes.
+func (c *cidrWatch) relist(ctx context.Context) (int, error) {
+	c.stop()
+	c.relists++
+	list, err := c.client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return 0, err
+	}
+	if c.have == nil {
+		c.have = make(map[string]bool, len(list.Items))
+	}
+	for i := range list.Items {
+		if len(list.Items[i].Spec.PodCIDRs) > 0 {
+			c.have[list.Items[i].Name] = true
+		}
+	}
+	c.w, err = c.client.CoreV1().Nodes().Watch(ctx, metav1.ListOptions{ResourceVersion: list.ResourceVersion})
+	return len(list.Items), err
+}
+
+// wait returns when n Nodes hold a pod CIDR; an error when timeout passes
+// first or a list or watch fails.
+func (c *cidrWatch) wait(ctx context.Context, n int, timeout time.Duration) error {
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
-	for len(have) < n {
+	for len(c.have) < n {
 		select {
-		case ev, ok := <-events:
-			if !ok {
-				return fmt.Errorf("the watch ended with %d of %d Nodes holding CIDRs", len(have), n)
-			}
+		case ev, ok := <-c.w.ResultChan():
 			node, isNode := ev.Object.(*corev1.Node)
-			if !isNode {
-				return fmt.Errorf("watch event %s of %T", ev.Type, ev.Object)
+			if !ok || !isNode {
+				if _, err := c.relist(ctx); err != nil {
+					return fmt.Errorf("list and watch the Nodes again: %w", err)
+				}
+				continue
 			}
 			if len(node.Spec.PodCIDRs) > 0 {
-				have[node.Name] = true
+				c.have[node.Name] = true
 			}
 		case <-deadline.C:
-			return fmt.Errorf("%d of %d Nodes held CIDRs after %s", len(have), n, timeout)
+			return fmt.Errorf("%d of %d Nodes held CIDRs after %s", len(c.have), n, timeout)
 		}
 	}
 	return nil
+}
+
+func (c *cidrWatch) stop() {
+	if c.w != nil {
+		c.w.Stop()
+	}
 }
 
 // checkCIDRs lists the Nodes: there must be n, each holding one /24 of
