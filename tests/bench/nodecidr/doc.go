@@ -14,7 +14,10 @@
 //     shared between the implementations or between runs.
 //  2. The Nodes are created without pod CIDRs by 16 clients at once,
 //     with no client-side rate limit, before any allocator exists.
-//  3. A watch on the Nodes starts from the list of step 2.
+//  3. A watch on the Nodes starts from a list. When the API server drops
+//     it (it closes a watcher that falls behind, which happens on a busy
+//     2-core machine), the Nodes are listed again and watched from there;
+//     the benchmark logs how often.
 //  4. Only for contiv, untimed: an embedded etcd (the etcd plugin's
 //     embedded mode, fsync on, data in a temporary directory) and a won
 //     election, as contiv-ksr's leader has them before it starts the
