@@ -5,8 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/netip"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -46,7 +49,9 @@ const (
 // result is one run's figures.
 type result struct {
 	elapsed time.Duration
-	writes  int64 // API writes of the provider's client while timed
+	created time.Duration // from the first create until the last one returned
+	writes  int64         // API writes of the provider's client while timed
+	kinds   map[string]int64
 }
 
 // runOnce serves n claims on a fresh API server. The timer of b (nil in
@@ -89,18 +94,28 @@ func runOnce(tb testing.TB, b *testing.B, n int) (result, error) {
 	if b != nil {
 		b.StartTimer()
 	}
-	before := counter.n.Load()
+	before, kindsBefore := counter.n.Load(), counter.byKind()
 	t0 := time.Now()
+	var createdIn time.Duration
 	created := make(chan error, 1)
-	go func() { created <- createClaims(ctx, driver, names) }()
+	go func() {
+		err := createClaims(ctx, driver, names)
+		createdIn = time.Since(t0)
+		created <- err
+	}()
 	err = rw.wait(ctx, n, 2*time.Minute)
 	elapsed := time.Since(t0)
-	writes := counter.n.Load() - before
+	writes, kinds := counter.n.Load()-before, counter.byKind()
 	if b != nil {
 		b.StopTimer()
 	}
 	if err := errors.Join(<-created, err); err != nil {
 		return result{}, err
+	}
+	for k, v := range kindsBefore {
+		if kinds[k] -= v; kinds[k] == 0 {
+			delete(kinds, k)
+		}
 	}
 	if err := checkAddresses(ctx, driver, names); err != nil {
 		return result{}, err
@@ -108,7 +123,7 @@ func runOnce(tb testing.TB, b *testing.B, n int) (result, error) {
 	if rw.relists > 1 {
 		tb.Logf("the API server ended the watch of the claims %d times; listed again each time", rw.relists-1)
 	}
-	return result{elapsed: elapsed, writes: writes}, nil
+	return result{elapsed: elapsed, created: createdIn, writes: writes, kinds: kinds}, nil
 }
 
 // unthrottled is a client (with watch) without client-side rate limit.
@@ -185,17 +200,50 @@ func createPool(ctx context.Context, c client.Client) error {
 	return errors.New("the pool has no status a minute after its create: the provider does not run")
 }
 
-// writeCounter counts the requests that write.
-type writeCounter struct{ n atomic.Int64 }
+// writeCounter counts the requests that write, in all and by "VERB
+// resource[/subresource]".
+type writeCounter struct {
+	n atomic.Int64
+
+	mu    sync.Mutex
+	kinds map[string]int64
+}
 
 func (c *writeCounter) wrap(rt http.RoundTripper) http.RoundTripper {
 	return roundTripFunc(func(r *http.Request) (*http.Response, error) {
 		switch r.Method {
 		case http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete:
 			c.n.Add(1)
+			c.mu.Lock()
+			if c.kinds == nil {
+				c.kinds = map[string]int64{}
+			}
+			c.kinds[r.Method+" "+resourceOf(r.URL.Path)]++
+			c.mu.Unlock()
 		}
 		return rt.RoundTrip(r)
 	})
+}
+
+// byKind returns a copy of the counts by kind.
+func (c *writeCounter) byKind() map[string]int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return maps.Clone(c.kinds)
+}
+
+// resourceOf is the resource[/subresource] of an API path
+// (.../namespaces/ns/resource/name/subresource).
+func resourceOf(path string) string {
+	parts := strings.Split(strings.Trim(path, "/"), "/")
+	i := slices.Index(parts, "namespaces")
+	switch {
+	case i < 0 || len(parts) <= i+2:
+		return path
+	case len(parts) > i+4:
+		return parts[i+2] + "/" + parts[i+4]
+	}
+	return parts[i+2]
 }
 
 type roundTripFunc func(*http.Request) (*http.Response, error)
