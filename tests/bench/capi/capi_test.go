@@ -10,9 +10,9 @@ import (
 // benchClaims is the number of claims of the benchmark.
 const benchClaims = 1000
 
-// BenchmarkClaimsToReady serves 1,000 claims created at once on one
+// BenchmarkCAPIClaims serves 1,000 claims created at once on one
 // ContivIPPool; see the package documentation.
-func BenchmarkClaimsToReady(b *testing.B) {
+func BenchmarkCAPIClaims(b *testing.B) {
 	b.Run(fmt.Sprintf("claims=%d/qps=%d/impl=contiv", benchClaims, clientQPS), func(b *testing.B) {
 		var sum result
 		for range b.N {

@@ -5,7 +5,7 @@
 //
 // Run it from tests/bench, after `make kube-bins` in the repository root:
 //
-//	go test -run '^$' -bench BenchmarkClaimsToReady -benchtime 1x ./capi/
+//	go test -run '^$' -bench BenchmarkCAPIClaims -benchtime 1x ./capi/
 //
 // There is no peer row: the in-cluster provider
 // (sigs.k8s.io/cluster-api-ipam-provider-in-cluster) is not served by the
