@@ -51,6 +51,8 @@ type options struct {
 	leaderNamespace string
 	watchFilter     string
 	workers         int
+	qps             float64
+	burst           int
 	debug, version  bool
 	// skipNameCheck lets several managers run in one process (tests):
 	// controller-runtime refuses a controller name it has seen before.
@@ -74,6 +76,8 @@ func parse(args []string, stderr io.Writer, env func(string) (string, bool)) (op
 	fs.StringVar(&o.leaderNamespace, "leader-election-namespace", ns, "namespace of the Lease (env POD_NAMESPACE, else kube-system)")
 	fs.StringVar(&o.watchFilter, "watch-filter", "", "serve only the claims and Clusters labelled cluster.x-k8s.io/watch-filter with this value")
 	fs.IntVar(&o.workers, "max-concurrent-reconciles", 8, "claims reconciled at once (the engine decides every address, so any number is safe)")
+	fs.Float64Var(&o.qps, "kube-api-qps", 50, "requests per second to the API server, sustained (client-go's own default, 5, makes 1,000 claims take minutes)")
+	fs.IntVar(&o.burst, "kube-api-burst", 100, "requests to the API server in a burst above -kube-api-qps")
 	fs.BoolVar(&o.debug, "debug", false, "log at debug level")
 	fs.BoolVar(&o.version, "version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
@@ -84,6 +88,9 @@ func parse(args []string, stderr io.Writer, env func(string) (string, bool)) (op
 	}
 	if o.workers < 1 {
 		return o, fmt.Errorf("-max-concurrent-reconciles %d: want at least 1", o.workers)
+	}
+	if !(o.qps > 0) || o.burst < 1 {
+		return o, fmt.Errorf("-kube-api-qps %v, -kube-api-burst %d: want both above 0", o.qps, o.burst)
 	}
 	return o, nil
 }
@@ -120,7 +127,15 @@ func serve(ctx context.Context, o options, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	return serveOn(ctx, cfg, origin, o, log)
+	return serveOn(ctx, withRate(cfg, o), origin, o, log)
+}
+
+// withRate returns a copy of cfg whose client is limited to -kube-api-qps
+// and -kube-api-burst.
+func withRate(cfg *rest.Config, o options) *rest.Config {
+	c := rest.CopyConfig(cfg)
+	c.QPS, c.Burst = float32(o.qps), o.burst
+	return c
 }
 
 // serveOn is serve on cfg (origin says where it came from).
@@ -151,7 +166,7 @@ func serveOn(ctx context.Context, cfg *rest.Config, origin string, o options, lo
 		return err
 	}
 	log.Info("contiv-capi-ipam starting", "version", version, "api-server", cfg.Host, "kubeconfig", origin,
-		"leader-elect", o.leaderElect, "workers", o.workers, "metrics", o.metrics, "health", o.health)
+		"leader-elect", o.leaderElect, "workers", o.workers, "kube-api-qps", cfg.QPS, "kube-api-burst", cfg.Burst, "metrics", o.metrics, "health", o.health)
 	return mgr.Start(ctx)
 }
 

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
 	"log/slog"
 	"path/filepath"
 	"sync"
@@ -55,6 +56,8 @@ func TestCommandLine(t *testing.T) {
 		{"help", []string{"-h"}, 0, "-max-concurrent-reconciles"},
 		{"unknown flag", []string{"-nope"}, 2, "flag provided but not defined: -nope"},
 		{"no workers", []string{"-max-concurrent-reconciles", "0"}, 2, "-max-concurrent-reconciles 0"},
+		{"no rate", []string{"-kube-api-qps", "0"}, 2, "-kube-api-qps 0, -kube-api-burst 100: want both above 0"},
+		{"no burst", []string{"-kube-api-burst", "0"}, 2, "-kube-api-qps 50, -kube-api-burst 0: want both above 0"},
 		{"stray argument", []string{"serve"}, 2, `unexpected arguments ["serve"]`},
 		{"missing kubeconfig", []string{"-kubeconfig", "/nonexistent/kc"}, 1, `kubeconfig \"/nonexistent/kc\"`},
 		{"not in a pod", nil, 1, "not in a pod"},
@@ -68,6 +71,23 @@ func TestCommandLine(t *testing.T) {
 			g.Expect(out.String()).To(ContainSubstring(tc.out))
 		})
 	}
+}
+
+// The client of the manager gets the rate of the flags, on a copy of the
+// kubeconfig's config.
+func TestTheClientRateComesFromTheFlags(t *testing.T) {
+	g := NewWithT(t)
+	o, err := parse([]string{"-kube-api-qps", "75.5", "-kube-api-burst", "150"}, io.Discard, noEnv)
+	g.Expect(err).NotTo(HaveOccurred())
+	base := &rest.Config{Host: "https://127.0.0.1:6443"}
+	cfg := withRate(base, o)
+	g.Expect(cfg.QPS).To(BeNumerically("==", 75.5))
+	g.Expect(cfg.Burst).To(Equal(150))
+	g.Expect(cfg.Host).To(Equal(base.Host))
+	g.Expect(base.QPS).To(BeZero(), "the caller's config is not changed")
+	def, err := parse(nil, io.Discard, noEnv)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(withRate(base, def).QPS).To(BeNumerically("==", 50), "the default is 50/s, not client-go's 5")
 }
 
 // The binary's run serves a claim on a real API server (leader election
