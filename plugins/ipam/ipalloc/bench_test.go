@@ -3,6 +3,7 @@ package ipalloc
 import (
 	"encoding/hex"
 	"fmt"
+	"hash/maphash"
 	"math/rand/v2"
 	"net/netip"
 	"strconv"
@@ -192,7 +193,10 @@ type benchAttachment struct{ Network, ContainerID, IfName string }
 type benchPod struct{ Name, Namespace string }
 
 // spareKeys is how many keys beyond those held the keyed benchmark cycles
-// through.
+// through: a key assigned was unassigned spareKeys operations before, so
+// its strings are in the cache, as those of a key just decoded from a
+// request are. The key unassigned is a random one of those held, so on a
+// big pool its strings are cache misses.
 const spareKeys = 64
 
 var (
@@ -230,8 +234,8 @@ func benchKeys(n int) []benchKey {
 }
 
 // filledKeyed returns a keyed pool of shape s at fill, holding the same
-// addresses as filledPool, and keys: the first held ones hold an
-// address, the spareKeys after them hold none.
+// addresses as filledPool, and keys: the first held ones hold an address,
+// the spareKeys after them hold none.
 func filledKeyed(b *testing.B, s benchShape, fill int) (k *Keyed[benchKey], keys []benchKey, held int) {
 	b.Helper()
 	k, err := NewKeyed[benchKey](s.cfg)
@@ -251,28 +255,25 @@ func filledKeyed(b *testing.B, s benchShape, fill int) (k *Keyed[benchKey], keys
 			b.Fatal("not assigned")
 		}
 	}
-	// Move the keys that hold nothing to the end.
+	// The keys unassigned above are left out: the spare keys are the
+	// only ones that the benchmark assigns.
 	gone := make([]bool, work)
 	for _, i := range out {
 		gone[i] = true
 	}
-	sorted := make([]benchKey, 0, len(keys))
+	kept := make([]benchKey, 0, work-len(out)+spareKeys)
 	for i, key := range keys[:work] {
 		if !gone[i] {
-			sorted = append(sorted, key)
+			kept = append(kept, key)
 		}
 	}
-	held = len(sorted)
-	for _, i := range out {
-		sorted = append(sorted, keys[i])
-	}
-	return k, append(sorted, keys[work:]...), held
+	return k, append(kept, keys[work:]...), len(kept)
 }
 
 // BenchmarkKeyedAssignUnassign unassigns a random key and assigns a new
 // one at a constant fill, on the shapes and holes of
 // BenchmarkAllocReleaseOffset, with keys shaped like the IPAM plugin's. It
-// reports the memory of the owner index per held key (B/key).
+// reports the memory of the owner index per held key (index-B/key).
 func BenchmarkKeyedAssignUnassign(b *testing.B) {
 	runShapes(b, func(b *testing.B, s benchShape, fill int) {
 		k, keys, held := filledKeyed(b, s, fill)
@@ -299,5 +300,33 @@ func BenchmarkKeyedAssignUnassign(b *testing.B) {
 		if k.Len() != held {
 			b.Fatalf("%d keys hold an address, want %d", k.Len(), held)
 		}
+		b.ReportMetric(float64(k.indexBytes())/float64(held), "index-B/key")
 	})
+}
+
+// BenchmarkKeyHash hashes a key shaped like the IPAM plugin's, as every
+// keyed operation does once: the floor of the keyed cost above the
+// unkeyed one. hot hashes the same few keys, cold a random one of 2^20
+// (its strings are cache misses, as for a random key held long ago).
+func BenchmarkKeyHash(b *testing.B) {
+	for _, tc := range []struct {
+		name string
+		keys int
+	}{{"hot", 16}, {"cold", 1 << 20}} {
+		b.Run(tc.name, func(b *testing.B) {
+			var t keyTable[benchKey]
+			t.seed = maphash.MakeSeed()
+			keys := benchKeys(tc.keys)
+			idx := benchRandom(len(keys))
+			var sum uint32
+			b.ReportAllocs()
+			b.ResetTimer()
+			clock := startCPU()
+			for n := range b.N {
+				sum += t.tag(keys[idx[n&(len(idx)-1)]])
+			}
+			clock.report(b)
+			_ = sum
+		})
+	}
 }
