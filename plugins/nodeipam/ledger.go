@@ -75,12 +75,16 @@ func (m *MemLedger) Delete(_ context.Context, node string) error {
 
 // EtcdLedger keeps the claims in etcd under Prefix, one key per node
 // (<Prefix><path-escaped node name>, JSON). Every write carries Fence, so
-// a replica that lost the lead cannot write.
+// a replica that lost the lead cannot write. The writes of concurrent
+// workers are committed together (a groupWriter): one transaction, one
+// round trip and one fsync per group. It must not be copied once used.
 type EtcdLedger struct {
 	DB     kvdb.Broker
 	Prefix string
 	// Fence returns the compares of the leadership; nil writes unfenced.
 	Fence func() []kvdb.Cmp
+
+	group groupWriter
 }
 
 var _ Ledger = (*EtcdLedger)(nil)
@@ -118,7 +122,7 @@ func (e *EtcdLedger) Delete(ctx context.Context, node string) error {
 }
 
 func (e *EtcdLedger) write(ctx context.Context, what, node string, op kvdb.Op) error {
-	return fencedWrite(ctx, e.DB, e.Fence, op, "%s the claim of node %s", what, node)
+	return e.group.write(ctx, e.DB, e.Fence, e.key(node), op, fmt.Sprintf("%s the claim of node %s", what, node))
 }
 
 // fencedWrite applies op in a transaction that carries fence (none when
