@@ -37,7 +37,7 @@ CONTAINER_ENGINE ?=
 STATIC_DIR  ?= $(BIN)/static
 STATIC_CMDS := ./cmd/contiv-agent ./cmd/contiv-cni ./cmd/contiv-ksr ./cmd/contiv-capi-ipam
 
-.PHONY: all build static images run test test-unit test-race test-deps kube-bins cni-plugins check lint bench chaos crash fuzz clean tools generate generate-crds demo test-nodeipam-diff bench-nodeipam
+.PHONY: all build static images run test test-unit test-race test-deps kube-bins cni-plugins check lint bench chaos crash fuzz clean tools generate generate-crds demo test-nodeipam-diff bench-nodeipam bench-report bench-list bench-micro test-bench
 
 all: build
 
@@ -93,7 +93,7 @@ test:
 	$(call timed,test-unit)
 	$(call timed,test-race)
 
-test-unit: test-deps test-nodeipam-diff
+test-unit: test-deps test-nodeipam-diff test-bench
 	$(GO) test -count=1 -timeout 15m $(PKGS)
 
 ## test-nodeipam-diff: the differential test of plugins/nodeipam against Kubernetes' range allocator (tests/nodeipamdiff, a module of its own)
@@ -101,6 +101,12 @@ test-nodeipam-diff:
 	@cd tests/nodeipamdiff && $(GO) mod tidy -diff >/dev/null 2>&1 || { \
 	  echo "tests/nodeipamdiff/go.mod is out of date (it replaces the main module, whose requirements changed): cd tests/nodeipamdiff && go mod tidy" >&2; exit 1; }
 	cd tests/nodeipamdiff && $(GO) test -count=1 -timeout 10m ./...
+
+## test-bench: the tests of the bench module (tests/bench): the report's, and each scenario's run at a tiny size; no benchmark runs
+test-bench:
+	@cd tests/bench && $(GO) mod tidy -diff >/dev/null 2>&1 || { \
+	  echo "tests/bench/go.mod is out of date (it replaces the main module, whose requirements may have changed): cd tests/bench && go mod tidy" >&2; exit 1; }
+	cd tests/bench && $(GO) vet ./... && $(GO) test -count=1 -timeout 15m ./...
 
 test-race: test-deps
 	$(GO) test -race -count=1 -timeout 20m $(PKGS)
@@ -133,6 +139,7 @@ check:
 lint: check tools
 	$(STATICCHECK) $(PKGS)
 	$(ERRCHECK) -blank=false -ignoretests $(PKGS)
+	cd tests/bench && $(STATICCHECK) ./... && $(ERRCHECK) -blank=false -ignoretests ./...
 
 tools: $(STATICCHECK) $(ERRCHECK)
 
@@ -172,8 +179,21 @@ CRASH_CYCLES ?= 50
 crash: test-deps
 	CRASH_CYCLES=$(CRASH_CYCLES) $(GO) test -count=1 -run '^TestCrash' -v -timeout 60m ./tests/crash/
 
-## bench: every benchmark, with allocations
-bench:
+## bench: the side-by-side benchmarks against the peers (tests/bench, a module of its own): runs every scenario one after the other, keeps each one's go test output in docs/bench/raw/, then writes BENCHMARKS.md and the plots in docs/bench/ (under 20 min on 2 cores); BENCH_ONLY=engine,cni runs those scenarios and reuses the others' last output (`make bench-list` names them)
+BENCH_ONLY ?=
+bench: test-deps
+	cd tests/bench && $(GO) run ./cmd/benchreport $(if $(BENCH_ONLY),-only $(BENCH_ONLY))
+
+## bench-report: rebuild BENCHMARKS.md and the plots from the raw outputs in docs/bench/raw/, running nothing
+bench-report:
+	cd tests/bench && $(GO) run ./cmd/benchreport -reuse
+
+## bench-list: the scenarios of `make bench` and the go test command of each
+bench-list:
+	@cd tests/bench && $(GO) run ./cmd/benchreport -list
+
+## bench-micro: every in-tree benchmark of the main module (BENCHTIME each, with allocations), then bench-nodeipam
+bench-micro:
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) $(PKGS)
 	$(MAKE) --no-print-directory bench-nodeipam
 

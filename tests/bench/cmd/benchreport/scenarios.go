@@ -9,7 +9,9 @@ import (
 // bench is a go test command line that runs only the benchmarks matching
 // pattern in pkg.
 func bench(dir, pkg, pattern, benchtime string, count int, extra ...string) report.Command {
-	args := []string{"-run", "^$", "-bench", pattern, "-benchtime", benchtime, "-count", fmt.Sprint(count), "-timeout", "30m"}
+	// -v: go test prints a skipped benchmark (and the reason it is not
+	// applicable) only then.
+	args := []string{"-run", "^$", "-bench", pattern, "-benchtime", benchtime, "-count", fmt.Sprint(count), "-timeout", "30m", "-v"}
 	return report.Command{Dir: dir, Args: append(append(args, extra...), pkg)}
 }
 
