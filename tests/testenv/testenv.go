@@ -58,14 +58,20 @@ func Main(m *testing.M) {
 	os.Exit(code)
 }
 
-// Build builds contiv-agent, contiv-cni and contiv-ksr into dir with the
-// go command of PATH; the compiler's output goes to stderr.
+// Build builds contiv-agent, contiv-cni (static, CGO_ENABLED=0) and
+// contiv-ksr into dir with the go command of PATH; the compiler's output
+// goes to stderr.
 func Build(dir string) (Bins, error) {
 	b := Bins{Dir: dir, Agent: filepath.Join(dir, "contiv-agent"), CNI: filepath.Join(dir, "contiv-cni"),
 		KSR: filepath.Join(dir, "contiv-ksr")}
 	for _, t := range []struct{ out, pkg string }{{b.Agent, "cmd/contiv-agent"}, {b.CNI, "cmd/contiv-cni"}, {b.KSR, "cmd/contiv-ksr"}} {
 		build := exec.Command("go", "build", "-o", t.out, "./"+t.pkg)
 		build.Dir = RepoRoot()
+		if t.out == b.CNI {
+			// As the image ships it (make static): a static binary starts
+			// about 0.5 ms faster, without the dynamic loader and libc.
+			build.Env = append(os.Environ(), "CGO_ENABLED=0")
+		}
 		build.Stdout, build.Stderr = os.Stderr, os.Stderr
 		if err := build.Run(); err != nil {
 			return Bins{}, fmt.Errorf("building %s: %w", t.pkg, err)
