@@ -30,6 +30,7 @@ func ratio(t report.Table, key, num, den, unit string) func(*report.Set) (float6
 var scenarios = []report.Scenario{
 	engineScenario(),
 	memoryScenario(),
+	fsyncScenario(),
 	durableScenario(),
 	cniScenario(),
 	resyncScenario(),
