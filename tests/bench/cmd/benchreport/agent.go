@@ -45,7 +45,10 @@ one gRPC connection each over the agent's unix socket (as many contiv-cni proces
 sharing the round's Adds of distinct keys. An Add returns once its record is durable in bolt
 (fsync; concurrent Adds share one commit). allocations/s is the round's Adds over its wall time;
 p50 and p99 are over every call of the round. The keys are deleted after each round, timer
-stopped. Each cell is the median of the runs. tests/cnibench/README.md has the details.`,
+stopped. Warm-up: the agent is started and every connection makes one call (a DEL of an unknown
+key) before the timer starts, and go test's first call of each sub-benchmark (b.N = 1) is untimed by
+the report (only the -benchtime rounds are printed). Each cell is the median of the runs.
+tests/cnibench/README.md has the details.`,
 		Run:    bench(".", "./tests/cnibench/", "^BenchmarkGRPCAdd$", "5000x", 5),
 		Tables: []report.Table{durableTable},
 		Targets: []report.Target{
@@ -105,8 +108,10 @@ the real agent) and Debian's host-local (containernetworking-plugins 1.1.1) in t
 cniVersion 1.0.0, with 0, 1,000 and 4,000 allocations already held (gRPC Adds for contiv, lease
 files for host-local). Each measured ADD is paired with one ADD of the floor plugin (a Go plugin that
 only decodes its config and prints a fixed result), timer stopped, so that both see the same load;
-"over the floor" is the p50 minus the floor's p50. The ADDs of a round are undone after it. Each
-cell is the median of the runs' p50 (or p99) over -benchtime ADDs.`,
+"over the floor" is the p50 minus the floor's p50. The ADDs of a round are undone after it. Warm-up:
+the agent runs and the existing allocations are in place before the timer starts; go test's b.N = 1
+call precedes each printed round. Each cell is the median of the runs' p50 (or p99) over -benchtime
+ADDs.`,
 		Run:     bench(".", "./tests/cnibench/", "^BenchmarkCNITool(Add|Floor)$", "200x", 3),
 		Tables:  []report.Table{cniTable, floorTable},
 		Targets: targets,
@@ -147,8 +152,10 @@ resync after a restart (the table rebuilt from bolt and reconciled with the 100,
 "rebuild IPAM" of the target); stage=decode is the DB watcher's decoding of the 100,000 values;
 stage=watcher is the DB watcher from start to the resync it pushes (list from an etcd server in the
 process, decode, the bolt mirror). End to end: the real agent binary restarted on an etcd server
-that holds the state (exec to /readiness 200); peak RSS is the largest VmHWM over the runs. Each
-figure is the mean of -benchtime ops. tests/bench/resync/doc.go has the details.`,
+that holds the state (exec to /readiness 200); peak RSS is the largest VmHWM over the runs.
+Warm-up: the in-process stages run one untimed op first (which also fills the bolt mirror); the
+restart's first start, which mirrors the whole state into bolt, is reported apart (cold mirror).
+Each figure is the mean of -benchtime ops. tests/bench/resync/doc.go has the details.`,
 		Run:    bench("tests/bench", "./resync/", ".", "3x", 1),
 		Tables: []report.Table{resyncTable, restartTable},
 		Targets: []report.Target{
@@ -196,7 +203,8 @@ func nodeIDScenario() report.Scenario {
 the benchmark process through their first resync; every ID must be unique and every node must get
 one (a duplicate, a node left without an ID or a record naming the wrong node fails the
 benchmark). conflicts counts the claims that lost a race and tried again, listings the reads of
-the ID records. tests/bench/nodeids/doc.go has the details.`,
+the ID records. No warm-up: a claim happens once in a node's life, so each op is a fresh etcd
+keyspace and fresh clients. tests/bench/nodeids/doc.go has the details.`,
 		Run:    bench("tests/bench", "./nodeids/", ".", "1x", 1),
 		Tables: []report.Table{nodeIDTable},
 		Targets: []report.Target{{Text: "5,000 node IDs", Unit: "s", Limit: 10, Max: true, Value: nodeIDs5000,
@@ -218,7 +226,8 @@ func startupScenario() report.Scenario {
 		Method: `The agent binary exec'd with a fresh data directory until GET /readiness answers 200, with the
 embedded etcd and with an external etcd server on loopback (in the benchmark process, without
 fsync). Each start is fresh (new data directory, new node name); /readiness is polled every 2 ms
-once the agent's log names its REST port. p50 and p99 are over the starts of one run.
+once the agent's log names its REST port. p50 and p99 are over the starts of one run; no warm-up
+beyond building the binary (a start is what is measured, caches of earlier starts included).
 tests/bench/startup/doc.go has the details.`,
 		Run:    bench("tests/bench", "./startup/", ".", "20x", 1),
 		Tables: []report.Table{startupTable},

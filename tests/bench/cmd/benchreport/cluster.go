@@ -29,8 +29,9 @@ as kube-controller-manager runs it. Both get 10.0.0.0/8 in /24s, a client rate l
 requests/s (burst 2,000) and 30 workers, each on a fresh API server with the Nodes created before the
 allocator exists (informers cold for both). Ours also writes each claim to an etcd (fenced, fsync on)
 before the patch and deletes it after: the claims that make a failover safe; concurrent workers'
-claims share transactions. writes/node counts API writes; claim writes are etcd writes. Each
-cell is the median of the runs. tests/bench/nodecidr/doc.go has the details.`,
+claims share transactions. writes/node counts API writes; claim writes are etcd writes. No
+warm-up: each run is a fresh API server and a cold start of the allocator. Each cell is the median of
+the runs. tests/bench/nodecidr/doc.go has the details.`,
 		Run:    bench("tests/bench", "./nodecidr/", ".", "1x", 3),
 		Tables: []report.Table{nodeCIDRTable},
 	}
@@ -57,8 +58,9 @@ is Ready with its IPAddress, created by 16 clients at once; 8 workers (the binar
 client rate limit of 1,000 requests/s (the binary's default, -kube-api-qps, is 50: at about 3.4 API
 writes per claim that is some 70 s for 1,000 claims). ms per claim is the total over the claims
 (the inverse of the throughput), not one claim's latency. No peer: the in-cluster provider
-(sigs.k8s.io/cluster-api-ipam-provider-in-cluster) is not served by the Go module proxy here. Each
-cell is the median of the runs. tests/bench/capi/doc.go has the details.`,
+(sigs.k8s.io/cluster-api-ipam-provider-in-cluster) is not served by the Go module proxy here. No
+warm-up: each run is a fresh API server and manager. Each cell is the median of the runs.
+tests/bench/capi/doc.go has the details.`,
 		Run:    bench("tests/bench", "./capi/", ".", "1x", 3),
 		Tables: []report.Table{capiTable},
 	}

@@ -70,7 +70,9 @@ plugin's: network, 64-hex container ID, interface, pod name and namespace). The 
 as libraries at the versions in tests/bench/go.mod: Cilium's pkg/ipam/service/ipallocator, Kubernetes'
 node-IPAM cidrset (a /32 per "node", so one address per block) and Kubernetes' service ipallocator
 (the bitmap one). ` + "`bitmap`" + ` is a plain 64-bit-word bitmap with a next-fit cursor, about 40 lines:
-the physical-limit yardstick. tests/bench/engine/README.md has the details.`,
+the physical-limit yardstick. Warm-up: each cell is filled once per process (the same random set of
+held addresses for every implementation) and its churn runs on across the runs, so every timed op
+is on a warm pool. tests/bench/engine/README.md has the details.`,
 		Run:     bench("tests/bench", "./engine/", "^BenchmarkEngine$", "200000x", 5),
 		Tables:  []report.Table{engineTable, engineAllocs},
 		Targets: targets,
