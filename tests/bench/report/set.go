@@ -73,26 +73,31 @@ func (s *Set) add(r *benchfmt.Result, procs int) {
 	}
 }
 
-// scanOutcomes records the "--- SKIP" benchmarks with the first "n/a:"
-// line logged under them, and the "--- FAIL" ones.
+// scanOutcomes records the "--- SKIP" benchmarks with the "n/a:" line
+// logged for them, and the "--- FAIL" ones. With go test -v a benchmark's
+// log lines come between its name and its "--- SKIP" line; a reason is
+// taken from the lines after the last benchmark name before the SKIP.
 func (s *Set) scanOutcomes(text string, procs int) {
 	sc := bufio.NewScanner(strings.NewReader(text))
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	skipping := ""
+	pending := ""
 	for sc.Scan() {
 		line := strings.TrimSpace(sc.Text())
 		switch {
+		case strings.HasPrefix(line, "Benchmark"):
+			pending = ""
 		case strings.HasPrefix(line, "--- SKIP: "):
-			skipping = trimProcs(strings.Fields(strings.TrimPrefix(line, "--- SKIP: "))[0], procs)
+			name := trimProcs(strings.Fields(strings.TrimPrefix(line, "--- SKIP: "))[0], procs)
+			if _, seen := s.skips[name]; !seen && pending != "" {
+				s.skips[name] = pending
+			}
+			pending = ""
 		case strings.HasPrefix(line, "--- FAIL: "):
 			s.fails = append(s.fails, trimProcs(strings.Fields(strings.TrimPrefix(line, "--- FAIL: "))[0], procs))
-			skipping = ""
-		case skipping != "":
-			if _, reason, ok := strings.Cut(line, "n/a:"); ok {
-				if _, seen := s.skips[skipping]; !seen {
-					s.skips[skipping] = strings.TrimSpace(reason)
-				}
-				skipping = ""
+			pending = ""
+		default:
+			if _, reason, ok := strings.Cut(line, "n/a:"); ok && pending == "" {
+				pending = strings.TrimSpace(reason)
 			}
 		}
 	}
