@@ -1,6 +1,7 @@
 package nodesync
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -17,15 +18,17 @@ import (
 
 // DefaultMaxClaimAttempts bounds the transactions of one node ID claim. A
 // transaction is lost only when another writer created that very key
-// during the claim, so the bound is reached only when more than this many
-// nodes claim IDs at the same moment.
+// during the claim; since every loss doubles the window of candidates
+// (see window), a herd of 5,000 nodes starting at once needs at most
+// about 30, far below the bound.
 const DefaultMaxClaimAttempts = 100
 
 const (
-	// relistAfter lost transactions in a row make the claim list again:
-	// racers that lose together skip the IDs taken meanwhile at once
-	// instead of stepping through them one transaction at a time.
-	relistAfter = 5
+	// relistAfter lost transactions in a row make the claim list again.
+	// The lost IDs are known taken without a listing, and a listing reads
+	// every record (in a herd, thousands), so it is refreshed only after
+	// the window has grown past most of the IDs taken meanwhile.
+	relistAfter = 12
 	// claimPauseUnit scales the jittered pause before listing again:
 	// uniform in [0, unit × min(round, 8)).
 	claimPauseUnit = 2 * time.Millisecond
@@ -39,13 +42,15 @@ type claimStats struct {
 	Attempts  int // transactions sent
 	Conflicts int // transactions lost: the candidate was taken meanwhile
 	Listings  int // listings of allocatedIDs/
+	Decoded   int // record values decoded (those that may name this node)
 }
 
 // idListing is one listing of allocatedIDs/.
 type idListing struct {
-	taken  []uint32                    // every valid ID key, ascending
-	own    []uint32                    // IDs whose record names this node, ascending
-	ownRec map[uint32]*vppnode.VppNode // records of own
+	taken   []uint32                    // every valid ID key, ascending
+	own     []uint32                    // IDs whose record names this node, ascending
+	ownRec  map[uint32]*vppnode.VppNode // records of own
+	decoded int                         // values decoded
 }
 
 // claim is the first claim of this node's ID (see the package doc): the
@@ -92,8 +97,9 @@ func (p *Plugin) claimTimeout() time.Duration {
 }
 
 // claimNodeID finds this node's ID in etcd or creates one: preferred (the
-// stored ID, 0 for none) when it is free, else the smallest free ID (see
-// the package doc). rec is the found record, nil when created.
+// stored ID, 0 for none) when it is free, else the smallest free ID, or
+// after lost transactions one of the smallest free IDs (see the package
+// doc). rec is the found record, nil when created.
 func (p *Plugin) claimNodeID(ctx context.Context, preferred uint32) (id uint32, rec *vppnode.VppNode, err error) {
 	fail := func(format string, args ...any) error {
 		return fmt.Errorf("unable to allocate node ID for node %q: "+format, append([]any{p.name}, args...)...)
@@ -105,6 +111,7 @@ func (p *Plugin) claimNodeID(ctx context.Context, preferred uint32) (id uint32, 
 	defer func() { p.setClaimStats(st) }()
 	start := time.Now()
 	var last uint32
+	var free []uint32
 	for round := 0; ; round++ {
 		if round > 0 {
 			if err := pause(ctx, round); err != nil {
@@ -113,6 +120,7 @@ func (p *Plugin) claimNodeID(ctx context.Context, preferred uint32) (id uint32, 
 		}
 		l, err := p.listIDs(ctx)
 		st.Listings++
+		st.Decoded += l.decoded
 		if err != nil {
 			return 0, nil, fail("cannot list node IDs in the database: %w", err)
 		}
@@ -121,14 +129,21 @@ func (p *Plugin) claimNodeID(ctx context.Context, preferred uint32) (id uint32, 
 			p.Log.Info("node ID found in etcd", "node", p.name, "node-id", id)
 			return id, l.ownRec[id], nil
 		}
-		next := candidates(l.taken, preferred)
+		view := newIDView(l.taken)
+		tryPreferred := preferred != 0 && !view.isTaken(preferred)
 		for lost := 0; lost < relistAfter; lost++ {
 			if st.Attempts >= p.maxAttempts {
 				return 0, nil, fail("%w after %d attempts, last candidate ID %d was taken", ErrClaimGaveUp, st.Attempts, last)
 			}
-			c, ok := next()
-			if !ok {
-				return 0, nil, fail("every node ID up to %d is taken", uint32(math.MaxUint32))
+			var c uint32
+			if tryPreferred {
+				c, tryPreferred = preferred, false
+			} else {
+				free = view.firstFree(free[:0], window(st.Conflicts))
+				if len(free) == 0 {
+					return 0, nil, fail("every node ID up to %d is taken", uint32(math.MaxUint32))
+				}
+				c = free[p.pick(len(free))]
 			}
 			last = c
 			st.Attempts++
@@ -142,6 +157,7 @@ func (p *Plugin) claimNodeID(ctx context.Context, preferred uint32) (id uint32, 
 				return c, nil, nil
 			}
 			st.Conflicts++
+			view.markTaken(c)
 			p.Log.Debug("node ID taken meanwhile", "node", p.name, "candidate", c, "attempt", st.Attempts)
 		}
 	}
@@ -157,13 +173,14 @@ func (p *Plugin) createID(ctx context.Context, id uint32) (bool, error) {
 	return p.broker.Txn(ctx, []kvdb.Cmp{kvdb.IfAbsent(key)}, []kvdb.Op{kvdb.PutOp(key, value)})
 }
 
-// listIDs lists allocatedIDs/ in etcd.
+// listIDs lists allocatedIDs/ in etcd. The IDs come from the keys; a value
+// is decoded only when it may name this node (mayName).
 func (p *Plugin) listIDs(ctx context.Context) (idListing, error) {
 	kvs, _, err := p.broker.List(ctx, vppnode.KeyPrefix)
 	if err != nil {
 		return idListing{}, err
 	}
-	l := idListing{ownRec: map[uint32]*vppnode.VppNode{}}
+	l := idListing{taken: make([]uint32, 0, len(kvs)), ownRec: map[uint32]*vppnode.VppNode{}}
 	for _, kv := range kvs {
 		id, err := vppnode.ParseKey(kv.Key)
 		if err != nil {
@@ -171,6 +188,10 @@ func (p *Plugin) listIDs(ctx context.Context) (idListing, error) {
 			continue
 		}
 		l.taken = append(l.taken, id)
+		if !mayName(kv.Value, p.name) {
+			continue
+		}
+		l.decoded++
 		rec := new(vppnode.VppNode)
 		if err := codec.Unmarshal(kv.Value, rec); err != nil {
 			p.Log.Warn("undecodable node ID record; its ID stays taken", "key", kv.Key, "err", err)
@@ -182,6 +203,7 @@ func (p *Plugin) listIDs(ctx context.Context) (idListing, error) {
 		}
 	}
 	slices.Sort(l.taken)
+	l.taken = slices.Compact(l.taken)
 	slices.Sort(l.own)
 	if len(l.own) > 1 {
 		p.Log.Warn("several node ID records name this node; keeping the smallest ID, leaving the others",
@@ -190,45 +212,13 @@ func (p *Plugin) listIDs(ctx context.Context) (idListing, error) {
 	return l, nil
 }
 
-// freeIDs returns an iterator over the positive IDs not in taken (sorted
-// ascending), smallest first; ok is false after math.MaxUint32.
-func freeIDs(taken []uint32) func() (id uint32, ok bool) {
-	var c uint32
-	i := 0
-	return func() (uint32, bool) {
-		for c < math.MaxUint32 {
-			c++
-			for i < len(taken) && taken[i] < c {
-				i++
-			}
-			if i < len(taken) && taken[i] == c {
-				continue
-			}
-			return c, true
-		}
-		return 0, false
-	}
-}
-
-// candidates returns an iterator over the IDs to try for one listing:
-// preferred first when it is not 0 and not taken, then freeIDs(taken).
-func candidates(taken []uint32, preferred uint32) func() (uint32, bool) {
-	free := freeIDs(taken)
-	_, isTaken := slices.BinarySearch(taken, preferred)
-	first := preferred != 0 && !isTaken
-	yielded := false
-	return func() (uint32, bool) {
-		if first && !yielded {
-			yielded = true
-			return preferred, true
-		}
-		for {
-			c, ok := free()
-			if !ok || !yielded || c != preferred {
-				return c, ok
-			}
-		}
-	}
+// mayName reports whether the JSON record value may name the node name:
+// false only when name's bytes do not occur in value and value holds no
+// escape (a backslash). A JSON string without escapes holds its text
+// verbatim, so a record that names name and has no escape contains those
+// bytes; anything else (an escaped or undecodable value) is decoded.
+func mayName(value []byte, name string) bool {
+	return bytes.Contains(value, []byte(name)) || bytes.IndexByte(value, '\\') >= 0
 }
 
 // pause waits a jittered time that grows with round, or until ctx ends.

@@ -107,15 +107,17 @@ func TestClaimGivesUpAfterTheAttemptBound(t *testing.T) {
 		attempts int
 		last     uint32
 	}{
-		// Every listing is empty: candidates 1..5, list again, 1..5, ...
-		{name: "default bound", attempts: nodesync.DefaultMaxClaimAttempts, last: 5},
-		{name: "option", opts: []nodesync.Option{nodesync.UseMaxClaimAttempts(7)}, attempts: 7, last: 2},
+		// Every listing is empty and the pick is the smallest candidate:
+		// 1..12 (each lost ID is known taken), list again, 1..12, ...
+		{name: "default bound", attempts: nodesync.DefaultMaxClaimAttempts, last: 4},
+		{name: "option", opts: []nodesync.Option{nodesync.UseMaxClaimAttempts(7)}, attempts: 7, last: 7},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			g := NewWithT(t)
 			db := &fakeStore{} // every compare fails
-			p := newPlugin(t, "node-x", db, &loop{}, tc.opts...)
+			opts := append([]nodesync.Option{nodesync.UsePick(smallest)}, tc.opts...)
+			p := newPlugin(t, "node-x", db, &loop{}, opts...)
 			err := resync(p, nil)
 			g.Expect(err).To(HaveOccurred())
 			g.Expect(api.IsFatal(err)).To(BeTrue(), "wrapped as FatalError")

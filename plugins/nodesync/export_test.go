@@ -9,3 +9,12 @@ func (p *Plugin) ClaimStats() (attempts, conflicts, listings int) {
 
 // Resources are the resource keywords the plugin reads.
 var Resources = []string{vppNodeResource, nodeResource}
+
+// ClaimDecodes returns the record values the last claim decoded.
+func (p *Plugin) ClaimDecodes() int { return p.lastClaimStats().Decoded }
+
+// UsePick replaces rand.IntN as the choice among a claim's candidates.
+func UsePick(f func(n int) int) Option { return func(p *Plugin) { p.pick = f } }
+
+// Window is window.
+var Window = window

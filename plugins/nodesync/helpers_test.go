@@ -292,6 +292,7 @@ type fakeStore struct {
 	txnErr  error
 	putErr  error
 	txns    int
+	lose    int // the first lose transactions fail (taken meanwhile)
 }
 
 var _ kvdb.Store = (*fakeStore)(nil)
@@ -309,9 +310,33 @@ func (f *fakeStore) Txn(context.Context, []kvdb.Cmp, []kvdb.Op) (bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.txns++
-	return f.txnOK && f.txnErr == nil, f.txnErr
+	return f.txnOK && f.txnErr == nil && f.txns > f.lose, f.txnErr
 }
 
 func (f *fakeStore) Put(context.Context, string, []byte) error { return f.putErr }
 
 var errBoom = errors.New("boom")
+
+// record is the full key and value of a vppnode record, as List returns
+// it from a root store.
+func record(t testing.TB, rec *vppnode.VppNode) kvdb.KeyValue {
+	t.Helper()
+	return kvdb.KeyValue{Key: codec.KSRPrefix + vppnode.Key(rec.Id), Value: marshal(t, rec)}
+}
+
+// runAtOnce runs the first resync of every plugin, each on its own
+// goroutine, all released together, and returns their errors.
+func runAtOnce(ps []*nodesync.Plugin) []error {
+	start := make(chan struct{})
+	errs := make([]error, len(ps))
+	var wg sync.WaitGroup
+	for i, p := range ps {
+		wg.Go(func() {
+			<-start
+			errs[i] = resync(p, nil)
+		})
+	}
+	close(start)
+	wg.Wait()
+	return errs
+}

@@ -65,11 +65,12 @@ type Plugin struct {
 
 	// Set by Init, read-only afterwards.
 	cfg         Config
-	maxAttempts int         // bound of one claim's transactions
-	name        string      // this node
-	broker      kvdb.Broker // DB under codec.KSRPrefix; nil without DB
-	presenceKey string      // PresencePrefix + name
-	identity    []byte      // this process, the presence key's value
+	maxAttempts int             // bound of one claim's transactions
+	pick        func(n int) int // index in [0, n) of the candidate to try: rand.IntN; tests fix it
+	name        string          // this node
+	broker      kvdb.Broker     // DB under codec.KSRPrefix; nil without DB
+	presenceKey string          // PresencePrefix + name
+	identity    []byte          // this process, the presence key's value
 	metrics     *nodesyncMetrics
 
 	nodeID atomic.Uint32         // 0 until claimed, 0 again once lost

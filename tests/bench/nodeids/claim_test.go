@@ -89,31 +89,39 @@ func (c *claimLog) Handle(_ context.Context, r slog.Record) error {
 func (c *claimLog) WithAttrs([]slog.Attr) slog.Handler { return c }
 func (c *claimLog) WithGroup(string) slog.Handler      { return c }
 
-// client is one node's nodesync plugin with its own etcd client.
+// client is one node's nodesync plugin on an etcd client connection.
 type client struct {
 	name string
-	db   *etcd.Plugin
+	db   *etcd.Plugin // shared by perConn clients (see newClients)
 	sync *nodesync.Plugin
 	loop retryLoop
 }
 
-// newClients builds n nodesync plugins for nodes node-00001..node-n, each
-// with its own etcd plugin (client connection) on srv, as n agents have;
-// the etcd plugins use the defaults of etcd.conf.
-func newClients(tb testing.TB, srv *etcdtest.Server, n int, log *claimLog) []*client {
+// newClients builds n nodesync plugins for nodes node-00001..node-n on
+// etcd plugins (client connections) to srv with the defaults of
+// etcd.conf: perConn consecutive clients share one etcd plugin, as its
+// Broker and PresenceStore allow (every client still sends its own
+// requests: its own lease, presence, listings and transactions; only the
+// gRPC connection is shared). It returns the clients and the etcd plugins.
+func newClients(tb testing.TB, srv *etcdtest.Server, n, perConn int, log *claimLog) ([]*client, []*etcd.Plugin) {
 	tb.Helper()
 	cs := make([]*client, n)
+	var dbs []*etcd.Plugin
 	quiet := slog.New(slog.DiscardHandler)
 	for i := range cs {
 		c := &client{name: fmt.Sprintf("node-%05d", i+1), loop: make(retryLoop, 1)}
-		cfg := etcd.DefaultConfig()
-		cfg.Endpoints = []string{srv.Endpoint()}
-		c.db = etcd.NewPlugin(etcd.UseConf(cfg), etcd.UseEnv(noEnv), etcd.UseDeps(func(d *etcd.Deps) {
-			d.Cfg, d.Log = config.NoFile, quiet
-		}))
-		if err := c.db.Init(); err != nil {
-			tb.Fatalf("etcd plugin of %s: %v", c.name, err)
+		if i%max(perConn, 1) == 0 {
+			cfg := etcd.DefaultConfig()
+			cfg.Endpoints = []string{srv.Endpoint()}
+			db := etcd.NewPlugin(etcd.UseConf(cfg), etcd.UseEnv(noEnv), etcd.UseDeps(func(d *etcd.Deps) {
+				d.Cfg, d.Log = config.NoFile, quiet
+			}))
+			if err := db.Init(); err != nil {
+				tb.Fatalf("etcd plugin of %s: %v", c.name, err)
+			}
+			dbs = append(dbs, db)
 		}
+		c.db = dbs[len(dbs)-1]
 		c.sync = nodesync.NewPlugin(nodesync.UseEnv(noEnv), nodesync.UseDeps(func(d *nodesync.Deps) {
 			d.Cfg, d.Log = config.NoFile, slog.New(log)
 			d.ServiceLabel, d.DB, d.Presence, d.EventLoop = label(c.name), c.db, c.db, c.loop
@@ -123,19 +131,21 @@ func newClients(tb testing.TB, srv *etcdtest.Server, n int, log *claimLog) []*cl
 		}
 		cs[i] = c
 	}
-	return cs
+	return cs, dbs
 }
 
 func noEnv(string) (string, bool) { return "", false }
 
-// close closes the plugins (revoking the presences) and their clients.
-func closeClients(cs []*client) {
+// closeClients closes the plugins (revoking the presences), then the
+// etcd plugins.
+func closeClients(cs []*client, dbs []*etcd.Plugin) {
 	var wg sync.WaitGroup
 	for _, c := range cs {
-		wg.Go(func() {
-			_ = c.sync.Close()
-			_ = c.db.Close()
-		})
+		wg.Go(func() { _ = c.sync.Close() })
+	}
+	wg.Wait()
+	for _, db := range dbs {
+		wg.Go(func() { _ = db.Close() })
 	}
 	wg.Wait()
 }
@@ -183,6 +193,15 @@ func claimAll(cs []*client, concurrency int) outcome {
 		out.ids[c.name] = c.sync.GetNodeID()
 	}
 	return out
+}
+
+// maxID is the highest ID claimed.
+func (o outcome) maxID() uint32 {
+	var m uint32
+	for _, id := range o.ids {
+		m = max(m, id)
+	}
+	return m
 }
 
 // claim runs the client's resyncs until it has an ID.

@@ -1,0 +1,141 @@
+package nodesync_test
+
+import (
+	"fmt"
+	"testing"
+
+	. "github.com/onsi/gomega"
+
+	"github.com/contiv-ipam/agent/infra/kvdb"
+	"github.com/contiv-ipam/agent/infra/kvdb/etcd/etcdtest"
+	"github.com/contiv-ipam/agent/plugins/ksr/model/codec"
+	"github.com/contiv-ipam/agent/plugins/ksr/model/vppnode"
+	"github.com/contiv-ipam/agent/plugins/nodesync"
+)
+
+func smallest(int) int  { return 0 }
+func largest(n int) int { return n - 1 }
+
+// A claim that loses a transaction never tries that ID again and picks
+// its next candidate among the smallest free IDs of a window that doubles
+// with every loss.
+func TestClaimAfterALostRaceTriesAnotherCandidate(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		pick func(int) int
+		lose int
+		want uint32
+	}{
+		{name: "no loss: the smallest free ID", pick: largest, lose: 0, want: 3},
+		{name: "one loss, smallest of the window", pick: smallest, lose: 1, want: 5},
+		{name: "one loss, largest of the window {5, 6}", pick: largest, lose: 1, want: 6},
+		// lost 3, then 6 (largest of {5, 6}), then the window {5, 7, 8, 9}
+		{name: "two losses, largest of the window", pick: largest, lose: 2, want: 9},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			db := &fakeStore{txnOK: true, lose: tc.lose}
+			for _, id := range []uint32{1, 2, 4} {
+				db.listing = append(db.listing, record(t, &vppnode.VppNode{Id: id, Name: fmt.Sprintf("other-%d", id)}))
+			}
+			p := newPlugin(t, "node-x", db, &loop{}, nodesync.UsePick(tc.pick))
+			g.Expect(resync(p, nil)).To(Succeed())
+			g.Expect(p.GetNodeID()).To(Equal(tc.want))
+			attempts, conflicts, listings := p.ClaimStats()
+			g.Expect(attempts).To(Equal(tc.lose + 1))
+			g.Expect(conflicts).To(Equal(tc.lose))
+			g.Expect(listings).To(Equal(1), "no listing again before the twelfth loss")
+		})
+	}
+}
+
+func TestClaimWindowDoublesUpToItsBound(t *testing.T) {
+	g := NewWithT(t)
+	want := []int{1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 1024, 1024}
+	for lost, w := range want {
+		g.Expect(nodesync.Window(lost)).To(Equal(w), "after %d losses", lost)
+	}
+	g.Expect(nodesync.Window(nodesync.DefaultMaxClaimAttempts)).To(Equal(nodesync.MaxClaimWindow))
+}
+
+// Candidates stay within the compactness bound: after lost losses the
+// candidate is among the window(lost) smallest IDs not known taken, so it
+// is at most (IDs known taken) + window(lost), whatever the pick.
+func TestClaimCandidatesStayWithinTheWindow(t *testing.T) {
+	g := NewWithT(t)
+	const lose = 6
+	db := &fakeStore{txnOK: true, lose: lose}
+	taken := []uint32{1, 2, 3, 5, 8, 13, 21, 34}
+	for _, id := range taken {
+		db.listing = append(db.listing, record(t, &vppnode.VppNode{Id: id, Name: "other"}))
+	}
+	p := newPlugin(t, "node-x", db, &loop{}, nodesync.UsePick(largest))
+	g.Expect(resync(p, nil)).To(Succeed())
+	g.Expect(p.GetNodeID()).To(BeNumerically("<=", uint32(len(taken)+lose+nodesync.Window(lose))))
+	// lost 4, 7, 11, 17, 27, 45 (each the largest of its window); then the
+	// 64th ID not among the 14 known taken, all below it: 78.
+	g.Expect(p.GetNodeID()).To(Equal(uint32(78)))
+}
+
+// A listing decodes only the values that may name this node: its own
+// record is found among many without decoding the others.
+func TestClaimFindsItsRecordWithoutDecodingOthers(t *testing.T) {
+	g := NewWithT(t)
+	db := &fakeStore{}
+	for id := uint32(1); id <= 200; id++ {
+		name := fmt.Sprintf("other-%d", id)
+		if id == 77 {
+			name = "node-x"
+		}
+		db.listing = append(db.listing, record(t, &vppnode.VppNode{Id: id, Name: name}))
+	}
+	p := newPlugin(t, "node-x", db, &loop{})
+	g.Expect(resync(p, nil)).To(Succeed())
+	g.Expect(p.GetNodeID()).To(Equal(uint32(77)))
+	g.Expect(p.ClaimDecodes()).To(Equal(1))
+	g.Expect(db.txns).To(BeZero())
+}
+
+// A value whose name is escaped (legal JSON, not what codec writes) is
+// decoded all the same: a backslash makes a value a candidate.
+func TestClaimFindsAnEscapedRecord(t *testing.T) {
+	g := NewWithT(t)
+	db := &fakeStore{listing: []kvdb.KeyValue{
+		record(t, &vppnode.VppNode{Id: 1, Name: "other"}),
+		{Key: codec.KSRPrefix + vppnode.Key(2), Value: []byte(`{"id":2,"name":"node-\u0078"}`)},
+	}}
+	p := newPlugin(t, "node-x", db, &loop{})
+	g.Expect(resync(p, nil)).To(Succeed())
+	g.Expect(p.GetNodeID()).To(Equal(uint32(2)))
+	g.Expect(p.ClaimDecodes()).To(Equal(1))
+}
+
+// TestHerdClaimsDistinctCompactIDs: 150 agents, 10 per etcd connection,
+// claim at once with the real random pick: distinct IDs, none gives up,
+// and each ID is within the documented bound (others' records +
+// window(its losses)).
+func TestHerdClaimsDistinctCompactIDs(t *testing.T) {
+	g := NewWithT(t)
+	const n, perConn = 150, 10
+	srv := etcdtest.Start(t)
+	ps := make([]*nodesync.Plugin, n)
+	for i := range ps {
+		if i%perConn == 0 {
+			db := newDB(t, srv)
+			for j := i; j < i+perConn; j++ {
+				ps[j] = newPlugin(t, fmt.Sprintf("herd-%03d", j), db, &loop{})
+			}
+		}
+	}
+	errs := runAtOnce(ps)
+	seen := map[uint32]int{}
+	for i, p := range ps {
+		g.Expect(errs[i]).NotTo(HaveOccurred())
+		id := p.GetNodeID()
+		g.Expect(id).NotTo(BeZero())
+		_, conflicts, _ := p.ClaimStats()
+		g.Expect(int(id)).To(BeNumerically("<=", n-1+nodesync.Window(conflicts)), "herd-%03d lost %d", i, conflicts)
+		seen[id]++
+	}
+	g.Expect(seen).To(HaveLen(n), "distinct IDs")
+}
