@@ -61,7 +61,7 @@
 //     (DefaultMaxClaimAttempts, see UseMaxClaimAttempts) the claim fails with
 //     an error wrapping ErrClaimGaveUp that names the node, the attempts and
 //     the last candidate. A herd converges in far fewer (5,000 nodes at
-//     once: at most about 30, see tests/bench/nodeids). Compactness: the
+//     once: 25 to 40 in a run, see tests/bench/nodeids). Compactness: the
 //     candidate after lost losses is among the window(lost) smallest IDs
 //     not known taken, so a claimed ID is at most (IDs held by other
 //     nodes) + window(lost) <= (IDs held by other nodes) + MaxClaimWindow;
