@@ -139,7 +139,7 @@ func (p *Plugin) claimNodeID(ctx context.Context, preferred uint32) (id uint32, 
 			if tryPreferred {
 				c, tryPreferred = preferred, false
 			} else {
-				free = view.firstFree(free[:0], window(st.Conflicts))
+				free = view.firstFree(free[:0], cappedWindow(st.Conflicts, len(view.taken)))
 				if len(free) == 0 {
 					return 0, nil, fail("every node ID up to %d is taken", uint32(math.MaxUint32))
 				}

@@ -49,6 +49,24 @@ func TestClaimAfterALostRaceTriesAnotherCandidate(t *testing.T) {
 	}
 }
 
+// Beyond MinClaimWindow the window grows only up to a quarter of the IDs
+// the view knows taken, so that a herd on a young cluster stays compact.
+func TestClaimWindowIsCappedByWhatTheViewKnowsTaken(t *testing.T) {
+	g := NewWithT(t)
+	cases := []struct{ lost, taken, want int }{
+		{0, 0, 1},
+		{5, 0, 32},    // 2^5 = MinClaimWindow
+		{6, 0, 32},    // 64, capped: nothing known taken
+		{6, 200, 50},  // 64, capped at 200/4
+		{10, 200, 50}, // 1024, capped at 200/4
+		{10, 8000, 1024},
+		{3, 8000, 8}, // the doubling rules while it is smaller
+	}
+	for _, tc := range cases {
+		g.Expect(nodesync.CappedWindow(tc.lost, tc.taken)).To(Equal(tc.want), "lost %d, taken %d", tc.lost, tc.taken)
+	}
+}
+
 func TestClaimWindowDoublesUpToItsBound(t *testing.T) {
 	g := NewWithT(t)
 	want := []int{1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 1024, 1024}
@@ -71,10 +89,11 @@ func TestClaimCandidatesStayWithinTheWindow(t *testing.T) {
 	}
 	p := newPlugin(t, "node-x", db, &loop{}, nodesync.UsePick(largest))
 	g.Expect(resync(p, nil)).To(Succeed())
-	g.Expect(p.GetNodeID()).To(BeNumerically("<=", uint32(len(taken)+lose+nodesync.Window(lose))))
+	g.Expect(p.GetNodeID()).To(BeNumerically("<=", uint32(len(taken)+lose+nodesync.CappedWindow(lose, len(taken)+lose))))
 	// lost 4, 7, 11, 17, 27, 45 (each the largest of its window); then the
-	// 64th ID not among the 14 known taken, all below it: 78.
-	g.Expect(p.GetNodeID()).To(Equal(uint32(78)))
+	// window is 2^6 = 64 capped at MinClaimWindow (14 IDs known taken is
+	// too few to go wider): the 32nd ID not among the 14, all below it: 46.
+	g.Expect(p.GetNodeID()).To(Equal(uint32(46)))
 }
 
 // A listing decodes only the values that may name this node: its own

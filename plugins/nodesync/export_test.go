@@ -18,3 +18,6 @@ func UsePick(f func(n int) int) Option { return func(p *Plugin) { p.pick = f } }
 
 // Window is window.
 var Window = window
+
+// CappedWindow is cappedWindow.
+var CappedWindow = cappedWindow

@@ -12,6 +12,12 @@ import (
 // together spreads over enough IDs to converge in a few rounds.
 const MaxClaimWindow = 1024
 
+// MinClaimWindow is the window a claim may always grow to; beyond it the
+// window grows only up to half the IDs its view knows taken, so that a
+// herd spreads no wider than the cluster it is becoming: a node's ID is
+// at most (IDs known taken) + max(MinClaimWindow, (IDs known taken)/2).
+const MinClaimWindow = 32
+
 // idView is one claim's knowledge of the taken node IDs: its latest
 // listing plus the candidates it lost since (taken meanwhile by another
 // node). Not safe for concurrent use: one claim owns it.
@@ -67,4 +73,10 @@ func window(lost int) int {
 		k *= 2
 	}
 	return k
+}
+
+// cappedWindow is window(lost), at most max(MinClaimWindow, taken/2) for a
+// view that knows taken IDs taken.
+func cappedWindow(lost, taken int) int {
+	return min(window(lost), max(MinClaimWindow, taken/4))
 }
