@@ -46,7 +46,7 @@ func newKeySet(n int) *keySet {
 	build := func(ids, names, ifName, ns string) []allocKey {
 		keys := make([]allocKey, n)
 		for i := range keys {
-			keys[i] = allocKey{containerID: ids[i : i+64], ifName: ifName, podName: names[12*i : 12*i+12], podNamespace: ns}
+			keys[i] = allocKey{network: "", containerID: ids[i : i+64], ifName: ifName, podName: names[12*i : 12*i+12], podNamespace: ns}
 		}
 		return keys
 	}

@@ -99,7 +99,7 @@ func run(args []string, stdout io.Writer) error {
 	}
 	if o.list {
 		for _, sc := range scenarios {
-			fmt.Fprintf(stdout, "%-9s %s\n          %s\n", sc.ID, sc.Title, sc.Run.String())
+			_, _ = fmt.Fprintf(stdout, "%-9s %s\n          %s\n", sc.ID, sc.Title, sc.Run.String())
 		}
 		return nil
 	}
@@ -119,7 +119,7 @@ func run(args []string, stdout io.Writer) error {
 	if err := write(o, set, ran); err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "== wrote %s and the plots in %s\n", filepath.Join(o.root, o.out), filepath.Join(o.root, o.assets))
+	_, _ = fmt.Fprintf(stdout, "== wrote %s and the plots in %s\n", filepath.Join(o.root, o.out), filepath.Join(o.root, o.assets))
 	if len(failed) > 0 {
 		return fmt.Errorf("scenarios failed (their raw output says why): %s", strings.Join(failed, ", "))
 	}
@@ -136,14 +136,14 @@ func runAll(o options, rawDir string, procs int, stdout io.Writer) []string {
 			continue
 		}
 		start := time.Now()
-		fmt.Fprintf(stdout, "== %s: %s\n", sc.ID, sc.Run.String())
+		_, _ = fmt.Fprintf(stdout, "== %s: %s\n", sc.ID, sc.Run.String())
 		if err := runScenario(o.root, sc, filepath.Join(rawDir, sc.ID+".txt"), procs, stdout); err != nil {
-			fmt.Fprintf(stdout, "== %s failed: %v\n", sc.ID, err)
+			_, _ = fmt.Fprintf(stdout, "== %s failed: %v\n", sc.ID, err)
 			failed = append(failed, sc.ID)
 		}
-		fmt.Fprintf(stdout, "== %s took %.0f s\n", sc.ID, time.Since(start).Seconds())
+		_, _ = fmt.Fprintf(stdout, "== %s took %.0f s\n", sc.ID, time.Since(start).Seconds())
 	}
-	fmt.Fprintf(stdout, "== all scenarios took %.0f s\n", time.Since(total).Seconds())
+	_, _ = fmt.Fprintf(stdout, "== all scenarios took %.0f s\n", time.Since(total).Seconds())
 	return failed
 }
 
@@ -154,8 +154,8 @@ func runScenario(root string, sc report.Scenario, raw string, procs int, stdout 
 	if err != nil {
 		return err
 	}
-	defer f.Close()
-	fmt.Fprintf(f, "# ran: %s\n# commit: %s\n# command: %s\n", time.Now().UTC().Format(time.RFC3339), commit(root), sc.Run.String())
+	defer func() { _ = f.Close() }() // closed below on success; this covers the error paths
+	_, _ = fmt.Fprintf(f, "# ran: %s\n# commit: %s\n# command: %s\n", time.Now().UTC().Format(time.RFC3339), commit(root), sc.Run.String())
 	args := append([]string{"test", "-cpu", strconv.Itoa(procs)}, sc.Run.Args...)
 	cmd := exec.Command("go", args...)
 	cmd.Dir = filepath.Join(root, sc.Run.Dir)
@@ -163,7 +163,7 @@ func runScenario(root string, sc report.Scenario, raw string, procs int, stdout 
 	cmd.Stdout = io.MultiWriter(f, stdout)
 	cmd.Stderr = cmd.Stdout
 	if err := cmd.Run(); err != nil {
-		fmt.Fprintf(f, "# failed: %v\n", err)
+		_, _ = fmt.Fprintf(f, "# failed: %v\n", err)
 		return err
 	}
 	return f.Close()
