@@ -241,4 +241,31 @@ func TestNodeSyncWiring(t *testing.T) {
 	if d.Metrics != a.Metrics {
 		t.Errorf("nodesync Metrics %v, want the metrics plugin", d.Metrics)
 	}
+	// The node-ID bound follows contivconf's ipamConfig, read when the
+	// claim runs (the shipped conf/contiv.conf).
+	if d.MaxNodeID == nil {
+		t.Fatal("nodesync has no MaxNodeID: it could claim an ID the node subnets cannot serve")
+	}
+	if got := d.MaxNodeID(); got != 0 {
+		t.Errorf("MaxNodeID before contivconf has a config: %d, want 0 (no bound yet)", got)
+	}
+	data, err := os.ReadFile(filepath.Join("..", "..", "conf", "contiv.conf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := contivconf.DefaultConfig()
+	if err := config.Decode(data, &cfg, "conf/contiv.conf"); err != nil {
+		t.Fatal(err)
+	}
+	c := contivconf.NewPlugin(contivconf.UseConf(cfg), contivconf.UseDeps(func(d *contivconf.Deps) {
+		d.LogRegistry = logging.NewRegistry()
+		d.ServiceLabel = a.ServiceLabel
+	}))
+	if err := c.Init(); err != nil {
+		t.Fatal(err)
+	}
+	a.ContivConf = c // the closure reads a.ContivConf when the claim runs
+	if got, want := d.MaxNodeID(), ipam.MaxNodeID(c.GetIPAMConfig(), c.GetStaticDefaultGW()); got != want || got != 255 {
+		t.Errorf("MaxNodeID %d, want ipam.MaxNodeID of the config, %d, which is 255 for the shipped config (VXLAN and interconnect /24s)", got, want)
+	}
 }

@@ -97,6 +97,10 @@ func (a *ContivAgent) addControllerAndHandlers(reg *logging.Registry) {
 		// etcd's leases refuse a second live agent with this node name;
 		// bolt keeps the last node ID so that a change is never silent.
 		d.Presence, d.LocalDB, d.Metrics, d.StatusCheck = a.ETCD, a.Bolt, a.Metrics, a.Health
+		// Never claim an ID the node subnets of ipamConfig cannot serve.
+		d.MaxNodeID = func() uint32 {
+			return ipam.MaxNodeID(a.ContivConf.GetIPAMConfig(), a.ContivConf.GetStaticDefaultGW())
+		}
 	}))
 	a.IPAM = ipam.NewPlugin(ipam.UseDeps(func(d *ipam.Deps) {
 		d.LogRegistry = reg

@@ -144,6 +144,11 @@ func checkAcceptedInitialises(t *testing.T, p ipamParams) bool {
 	if maxID < 1 {
 		t.Fatalf("%v: accepted, but no node ID fits", p)
 	}
+	// MaxNodeID (what nodesync bounds its claims by) is computed from the
+	// arithmetic itself, the closed form here from the sizes alone.
+	if got := ipam.MaxNodeID(conf.GetIPAMConfig(), conf.GetStaticDefaultGW()); got != maxID {
+		t.Fatalf("%v: MaxNodeID %d, but the largest node ID that fits is %d", p, got, maxID)
+	}
 	for _, id := range []uint32{1, maxID} {
 		if err := initialise(t, conf, id); err != nil {
 			t.Fatalf("%v: accepted, but node ID %d (largest that fits: %d) does not initialise: %v", p, id, maxID, err)

@@ -130,7 +130,8 @@ func (p *Plugin) claimNodeID(ctx context.Context, preferred uint32) (id uint32, 
 			return id, l.ownRec[id], nil
 		}
 		view := newIDView(l.taken)
-		tryPreferred := preferred != 0 && !view.isTaken(preferred)
+		bound := p.idBound()
+		tryPreferred := preferred != 0 && preferred <= bound && !view.isTaken(preferred)
 		for lost := 0; lost < relistAfter; lost++ {
 			if st.Attempts >= p.maxAttempts {
 				return 0, nil, fail("%w after %d attempts, last candidate ID %d was taken", ErrClaimGaveUp, st.Attempts, last)
@@ -139,9 +140,9 @@ func (p *Plugin) claimNodeID(ctx context.Context, preferred uint32) (id uint32, 
 			if tryPreferred {
 				c, tryPreferred = preferred, false
 			} else {
-				free = view.firstFree(free[:0], cappedWindow(st.Conflicts, len(view.taken)))
+				free = view.firstFree(free[:0], cappedWindow(st.Conflicts, len(view.taken)), bound)
 				if len(free) == 0 {
-					return 0, nil, fail("every node ID up to %d is taken", uint32(math.MaxUint32))
+					return 0, nil, fail("every node ID up to %d is taken (the largest the node subnets of the IPAM config allow; contiv-ksr frees the IDs of deleted Nodes)", bound)
 				}
 				c = free[p.pick(len(free))]
 			}
@@ -161,6 +162,17 @@ func (p *Plugin) claimNodeID(ctx context.Context, preferred uint32) (id uint32, 
 			p.Log.Debug("node ID taken meanwhile", "node", p.name, "candidate", c, "attempt", st.Attempts)
 		}
 	}
+}
+
+// idBound is the largest node ID a claim may take: Deps.MaxNodeID, or
+// math.MaxUint32 without one (or when it returns 0).
+func (p *Plugin) idBound() uint32 {
+	if p.MaxNodeID != nil {
+		if b := p.MaxNodeID(); b > 0 {
+			return b
+		}
+	}
+	return math.MaxUint32
 }
 
 // createID creates the key of id with this node's record if it is absent.

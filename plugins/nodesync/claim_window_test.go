@@ -3,6 +3,7 @@ package nodesync_test
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 
@@ -157,4 +158,57 @@ func TestHerdClaimsDistinctCompactIDs(t *testing.T) {
 		seen[id]++
 	}
 	g.Expect(seen).To(HaveLen(n), "distinct IDs")
+}
+
+// withBound gives the plugin a node-ID bound, as the agent does from
+// ipam.MaxNodeID.
+func withBound(b uint32) nodesync.Option {
+	return nodesync.UseDeps(func(d *nodesync.Deps) { d.MaxNodeID = func() uint32 { return b } })
+}
+
+// A claim never tries an ID above the bound the IPAM config sets, however
+// wide its window has grown: here the window after 6 losses would reach
+// past 46 (TestClaimCandidatesStayWithinTheWindow), the bound is 12.
+func TestAClaimStaysWithinTheNodeIDBound(t *testing.T) {
+	g := NewWithT(t)
+	db := &fakeStore{txnOK: true, lose: 6}
+	for _, id := range []uint32{1, 2, 3, 5, 8} {
+		db.listing = append(db.listing, record(t, &vppnode.VppNode{Id: id, Name: "other"}))
+	}
+	p := newPlugin(t, "node-x", db, &loop{}, nodesync.UsePick(largest), withBound(12))
+	g.Expect(resync(p, nil)).To(Succeed())
+	// lost 4, 7, 10, 12, 11, 9 (the largest free of each window up to
+	// 12); then the only ID left up to 12: 6.
+	g.Expect(p.GetNodeID()).To(Equal(uint32(6)))
+}
+
+// When every ID up to the bound is taken the claim fails without trying
+// an ID above it and is retried later, as when etcd does not answer
+// (contiv-ksr frees the IDs of deleted Nodes meanwhile).
+func TestAClaimWaitsWhenEveryIDUpToTheBoundIsTaken(t *testing.T) {
+	g := NewWithT(t)
+	db := &fakeStore{txnOK: true}
+	for _, id := range []uint32{1, 2, 3} {
+		db.listing = append(db.listing, record(t, &vppnode.VppNode{Id: id, Name: "other"}))
+	}
+	l := &loop{}
+	p := newPlugin(t, "node-x", db, l, withBound(3))
+	g.Expect(resync(p, nil)).To(Succeed(), "not fatal")
+	g.Expect(p.GetNodeID()).To(BeZero())
+	g.Eventually(l.retries).WithTimeout(5*time.Second).Should(BeNumerically(">=", 1), "a retry is pushed")
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	g.Expect(db.txns).To(BeZero(), "no ID above the bound was tried")
+}
+
+// A bound of 0 (or none) leaves IDs bounded only by 2^32-1.
+func TestAZeroBoundIsNoBound(t *testing.T) {
+	g := NewWithT(t)
+	db := &fakeStore{txnOK: true}
+	for _, id := range []uint32{1, 2, 3} {
+		db.listing = append(db.listing, record(t, &vppnode.VppNode{Id: id, Name: "other"}))
+	}
+	p := newPlugin(t, "node-x", db, &loop{}, withBound(0))
+	g.Expect(resync(p, nil)).To(Succeed())
+	g.Expect(p.GetNodeID()).To(Equal(uint32(4)))
 }

@@ -70,9 +70,11 @@
 //     IDs its view knows taken (at most (IDs held by other nodes) +
 //     MaxClaimWindow); without a loss it is the smallest free ID. Measured:
 //     a herd of 200 on an empty store got IDs up to 245, of 1,000 up to
-//     1,197 (a bound on the ID space, such as the node subnets that ipam
-//     cuts from its config, must leave that slack; nodesync itself bounds
-//     IDs only by math.MaxUint32).
+//     1,197. No candidate is ever above Deps.MaxNodeID (the agent gives
+//     ipam.MaxNodeID of its ipamConfig: the largest ID its node subnets
+//     can serve; without it, math.MaxUint32): when every ID up to it is
+//     taken the claim fails, naming it, and is retried like an etcd
+//     failure (contiv-ksr frees the IDs of deleted Nodes).
 //  7. Compare the ID with the stored one: nothing stored, it is stored; the
 //     same, fine; different (or unreadable), the change is logged at error
 //     level, counted (contiv_nodesync_node_id_changes_total) and, unless

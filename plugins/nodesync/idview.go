@@ -1,7 +1,6 @@
 package nodesync
 
 import (
-	"math"
 	"slices"
 )
 
@@ -41,13 +40,13 @@ func (v *idView) markTaken(id uint32) {
 	}
 }
 
-// firstFree appends to dst the k smallest positive IDs not known to be
-// taken, ascending, and returns it; fewer when the IDs up to
-// math.MaxUint32 run out. The k-th free ID is at most len(v.taken) + k.
-func (v *idView) firstFree(dst []uint32, k int) []uint32 {
+// firstFree appends to dst the k smallest positive IDs up to bound not
+// known to be taken, ascending, and returns it; fewer when the IDs up to
+// bound run out. The k-th free ID is at most len(v.taken) + k.
+func (v *idView) firstFree(dst []uint32, k int, bound uint32) []uint32 {
 	var c uint32
 	i := 0
-	for len(dst) < k && c < math.MaxUint32 {
+	for len(dst) < k && c < bound {
 		c++
 		for i < len(v.taken) && v.taken[i] < c {
 			i++

@@ -52,6 +52,12 @@ type Deps struct {
 	// EventLoop receives the NodeUpdate and NodeIDCheck events (the
 	// controller).
 	EventLoop api.EventLoop
+	// MaxNodeID returns the largest node ID this node's addressing can use
+	// (ipam.MaxNodeID of contivconf's ipamConfig: the node subnets the
+	// config cuts); it is read at each claim. nil, or 0, bounds IDs only
+	// by math.MaxUint32. A claim never tries an ID above it, and fails
+	// naming it when every ID up to it is taken.
+	MaxNodeID func() uint32
 }
 
 // Plugin is nodesync: the node ID claim and its upkeep, the node registry
