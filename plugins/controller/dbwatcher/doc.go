@@ -19,7 +19,8 @@
 // # What the loop receives
 //
 // One goroutine does all the work, so events reach the loop in the order
-// etcd made the changes:
+// etcd made the changes (a resync's decoding alone fans out over the
+// cores and is joined before anything is applied):
 //
 //  1. Remote resync, on etcd's first connection, on every reconnect, when
 //     the watch breaks and on RequestResync: one List of the prefix (one
