@@ -3,6 +3,7 @@ package resync
 import (
 	"context"
 	"fmt"
+	"github.com/contiv-ipam/agent/tests/bench/internal/agentproc"
 	"net/netip"
 	"path/filepath"
 	"sync"
@@ -46,7 +47,7 @@ func BenchmarkAgentRestart(b *testing.B) {
 			starts += took
 			r, l, rss := env.measure(b, a)
 			resyncs, lists, peak = resyncs+r, lists+l, max(peak, rss)
-			if err := a.stop(); err != nil {
+			if err := a.Stop(); err != nil {
 				b.Fatal(err)
 			}
 			b.StartTimer()
@@ -97,7 +98,7 @@ func newRestartEnv(b *testing.B, s shape) *restartEnv {
 
 	a, _ := env.start(b)
 	local := addLocal(b, filepath.Join(env.dir, "cni.sock"), s.local)
-	if err := a.stop(); err != nil {
+	if err := a.Stop(); err != nil {
 		b.Fatal(err)
 	}
 	pods, err := s.podKVs(local)
@@ -108,7 +109,7 @@ func newRestartEnv(b *testing.B, s shape) *restartEnv {
 
 	a, env.coldMirror = env.start(b)
 	_, _, env.coldPeak = env.measure(b, a)
-	if err := a.stop(); err != nil {
+	if err := a.Stop(); err != nil {
 		b.Fatal(err)
 	}
 	return env
@@ -116,16 +117,16 @@ func newRestartEnv(b *testing.B, s shape) *restartEnv {
 
 // start runs the agent and returns it once /readiness answers 200, with
 // the time from exec.
-func (e *restartEnv) start(b *testing.B) (*agentProc, time.Duration) {
+func (e *restartEnv) start(b *testing.B) (*agentproc.Proc, time.Duration) {
 	b.Helper()
 	t0 := time.Now()
-	a, err := startAgent(e.dir, thisNode)
+	a, err := agentproc.Start(e.dir, thisNode)
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(a.kill)
-	if err := a.waitReady(); err != nil {
-		a.kill()
+	b.Cleanup(a.Kill)
+	if err := a.WaitReady(); err != nil {
+		a.Kill()
 		b.Fatalf("%v; log in %s", err, filepath.Join(e.dir, "agent.log"))
 	}
 	return a, time.Since(t0)
@@ -135,23 +136,23 @@ func (e *restartEnv) start(b *testing.B) (*agentProc, time.Duration) {
 // time of the DB resync in the event loop (event history), the DB
 // watcher's remote resync (list, decode, mirror; its log line) and the
 // peak RSS in MiB.
-func (e *restartEnv) measure(b *testing.B, a *agentProc) (resync, list time.Duration, rss float64) {
+func (e *restartEnv) measure(b *testing.B, a *agentproc.Proc) (resync, list time.Duration, rss float64) {
 	b.Helper()
-	rss, err := a.peakRSS()
+	rss, err := a.PeakRSS()
 	if err != nil {
 		b.Fatal(err)
 	}
 	var allocs struct {
 		Pods []testenv.Allocation `json:"Pods"`
 	}
-	if err := getJSON(a.rest+"/contiv/v1/ipam/allocations", &allocs); err != nil {
+	if err := agentproc.GetJSON(a.Rest()+"/contiv/v1/ipam/allocations", &allocs); err != nil {
 		b.Fatal(err)
 	}
 	if len(allocs.Pods) != e.s.local {
 		b.Fatalf("%d allocations after the restart, want %d", len(allocs.Pods), e.s.local)
 	}
 	var history []controller.EventRecord
-	if err := getJSON(a.rest+controller.EventHistoryPath, &history); err != nil {
+	if err := agentproc.GetJSON(a.Rest()+controller.EventHistoryPath, &history); err != nil {
 		b.Fatal(err)
 	}
 	for _, r := range history {
@@ -163,7 +164,7 @@ func (e *restartEnv) measure(b *testing.B, a *agentProc) (resync, list time.Dura
 	if resync == 0 {
 		b.Fatalf("no successful DB Resync in the event history: %+v", history)
 	}
-	rec := a.logged("remote resync pushed")
+	rec := a.Logged("remote resync pushed")
 	d, ok := rec["duration"].(float64) // slog's JSON: nanoseconds
 	if !ok {
 		b.Fatalf("no duration in the \"remote resync pushed\" line: %v", rec)

@@ -2,6 +2,7 @@ package startup
 
 import (
 	"fmt"
+	"github.com/contiv-ipam/agent/tests/bench/internal/agentproc"
 	"math"
 	"os"
 	"path/filepath"
@@ -30,7 +31,7 @@ func writeConfig(dir, endpoint string) error {
 
 // BenchmarkStartToReady: each op execs the agent on a fresh config and
 // data directory and waits until /readiness answers 200 (polled every
-// pollPeriod once the "agent ready" line names the REST port); the agent
+// agentproc.PollPeriod once the "agent ready" line names the REST port); the agent
 // is then stopped (SIGINT), untimed.
 //
 //   - etcd=embedded: the agent's own embedded etcd (testenv's etcd.conf),
@@ -65,20 +66,20 @@ func benchStarts(b *testing.B, endpoint string) {
 		}
 		b.StartTimer()
 		t0 := time.Now()
-		a, err := startAgent(dir, fmt.Sprintf("startup-node-%d", i))
+		a, err := agentproc.Start(dir, fmt.Sprintf("startup-node-%d", i))
 		if err == nil {
-			err = a.waitReady()
+			err = a.WaitReady()
 		}
 		took := time.Since(t0)
 		b.StopTimer()
 		if err != nil {
 			if a != nil {
-				a.kill()
+				a.Kill()
 			}
 			b.Fatalf("start %d: %v; log in %s", i, err, filepath.Join(dir, "agent.log"))
 		}
 		lat = append(lat, took)
-		if err := a.stop(); err != nil {
+		if err := a.Stop(); err != nil {
 			b.Fatalf("stop %d: %v; log in %s", i, err, filepath.Join(dir, "agent.log"))
 		}
 		b.StartTimer()

@@ -14,8 +14,8 @@
 // Each op is a fresh start: a new config and data directory (bolt, and
 // the embedded etcd's data), the conf/ samples otherwise. What is timed:
 // exec, then the agent's "agent ready" log line (it names the REST port
-// the kernel chose), then GET /readiness every 2 ms (pollPeriod) until it
-// answers 200; the poll period bounds the error of a measure. The agent
+// the kernel chose), then GET /readiness every 2 ms (agentproc.PollPeriod)
+// until it answers 200; the poll period bounds the error of a measure. The agent
 // is then stopped with SIGINT, untimed. There is no warm-up beyond the
 // build (testenv.Main) and the run the testing package makes with b.N=1
 // is not made (b.Loop). Reported: ns/op and the nearest-rank "p50-ms" and

@@ -1,6 +1,7 @@
 package startup
 
 import (
+	"github.com/contiv-ipam/agent/tests/bench/internal/agentproc"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -39,7 +40,7 @@ func TestSetup(t *testing.T) {
 		w.WriteHeader(http.StatusOK)
 	}))
 	defer srv.Close()
-	polls, err := pollReady(srv.URL, nil, time.After(10*time.Second))
+	polls, err := agentproc.PollReady(srv.URL, nil, time.After(10*time.Second))
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(polls).To(Equal(5), "ready at the fifth GET")
 
@@ -49,8 +50,8 @@ func TestSetup(t *testing.T) {
 		w.WriteHeader(http.StatusServiceUnavailable)
 	}))
 	defer never.Close()
-	_, err = pollReady(never.URL, done, time.After(10*time.Second))
-	g.Expect(err).To(MatchError(errExited))
+	_, err = agentproc.PollReady(never.URL, done, time.After(10*time.Second))
+	g.Expect(err).To(MatchError(agentproc.ErrExited))
 
 	lat := []time.Duration{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}
 	g.Expect(percentile(lat, 0.5)).To(Equal(time.Duration(5)))

@@ -1,4 +1,12 @@
-package resync
+// Package agentproc runs the real contiv-agent binary (built by
+// tests/testenv) as the benchmarks of tests/bench measure it: exec on a
+// config directory, the "agent ready" log line (it names the REST port the
+// kernel chose), /readiness polled until 200, peak RSS, SIGINT.
+//
+// Owner: a Proc belongs to the goroutine that started it; its log reader
+// goroutine writes only the last record of each message (under a mutex)
+// and the ready and exit channels.
+package agentproc
 
 import (
 	"bufio"
@@ -24,14 +32,15 @@ import (
 const (
 	readyTimeout = 2 * time.Minute
 	stopTimeout  = 30 * time.Second
-	// pollPeriod is the pause between two GETs of /readiness.
-	pollPeriod = 2 * time.Millisecond
+	// PollPeriod is the pause between two GETs of /readiness: it bounds
+	// the error of a start-to-ready measure.
+	PollPeriod = 2 * time.Millisecond
 )
 
-// agentProc is one run of the real contiv-agent binary on a config
-// directory. Owner: the benchmark goroutine; the log reader goroutine
-// writes only last (under mu) and ready.
-type agentProc struct {
+// Proc is one run of the real contiv-agent binary on a config directory.
+// Owner: the goroutine that started it; the log reader goroutine writes
+// only last (under mu), ready and done.
+type Proc struct {
 	cmd  *exec.Cmd
 	done chan error // the exit status, once
 	rest string     // REST base, from the "agent ready" line
@@ -43,9 +52,9 @@ type agentProc struct {
 	last map[string]map[string]any // the last log record of each message
 }
 
-// startAgent execs the agent on dir (config files written by the caller)
-// for node and returns at once; the caller waits with waitReady.
-func startAgent(dir, node string) (*agentProc, error) {
+// Start execs the agent on dir (config files written by the caller) for
+// node and returns at once; the caller waits with WaitReady.
+func Start(dir, node string) (*Proc, error) {
 	logs, err := os.OpenFile(filepath.Join(dir, "agent.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
 	if err != nil {
 		return nil, err
@@ -57,7 +66,7 @@ func startAgent(dir, node string) (*agentProc, error) {
 		_ = logs.Close()
 		return nil, err
 	}
-	a := &agentProc{cmd: cmd, done: make(chan error, 1), ready: make(chan string, 1), last: map[string]map[string]any{}}
+	a := &Proc{cmd: cmd, done: make(chan error, 1), ready: make(chan string, 1), last: map[string]map[string]any{}}
 	if err := cmd.Start(); err != nil {
 		_ = logs.Close()
 		return nil, err
@@ -68,7 +77,7 @@ func startAgent(dir, node string) (*agentProc, error) {
 
 // readLog keeps every line in agent.log and the last record of each
 // message, announces "agent ready", then sends the exit status.
-func (a *agentProc) readLog(stderr io.Reader, logs *os.File) {
+func (a *Proc) readLog(stderr io.Reader, logs *os.File) {
 	sc := bufio.NewScanner(stderr)
 	sc.Buffer(make([]byte, 64*1024), 1024*1024)
 	for sc.Scan() {
@@ -89,10 +98,13 @@ func (a *agentProc) readLog(stderr io.Reader, logs *os.File) {
 	a.done <- a.cmd.Wait()
 }
 
-// waitReady waits for the "agent ready" line (it names the REST port the
-// kernel chose), then GETs /readiness every pollPeriod until it answers
-// 200.
-func (a *agentProc) waitReady() error {
+// Rest is the REST base URL the "agent ready" line named ("" before
+// WaitReady saw it).
+func (a *Proc) Rest() string { return a.rest }
+
+// WaitReady waits for the "agent ready" line (it names the REST port the
+// kernel chose), then polls /readiness (PollReady) until it answers 200.
+func (a *Proc) WaitReady() error {
 	deadline := time.After(readyTimeout)
 	select {
 	case a.rest = <-a.ready:
@@ -102,35 +114,48 @@ func (a *agentProc) waitReady() error {
 	case <-deadline:
 		return fmt.Errorf("no \"agent ready\" line within %v", readyTimeout)
 	}
+	_, err := PollReady(a.rest, a.done, deadline)
+	if errors.Is(err, ErrExited) {
+		a.exited = true
+	}
+	return err
+}
+
+// ErrExited: the process ended while its readiness was polled.
+var ErrExited = errors.New("agent exited before /readiness answered 200")
+
+// PollReady GETs base+"/readiness" every PollPeriod until it answers 200
+// and returns the number of GETs; it gives up when done delivers (the
+// process exited) or at deadline.
+func PollReady(base string, done <-chan error, deadline <-chan time.Time) (int, error) {
 	client := &http.Client{Timeout: 5 * time.Second}
-	for {
-		resp, err := client.Get(a.rest + "/readiness")
+	for polls := 1; ; polls++ {
+		resp, err := client.Get(base + "/readiness")
 		if err == nil {
 			_ = resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				return nil
+				return polls, nil
 			}
 		}
 		select {
-		case err := <-a.done:
-			a.exited = true
-			return fmt.Errorf("agent exited before /readiness answered 200: %v", err)
+		case err := <-done:
+			return polls, fmt.Errorf("%w: %v", ErrExited, err)
 		case <-deadline:
-			return fmt.Errorf("/readiness not 200 within %v", readyTimeout)
-		case <-time.After(pollPeriod):
+			return polls, fmt.Errorf("/readiness not 200 within %v", readyTimeout)
+		case <-time.After(PollPeriod):
 		}
 	}
 }
 
-// logged returns the last record of message msg, nil when none.
-func (a *agentProc) logged(msg string) map[string]any {
+// Logged returns the last record of message msg, nil when none.
+func (a *Proc) Logged(msg string) map[string]any {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.last[msg]
 }
 
-// peakRSS is the process's VmHWM (peak resident set) in MiB.
-func (a *agentProc) peakRSS() (float64, error) {
+// PeakRSS is the process's VmHWM (peak resident set) in MiB.
+func (a *Proc) PeakRSS() (float64, error) {
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", a.cmd.Process.Pid))
 	if err != nil {
 		return 0, err
@@ -144,8 +169,8 @@ func (a *agentProc) peakRSS() (float64, error) {
 	return 0, errors.New("no VmHWM in /proc/<pid>/status")
 }
 
-// stop sends SIGINT and waits for the exit (SIGKILL after stopTimeout).
-func (a *agentProc) stop() error {
+// Stop sends SIGINT and waits for the exit (SIGKILL after stopTimeout).
+func (a *Proc) Stop() error {
 	if err := a.cmd.Process.Signal(syscall.SIGINT); err != nil {
 		return err
 	}
@@ -160,8 +185,8 @@ func (a *agentProc) stop() error {
 	}
 }
 
-// kill ends a run that is still going (cleanup after a failure).
-func (a *agentProc) kill() {
+// Kill ends a run that is still going (cleanup after a failure).
+func (a *Proc) Kill() {
 	if !a.exited {
 		a.exited = true
 		_ = a.cmd.Process.Kill()
@@ -169,8 +194,8 @@ func (a *agentProc) kill() {
 	}
 }
 
-// getJSON decodes GET base+path into out.
-func getJSON(url string, out any) error {
+// GetJSON decodes GET url into out.
+func GetJSON(url string, out any) error {
 	resp, err := (&http.Client{Timeout: 30 * time.Second}).Get(url)
 	if err != nil {
 		return err
