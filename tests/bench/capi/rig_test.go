@@ -31,6 +31,7 @@ import (
 
 	"github.com/contiv-ipam/agent/plugins/capi/api/v1alpha1"
 	"github.com/contiv-ipam/agent/plugins/capi/pool"
+	"github.com/contiv-ipam/agent/tests/bench/internal/kubebench"
 	"github.com/contiv-ipam/agent/tests/kubeenv"
 )
 
@@ -84,9 +85,9 @@ func runOnce(tb testing.TB, b *testing.B, n int) (result, error) {
 	if err := createPool(ctx, driver); err != nil {
 		return result{}, err
 	}
-	rw := &readyWatch{client: driver}
-	defer rw.stop()
-	if err := rw.relist(ctx); err != nil {
+	rw := readyWatch(driver)
+	defer rw.Stop()
+	if _, err := rw.Relist(ctx); err != nil {
 		return result{}, err
 	}
 	names := claimNames(n)
@@ -103,7 +104,7 @@ func runOnce(tb testing.TB, b *testing.B, n int) (result, error) {
 		createdIn = time.Since(t0)
 		created <- err
 	}()
-	err = rw.wait(ctx, n, 2*time.Minute)
+	err = rw.Wait(ctx, n, 2*time.Minute)
 	elapsed := time.Since(t0)
 	writes, kinds := counter.n.Load()-before, counter.byKind()
 	if b != nil {
@@ -120,8 +121,8 @@ func runOnce(tb testing.TB, b *testing.B, n int) (result, error) {
 	if err := checkAddresses(ctx, driver, names); err != nil {
 		return result{}, err
 	}
-	if rw.relists > 1 {
-		tb.Logf("the API server ended the watch of the claims %d times; listed again each time", rw.relists-1)
+	if rw.Relists() > 1 {
+		tb.Logf("the API server ended the watch of the claims %d times; listed again each time", rw.Relists()-1)
 	}
 	return result{elapsed: elapsed, created: createdIn, writes: writes, kinds: kinds}, nil
 }
@@ -262,32 +263,15 @@ func claimNames(n int) []string {
 // createClaims creates the claims with creators clients at once; it
 // returns the errors.
 func createClaims(ctx context.Context, c client.Client, names []string) error {
-	next := make(chan string)
-	var (
-		wg   sync.WaitGroup
-		mu   sync.Mutex
-		errs []error
-	)
-	for range creators {
-		wg.Go(func() {
-			for name := range next {
-				claim := &ipamv1.IPAddressClaim{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
-					Spec: ipamv1.IPAddressClaimSpec{PoolRef: ipamv1.IPPoolReference{
-						APIGroup: v1alpha1.GroupVersion.Group, Kind: pool.KindPool, Name: poolName}}}
-				if err := c.Create(ctx, claim); err != nil {
-					mu.Lock()
-					errs = append(errs, fmt.Errorf("create claim %s: %w", name, err))
-					mu.Unlock()
-				}
-			}
-		})
-	}
-	for _, name := range names {
-		next <- name
-	}
-	close(next)
-	wg.Wait()
-	return errors.Join(errs...)
+	return kubebench.CreateAll(ctx, names, creators, func(ctx context.Context, name string) error {
+		claim := &ipamv1.IPAddressClaim{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
+			Spec: ipamv1.IPAddressClaimSpec{PoolRef: ipamv1.IPPoolReference{
+				APIGroup: v1alpha1.GroupVersion.Group, Kind: pool.KindPool, Name: poolName}}}
+		if err := c.Create(ctx, claim); err != nil {
+			return fmt.Errorf("create claim %s: %w", name, err)
+		}
+		return nil
+	})
 }
 
 // ready tells whether the claim is Ready with an address.
@@ -296,67 +280,33 @@ func ready(c *ipamv1.IPAddressClaim) bool {
 	return cond != nil && cond.Status == metav1.ConditionTrue && c.Status.AddressRef.Name != ""
 }
 
-// readyWatch follows which claims are Ready: a list, then a watch from
-// it. When the watch ends (the API server drops a watcher that falls
-// behind) or reports an error, it lists again and watches from there.
-type readyWatch struct {
-	client  client.WithWatch
-	done    map[string]bool
-	w       watch.Interface
-	relists int // lists made, the first one included
-}
-
-// relist lists the claims, records the Ready ones and watches from the
-// list.
-func (r *readyWatch) relist(ctx context.Context) error {
-	r.stop()
-	r.relists++
-	var list ipamv1.IPAddressClaimList
-	if err := r.client.List(ctx, &list, client.InNamespace(namespace)); err != nil {
-		return err
-	}
-	if r.done == nil {
-		r.done = map[string]bool{}
-	}
-	for i := range list.Items {
-		if ready(&list.Items[i]) {
-			r.done[list.Items[i].Name] = true
-		}
-	}
-	var err error
-	r.w, err = r.client.Watch(ctx, &ipamv1.IPAddressClaimList{}, client.InNamespace(namespace),
-		&client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: list.ResourceVersion}})
-	return err
-}
-
-// wait returns when n claims are Ready; an error when timeout passes
-// first or a list or watch fails.
-func (r *readyWatch) wait(ctx context.Context, n int, timeout time.Duration) error {
-	deadline := time.NewTimer(timeout)
-	defer deadline.Stop()
-	for len(r.done) < n {
-		select {
-		case ev, ok := <-r.w.ResultChan():
-			c, isClaim := ev.Object.(*ipamv1.IPAddressClaim)
-			if !ok || !isClaim {
-				if err := r.relist(ctx); err != nil {
-					return fmt.Errorf("list and watch the claims again: %w", err)
+// readyWatch follows which claims are Ready with an address
+// (kubebench.Follower).
+func readyWatch(c client.WithWatch) *kubebench.Follower {
+	return &kubebench.Follower{
+		What: "claims Ready",
+		List: func(ctx context.Context) ([]string, int, watch.Interface, error) {
+			var list ipamv1.IPAddressClaimList
+			if err := c.List(ctx, &list, client.InNamespace(namespace)); err != nil {
+				return nil, 0, nil, err
+			}
+			var done []string
+			for i := range list.Items {
+				if ready(&list.Items[i]) {
+					done = append(done, list.Items[i].Name)
 				}
-				continue
 			}
-			if ready(c) {
-				r.done[c.Name] = true
+			w, err := c.Watch(ctx, &ipamv1.IPAddressClaimList{}, client.InNamespace(namespace),
+				&client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: list.ResourceVersion}})
+			return done, len(list.Items), w, err
+		},
+		Reached: func(obj k8sruntime.Object) (string, bool, bool) {
+			claim, ok := obj.(*ipamv1.IPAddressClaim)
+			if !ok {
+				return "", false, false
 			}
-		case <-deadline.C:
-			return fmt.Errorf("%d of %d claims Ready after %s", len(r.done), n, timeout)
-		}
-	}
-	return nil
-}
-
-func (r *readyWatch) stop() {
-	if r.w != nil {
-		r.w.Stop()
+			return claim.Name, ready(claim), true
+		},
 	}
 }
 

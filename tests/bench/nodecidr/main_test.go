@@ -4,17 +4,12 @@ import (
 	"os"
 	"testing"
 
-	"github.com/go-logr/logr"
-	"k8s.io/klog/v2"
-	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+	"github.com/contiv-ipam/agent/tests/bench/internal/kubebench"
 )
 
-// TestMain drops the logs of the libraries before anything runs:
-// controller-runtime prints a stack to stdout when no logger was set 30 s
-// into the process (envtest logs through it), and klog writes to stderr;
-// either can land inside a benchmark line, which the report reads.
+// TestMain drops the libraries' logs before anything runs (see
+// kubebench.QuietLogs): they could land inside a benchmark line.
 func TestMain(m *testing.M) {
-	ctrllog.SetLogger(logr.Discard())
-	klog.SetLogger(logr.Discard())
+	kubebench.QuietLogs()
 	os.Exit(m.Run())
 }

@@ -6,17 +6,18 @@ import (
 	"fmt"
 	"net/http"
 	"net/netip"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/contiv-ipam/agent/tests/bench/internal/kubebench"
 	"github.com/contiv-ipam/agent/tests/kubeenv"
 )
 
@@ -71,14 +72,14 @@ func runOnce(tb testing.TB, b *testing.B, im impl, n int) (result, error) {
 	if err := createNodes(ctx, fast, nodeNames(n), creators); err != nil {
 		return result{}, err
 	}
-	cw := &cidrWatch{client: fast}
-	defer cw.stop()
-	listed, err := cw.relist(ctx)
+	cw := cidrWatch(fast)
+	defer cw.Stop()
+	listed, err := cw.Relist(ctx)
 	if err != nil {
 		return result{}, err
 	}
-	if listed != n || len(cw.have) != 0 {
-		return result{}, fmt.Errorf("%d Nodes listed, %d with CIDRs; want %d without", listed, len(cw.have), n)
+	if listed != n || cw.Len() != 0 {
+		return result{}, fmt.Errorf("%d Nodes listed, %d with CIDRs; want %d without", listed, cw.Len(), n)
 	}
 
 	run, claimWrites := im.prepare(tb)
@@ -100,7 +101,7 @@ func runOnce(tb testing.TB, b *testing.B, im impl, n int) (result, error) {
 	if err != nil {
 		return result{}, fmt.Errorf("%s: start: %w", im.name, err)
 	}
-	err = cw.wait(ctx, n, 2*time.Minute)
+	err = cw.Wait(ctx, n, 2*time.Minute)
 	elapsed := time.Since(t0)
 	if b != nil {
 		b.StopTimer()
@@ -112,8 +113,8 @@ func runOnce(tb testing.TB, b *testing.B, im impl, n int) (result, error) {
 	if err := checkCIDRs(ctx, fast, n); err != nil {
 		return result{}, fmt.Errorf("%s: %w", im.name, err)
 	}
-	if cw.relists > 1 {
-		tb.Logf("%s: the API server ended the watch of the Nodes %d times; listed again each time", im.name, cw.relists-1)
+	if cw.Relists() > 1 {
+		tb.Logf("%s: the API server ended the watch of the Nodes %d times; listed again each time", im.name, cw.Relists()-1)
 	}
 	return result{elapsed: elapsed, writes: counter.n.Load(), claimWrites: claimWrites()}, nil
 }
@@ -155,91 +156,40 @@ func nodeNames(n int) []string {
 // createNodes creates the Nodes without pod CIDRs with workers clients at
 // once; it returns the errors.
 func createNodes(ctx context.Context, client kubernetes.Interface, names []string, workers int) error {
-	next := make(chan string)
-	var (
-		wg   sync.WaitGroup
-		mu   sync.Mutex
-		errs []error
-	)
-	for range workers {
-		wg.Go(func() {
-			for name := range next {
-				n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}
-				if _, err := client.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{}); err != nil {
-					mu.Lock()
-					errs = append(errs, fmt.Errorf("create node %s: %w", name, err))
-					mu.Unlock()
+	return kubebench.CreateAll(ctx, names, workers, func(ctx context.Context, name string) error {
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}
+		if _, err := client.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("create node %s: %w", name, err)
+		}
+		return nil
+	})
+}
+
+// cidrWatch follows which Nodes hold a pod CIDR (kubebench.Follower).
+func cidrWatch(client kubernetes.Interface) *kubebench.Follower {
+	return &kubebench.Follower{
+		What: "Nodes with CIDRs",
+		List: func(ctx context.Context) ([]string, int, watch.Interface, error) {
+			list, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return nil, 0, nil, err
+			}
+			var have []string
+			for i := range list.Items {
+				if len(list.Items[i].Spec.PodCIDRs) > 0 {
+					have = append(have, list.Items[i].Name)
 				}
 			}
-		})
-	}
-	for _, name := range names {
-		next <- name
-	}
-	close(next)
-	wg.Wait()
-	return errors.Join(errs...)
-}
-
-// cidrWatch follows which Nodes hold a pod CIDR: a list, then a watch
-// from it. When the watch ends (the API server drops a watcher that falls
-// behind) or reports an error, it lists again and watches from there.
-type cidrWatch struct {
-	client  kubernetes.Interface
-	have    map[string]bool
-	w       watch.Interface
-	relists int // lists made, the first one included
-}
-
-// relist lists the Nodes, records those holding a CIDR and watches from
-// the list; it returns the number of Nodes.
-func (c *cidrWatch) relist(ctx context.Context) (int, error) {
-	c.stop()
-	c.relists++
-	list, err := c.client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return 0, err
-	}
-	if c.have == nil {
-		c.have = make(map[string]bool, len(list.Items))
-	}
-	for i := range list.Items {
-		if len(list.Items[i].Spec.PodCIDRs) > 0 {
-			c.have[list.Items[i].Name] = true
-		}
-	}
-	c.w, err = c.client.CoreV1().Nodes().Watch(ctx, metav1.ListOptions{ResourceVersion: list.ResourceVersion})
-	return len(list.Items), err
-}
-
-// wait returns when n Nodes hold a pod CIDR; an error when timeout passes
-// first or a list or watch fails.
-func (c *cidrWatch) wait(ctx context.Context, n int, timeout time.Duration) error {
-	deadline := time.NewTimer(timeout)
-	defer deadline.Stop()
-	for len(c.have) < n {
-		select {
-		case ev, ok := <-c.w.ResultChan():
-			node, isNode := ev.Object.(*corev1.Node)
-			if !ok || !isNode {
-				if _, err := c.relist(ctx); err != nil {
-					return fmt.Errorf("list and watch the Nodes again: %w", err)
-				}
-				continue
+			w, err := client.CoreV1().Nodes().Watch(ctx, metav1.ListOptions{ResourceVersion: list.ResourceVersion})
+			return have, len(list.Items), w, err
+		},
+		Reached: func(obj runtime.Object) (string, bool, bool) {
+			node, ok := obj.(*corev1.Node)
+			if !ok {
+				return "", false, false
 			}
-			if len(node.Spec.PodCIDRs) > 0 {
-				c.have[node.Name] = true
-			}
-		case <-deadline.C:
-			return fmt.Errorf("%d of %d Nodes held CIDRs after %s", len(c.have), n, timeout)
-		}
-	}
-	return nil
-}
-
-func (c *cidrWatch) stop() {
-	if c.w != nil {
-		c.w.Stop()
+			return node.Name, len(node.Spec.PodCIDRs) > 0, true
+		},
 	}
 }
 

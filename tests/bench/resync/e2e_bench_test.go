@@ -3,7 +3,6 @@ package resync
 import (
 	"context"
 	"fmt"
-	"github.com/contiv-ipam/agent/tests/bench/internal/agentproc"
 	"net/netip"
 	"path/filepath"
 	"sync"
@@ -19,6 +18,7 @@ import (
 	"github.com/contiv-ipam/agent/plugins/controller"
 	"github.com/contiv-ipam/agent/plugins/ksr/model/codec"
 	"github.com/contiv-ipam/agent/plugins/podmanager/cni"
+	"github.com/contiv-ipam/agent/tests/bench/internal/agentproc"
 	"github.com/contiv-ipam/agent/tests/testenv"
 )
 

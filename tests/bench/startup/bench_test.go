@@ -2,7 +2,6 @@ package startup
 
 import (
 	"fmt"
-	"github.com/contiv-ipam/agent/tests/bench/internal/agentproc"
 	"math"
 	"os"
 	"path/filepath"
@@ -11,6 +10,7 @@ import (
 	"time"
 
 	"github.com/contiv-ipam/agent/infra/kvdb/etcd/etcdtest"
+	"github.com/contiv-ipam/agent/tests/bench/internal/agentproc"
 	"github.com/contiv-ipam/agent/tests/testenv"
 )
 

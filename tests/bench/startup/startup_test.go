@@ -1,7 +1,6 @@
 package startup
 
 import (
-	"github.com/contiv-ipam/agent/tests/bench/internal/agentproc"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -11,6 +10,8 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+
+	"github.com/contiv-ipam/agent/tests/bench/internal/agentproc"
 )
 
 // TestSetup checks the pieces of a timed start without the agent: the
