@@ -5,7 +5,6 @@ import (
 	"crypto/sha512"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"math"
 	"net/netip"
@@ -28,13 +27,7 @@ import (
 
 // TestMain builds the agent and contiv-cni (testenv.Main) only when
 // benchmarks are asked for: the plain test run has nothing to exec.
-func TestMain(m *testing.M) {
-	flag.Parse()
-	if f := flag.Lookup("test.bench"); f == nil || f.Value.String() == "" {
-		os.Exit(m.Run())
-	}
-	testenv.Main(m)
-}
+func TestMain(m *testing.M) { testenv.BenchMain(m) }
 
 const (
 	// cniVersion is the newest version Debian's host-local (1.1.1) speaks.

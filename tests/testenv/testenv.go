@@ -17,6 +17,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -56,6 +57,17 @@ func Main(m *testing.M) {
 	code := m.Run()
 	_ = os.RemoveAll(dir)
 	os.Exit(code)
+}
+
+// BenchMain is Main for a package of benchmarks: it builds the binaries
+// only when benchmarks are asked for (-test.bench), so that the plain
+// test run, which has nothing to exec, builds nothing.
+func BenchMain(m *testing.M) {
+	flag.Parse()
+	if f := flag.Lookup("test.bench"); f == nil || f.Value.String() == "" {
+		os.Exit(m.Run())
+	}
+	Main(m)
 }
 
 // Build builds contiv-agent, contiv-cni (static, CGO_ENABLED=0) and
