@@ -76,6 +76,10 @@
 //   - The queue: client-go's workqueue (a key is handled by one worker at
 //     a time).
 //   - The claims: the Ledger (etcd under Config.ClaimPrefix in contiv-ksr).
+//     EtcdLedger's queue of writes (a groupWriter): under its mutex; the
+//     one caller that is the committer at a time takes groups from it and
+//     gives each write its outcome; the others only wait (or leave when
+//     their context ends, their write still queued).
 //   - The blocks of the cloud allocators (syncSets, a blockBook): under
 //     its mutex; each node's loop state: that loop's goroutine.
 //   - A Timeout: the one loop that owns it.
