@@ -191,3 +191,28 @@ func committed(db *txnLog, key, value string) bool {
 	}
 	return false
 }
+
+// The committer hands its role to the first caller still waiting, past a
+// write whose caller has left: that caller commits the left write with
+// its own, and the role ends with the queue.
+func TestTheRolePassesToAWaitingCallerPastALeftWrite(t *testing.T) {
+	g := NewWithT(t)
+	db := gated()
+	var w groupWriter
+	first := put(&w, db, context.Background(), "a")
+	<-db.entered
+	ctx, cancel := context.WithCancel(context.Background())
+	left := put(&w, db, ctx, "b")
+	g.Eventually(func() int { return queued(&w) }).Should(Equal(1))
+	cancel()
+	g.Expect(<-left).To(MatchError(context.Canceled))
+	waiting := put(&w, db, context.Background(), "c")
+	g.Eventually(func() int { return queued(&w) }).Should(Equal(2))
+	close(db.gate)
+	g.Expect(<-first).To(Succeed())
+	g.Expect(<-waiting).To(Succeed())
+	g.Expect(db.keys()).To(Equal([][]string{{"a"}, {"b", "c"}}))
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	g.Expect(w.running).To(BeFalse())
+}
