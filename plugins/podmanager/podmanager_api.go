@@ -69,6 +69,13 @@ type IPAM interface {
 	// FreeAddresses is the number of pod addresses still free; an error
 	// when IPAM cannot allocate at all (not ready).
 	FreeAddresses() (uint64, error)
+	// ConfirmAttachment confirms the reservation an ADD of key returned
+	// (AddPod.Reservation): the address stops expiring. It returns once
+	// the confirmation is durable. A reservation that does not match the
+	// key's (expired, replaced by a later ADD, or never made) is an error
+	// wrapping ErrBadRequest; the key holds no address any more, or
+	// another reservation, and the ADD must fail.
+	ConfirmAttachment(ctx context.Context, key AttachmentKey, reservation string) error
 }
 
 // Pending waits until the outcome of a change decided in a handler is
@@ -143,6 +150,12 @@ type AddPod struct {
 	// Outputs.
 	Interfaces []PodInterface
 	Routes     []Route
+	// Reservation is the ID of the expiring reservation IPAM made for
+	// the key ("" when the addresses need no confirmation): contiv-cni
+	// confirms it (IPAM.ConfirmAttachment) once the interface is
+	// configured; unconfirmed, the addresses are released at the
+	// reservation's deadline.
+	Reservation string
 }
 
 // NewAddPod returns an AddPod ready to push.
