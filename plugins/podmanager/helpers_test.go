@@ -3,7 +3,6 @@ package podmanager_test
 import (
 	"context"
 	"fmt"
-	dto "github.com/prometheus/client_model/go"
 	"log/slog"
 	"net/netip"
 	"path/filepath"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
@@ -50,6 +50,15 @@ type fakeIPAM struct {
 	free     *uint64            // FreeAddresses' answer; nil: the unallocated count
 	onUpdate func(ev api.Event) // called first in every Update
 	ipErr    error              // AttachmentIP fails with it
+
+	// Reservations: every AddPod gets a new one ("res-<n>") when reserve
+	// is set; ConfirmAttachment confirms the key's current one.
+	reserve    bool
+	serial     int
+	reserved   map[podmanager.AttachmentKey]string // the key's unconfirmed reservation
+	confirmed  map[podmanager.AttachmentKey]bool
+	confirmErr error                           // ConfirmAttachment fails with it
+	onConfirm  func(ctx context.Context) error // called first in every ConfirmAttachment, without the lock
 }
 
 var (
@@ -58,7 +67,10 @@ var (
 )
 
 func newFakeIPAM() *fakeIPAM {
-	return &fakeIPAM{held: map[podmanager.AttachmentKey]netip.Prefix{}, next: gateway.Next()}
+	return &fakeIPAM{
+		held: map[podmanager.AttachmentKey]netip.Prefix{}, next: gateway.Next(),
+		reserved: map[podmanager.AttachmentKey]string{}, confirmed: map[podmanager.AttachmentKey]bool{},
+	}
 }
 
 func (f *fakeIPAM) String() string { return "ipam" }
@@ -97,7 +109,7 @@ func (f *fakeIPAM) Update(ev api.Event, _ api.UpdateOperations) (string, error) 
 		if f.failDel != nil {
 			return "", f.failDel
 		}
-		delete(f.held, e.Key)
+		f.forget(e.Key)
 		if f.pending != nil {
 			e.Await(f.pending)
 		}
@@ -105,7 +117,7 @@ func (f *fakeIPAM) Update(ev api.Event, _ api.UpdateOperations) (string, error) 
 		f.seen = append(f.seen, "gc "+e.Network)
 		for k := range f.held {
 			if k.Network == e.Network && !slices.Contains(e.Valid, k) {
-				delete(f.held, k)
+				f.forget(k)
 			}
 		}
 		if f.pending != nil {
@@ -128,6 +140,50 @@ func (f *fakeIPAM) fill(e *podmanager.AddPod) {
 		IPAddresses: []podmanager.IPWithGateway{{Address: addr, Gateway: gateway}},
 	}}
 	e.Routes = []podmanager.Route{{Dst: netip.MustParsePrefix("0.0.0.0/0"), Gw: gateway}}
+	if f.reserve && !f.confirmed[e.Key] {
+		f.serial++
+		e.Reservation = fmt.Sprintf("res-%d", f.serial)
+		f.reserved[e.Key] = e.Reservation
+	}
+}
+
+// forget drops the key's address and reservation.
+func (f *fakeIPAM) forget(k podmanager.AttachmentKey) {
+	delete(f.held, k)
+	delete(f.reserved, k)
+	delete(f.confirmed, k)
+}
+
+// ConfirmAttachment confirms the key's current reservation; another one
+// is an error wrapping ErrBadRequest, as the interface says.
+func (f *fakeIPAM) ConfirmAttachment(ctx context.Context, key podmanager.AttachmentKey, reservation string) error {
+	f.mu.Lock()
+	hook := f.onConfirm
+	f.mu.Unlock()
+	if hook != nil {
+		if err := hook(ctx); err != nil {
+			return err
+		}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.seen = append(f.seen, "confirm "+key.String()+" "+reservation)
+	if f.confirmErr != nil {
+		return f.confirmErr
+	}
+	if cur, ok := f.reserved[key]; !ok || cur != reservation {
+		return fmt.Errorf("reservation %q of %s: the key holds %q: %w", reservation, key, cur, podmanager.ErrBadRequest)
+	}
+	delete(f.reserved, key)
+	f.confirmed[key] = true
+	return nil
+}
+
+// isConfirmed tells whether the key's reservation was confirmed.
+func (f *fakeIPAM) isConfirmed(key podmanager.AttachmentKey) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.confirmed[key]
 }
 
 func (f *fakeIPAM) Revert(ev api.Event) error {
@@ -135,7 +191,7 @@ func (f *fakeIPAM) Revert(ev api.Event) error {
 	defer f.mu.Unlock()
 	if e, ok := ev.(*podmanager.AddPod); ok {
 		f.seen = append(f.seen, "revert "+e.Key.String())
-		delete(f.held, e.Key)
+		f.forget(e.Key)
 	}
 	return nil
 }
