@@ -1,7 +1,7 @@
 // Package podmanager serves the agent's CNI API (cni.RemoteCNI: Add,
-// Delete, Check, GC, Status) over gRPC on a unix socket, turns Add,
-// Delete and GC into the blocking AddPod, DeletePod and GCPods events of
-// the controller's loop, and records the pods connected on this node.
+// Delete, Check, GC, Status, Confirm) over gRPC on a unix socket, turns
+// Add, Delete and GC into the blocking AddPod, DeletePod and GCPods events
+// of the controller's loop, and records the pods connected on this node.
 //
 // # The socket
 //
@@ -39,8 +39,10 @@
 //     alphanumerics, '_', '.', '-'; interface_name: at most 15 bytes, no
 //     '/', ':' or white space, not "." or ".."); Delete and Check accept
 //     any non-empty name, as a key that could not be added holds nothing.
-//     A bad request is ErrBadRequest, naming the field and the value, and
-//     never reaches the loop.
+//     Confirm takes the key as Delete and Check do (container_id,
+//     interface_name, network_name set) and a non-empty reservation; it
+//     has no extra_arguments. A bad request is ErrBadRequest, naming the
+//     field and the value, and never reaches the loop (nor IPAM).
 //  2. The call's context is the RPC's, bounded by requestTimeout and by
 //     the plugin's life (Close).
 //  3. Add: if the pod is recorded with another container (Contiv's
@@ -49,9 +51,11 @@
 //     AddPod is pushed; the loop runs podmanager's Update (records the
 //     pod), then IPAM's (allocates, fills the outputs, Awaits the durable
 //     write). The call waits for the event, then for its Pendings, and
-//     only then replies with the interfaces and routes of the event: an
-//     acknowledged address is durable. If the loop finds the pod recorded
-//     with another container after all (a concurrent Add won), podmanager's
+//     only then replies with the interfaces, routes and reservation of the
+//     event: an acknowledged address is durable. With a reservation
+//     (AddPod.Reservation, filled by IPAM) the addresses expire at IPAM's
+//     deadline unless Confirm confirms them (step 7). If the loop finds
+//     the pod recorded with another container after all (a concurrent Add won), podmanager's
 //     Update fails with errObsoletePod and the call deletes and pushes
 //     again (at most maxObsoleteRounds rounds).
 //  4. Delete: one DeletePod for the key (an unknown key is OK); a release
@@ -63,7 +67,17 @@
 //     CodeNotAvailable when IPAM cannot allocate (not ready) or no address
 //     is free.
 //  6. GC: one GCPods for the network and its valid attachments.
-//  7. Errors become codes in one place (errorCode): ErrTryAgain, a
+//  7. Confirm: IPAM.ConfirmAttachment(key, reservation) under the call's
+//     context, outside the loop (IPAM's own single writer orders it with
+//     its allocations and expiries; no event is pushed). OK once the
+//     confirmation is durable. A reservation that is not the key's
+//     (expired, replaced by a later Add, never made) is IPAM's
+//     ErrBadRequest: CodeBadRequest, and contiv-cni fails and rolls back
+//     the ADD. A call whose context ended reports the cause
+//     (requestTimeout, shutdown: CodeTryAgainLater); IPAM may still have
+//     confirmed, and contiv-cni's rollback (Delete) releases the key
+//     either way.
+//  8. Errors become codes in one place (errorCode): ErrTryAgain, a
 //     deadline, a closed or full event loop: CodeTryAgainLater;
 //     ErrBadRequest: CodeBadRequest; ipalloc.ErrPoolExhausted:
 //     CodePoolExhausted; anything else CodeInternal. The reply's text
@@ -72,7 +86,8 @@
 // A call that timed out may still be processed by the loop later (an
 // allocation can be made after the client gave up). Nothing was
 // acknowledged: the runtime's retry of the same key gets the same address,
-// and its DEL releases it.
+// and its DEL releases it; an address under a reservation that nobody
+// confirms is released by IPAM at the deadline even without a DEL.
 //
 // # State and owners
 //
@@ -95,15 +110,18 @@
 // # Caller duties
 //
 //  1. Wire EventLoop (the controller, through a controller.LoopRef),
-//     IPAM (for Check and Status), Metrics and StatusCheck, and register
+//     IPAM (for Check, Status and Confirm), Metrics and StatusCheck, and register
 //     the plugin as an event handler after nodesync and before ipam, so
 //     that the pod is recorded before IPAM allocates and a failing IPAM
 //     reverts the record.
 //  2. Let the agent call LoadConfig, Init, AfterInit (creates the socket)
 //     and Close (removes it).
 //  3. Handlers of AddPod, DeletePod and GCPods (IPAM) fill the outputs
-//     and Await what the reply must wait for; they wrap ErrTryAgain,
-//     ErrBadRequest or ipalloc.ErrPoolExhausted to choose the code.
+//     (AddPod: Interfaces, Routes, and Reservation when the addresses
+//     expire unless confirmed) and Await what the reply must wait for;
+//     they wrap ErrTryAgain, ErrBadRequest or ipalloc.ErrPoolExhausted to
+//     choose the code. IPAM.ConfirmAttachment wraps ErrBadRequest for a
+//     reservation that is not the key's.
 //  4. Call GetLocalPods from any goroutine.
 //
 // Health: StatusCheck hears init until the socket serves, ok while it

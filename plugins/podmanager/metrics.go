@@ -9,11 +9,12 @@ import (
 
 // Method label values of the metrics (the RemoteCNI methods).
 const (
-	methodAdd    = "add"
-	methodDelete = "delete"
-	methodCheck  = "check"
-	methodGC     = "gc"
-	methodStatus = "status"
+	methodAdd     = "add"
+	methodDelete  = "delete"
+	methodCheck   = "check"
+	methodGC      = "gc"
+	methodStatus  = "status"
+	methodConfirm = "confirm"
 )
 
 // podmanagerMetrics are the plugin's Prometheus metrics; they count even

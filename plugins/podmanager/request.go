@@ -27,21 +27,42 @@ type attachment struct {
 // parseRequest validates the fields every Add, Delete and Check needs and
 // derives the pod ID; errors wrap ErrBadRequest and name the field.
 func parseRequest(req *cni.CNIRequest) (attachment, error) {
-	key := AttachmentKey{
-		Network: req.GetNetworkName(), ContainerID: req.GetContainerId(), IfName: req.GetInterfaceName(),
-	}
-	for _, f := range []struct{ name, value string }{
-		{"container_id", key.ContainerID}, {"interface_name", key.IfName}, {"network_name", key.Network},
-	} {
-		if f.value == "" {
-			return attachment{}, fmt.Errorf("%w: %s is empty", ErrBadRequest, f.name)
-		}
+	key, err := parseKey(req.GetNetworkName(), req.GetContainerId(), req.GetInterfaceName())
+	if err != nil {
+		return attachment{}, err
 	}
 	pod, err := podID(req.GetExtraArguments(), key.ContainerID)
 	if err != nil {
 		return attachment{}, err
 	}
 	return attachment{key: key, pod: pod, netns: req.GetNetworkNamespace()}, nil
+}
+
+// parseKey is the attachment key of a request: every field must be set
+// (errors wrap ErrBadRequest and name the field).
+func parseKey(network, containerID, ifName string) (AttachmentKey, error) {
+	key := AttachmentKey{Network: network, ContainerID: containerID, IfName: ifName}
+	for _, f := range []struct{ name, value string }{
+		{"container_id", key.ContainerID}, {"interface_name", key.IfName}, {"network_name", key.Network},
+	} {
+		if f.value == "" {
+			return AttachmentKey{}, fmt.Errorf("%w: %s is empty", ErrBadRequest, f.name)
+		}
+	}
+	return key, nil
+}
+
+// confirmRequest validates a ConfirmRequest: the key as Delete and Check
+// take it (any non-empty names) and a non-empty reservation.
+func confirmRequest(req *cni.ConfirmRequest) (AttachmentKey, string, error) {
+	key, err := parseKey(req.GetNetworkName(), req.GetContainerId(), req.GetInterfaceName())
+	if err != nil {
+		return AttachmentKey{}, "", err
+	}
+	if req.GetReservation() == "" {
+		return AttachmentKey{}, "", fmt.Errorf("%w: reservation is empty", ErrBadRequest)
+	}
+	return key, req.GetReservation(), nil
 }
 
 // podID is the pod of K8S_POD_NAME and K8S_POD_NAMESPACE in args
@@ -151,7 +172,7 @@ func addReply(ev *AddPod) (*cni.CNIReply, error) {
 	if len(ev.Interfaces) == 0 {
 		return nil, fmt.Errorf("no handler configured an interface for %s (pod %s): is IPAM wired?", ev.Key, ev.Pod)
 	}
-	reply := &cni.CNIReply{Result: cni.CNIReply_OK}
+	reply := &cni.CNIReply{Result: cni.CNIReply_OK, Reservation: ev.Reservation}
 	for _, itf := range ev.Interfaces {
 		out := &cni.CNIReply_Interface{Name: itf.Name, Sandbox: itf.Sandbox}
 		for _, ip := range itf.IPAddresses {

@@ -88,6 +88,17 @@ func (s *server) Status(ctx context.Context, _ *cni.StatusRequest) (*cni.CNIRepl
 	})
 }
 
+// Confirm confirms the reservation of an Add: see the package doc.
+func (s *server) Confirm(ctx context.Context, req *cni.ConfirmRequest) (*cni.CNIReply, error) {
+	return s.p.call(ctx, methodConfirm, func(ctx context.Context) (*cni.CNIReply, error) {
+		key, reservation, err := confirmRequest(req)
+		if err != nil {
+			return nil, err
+		}
+		return okReply(), s.p.confirm(ctx, key, reservation)
+	})
+}
+
 func okReply() *cni.CNIReply { return &cni.CNIReply{Result: cni.CNIReply_OK} }
 
 // call runs f with the call's context bounded by requestTimeout and by the
@@ -213,6 +224,24 @@ func (p *Plugin) check(key AttachmentKey, prevIPs []string) error {
 		return fmt.Errorf("%w: %s holds %s, prevResult has %v", errCheckFailed, key, held.Addr(), prevIPs)
 	}
 	return nil
+}
+
+// confirm asks IPAM to confirm the key's reservation, outside the event
+// loop: IPAM orders it with its allocations and releases itself. A
+// context that ends is reported by its cause (requestTimeout, shutdown:
+// code 11), as pushAndWait does.
+func (p *Plugin) confirm(ctx context.Context, key AttachmentKey, reservation string) error {
+	if p.IPAM == nil {
+		return errors.New("the agent has no IPAM to confirm reservations with")
+	}
+	err := p.IPAM.ConfirmAttachment(ctx, key, reservation)
+	if err == nil {
+		return nil
+	}
+	if ctxErr := ctx.Err(); ctxErr != nil && errors.Is(err, ctxErr) {
+		err = context.Cause(ctx)
+	}
+	return fmt.Errorf("reservation %q of %s: %w", reservation, key, err)
 }
 
 // status answers STATUS from IPAM's free addresses.
