@@ -146,6 +146,10 @@ type AddPod struct {
 	NetworkNamespace string
 	IPAMType         string
 	IPAMData         string
+	// Confirms: the client confirms the reservation of the reply
+	// (IPAM.ConfirmAttachment) once the interface is configured; IPAM
+	// reserves the addresses only then (an older client never confirms).
+	Confirms bool
 
 	// Outputs.
 	Interfaces []PodInterface
