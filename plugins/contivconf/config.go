@@ -2,6 +2,7 @@ package contivconf
 
 import (
 	"encoding/json"
+	"slices"
 
 	"github.com/contiv-ipam/agent/infra/config"
 )
@@ -108,6 +109,67 @@ type IPAMConfigJSON struct {
 	DefaultGateway string `json:"defaultGateway,omitempty"`
 	// SRv6 are the SID prefixes of the SRv6 features.
 	SRv6 SRv6ConfigJSON `json:"srv6"`
+	// DualStack holds the subnets of a second address family (the other
+	// one than the keys above); nil = single-stack. Nothing in it has a
+	// default.
+	DualStack *FamilyJSON `json:"dualStack,omitempty"`
+	// ExcludeIPs are addresses and CIDRs never handed out to pods.
+	ExcludeIPs []ExclusionJSON `json:"excludeIPs,omitempty"`
+	// ReserveLocalRoutes: pod addresses that collide with the host's routes
+	// are excluded too.
+	ReserveLocalRoutes bool `json:"reserveLocalRoutes,omitempty"`
+}
+
+// FamilyJSON is ipamConfig.dualStack: the subnets of the second address
+// family, with the meaning of the ipamConfig keys of the same names. No key
+// has a default: serviceCIDR is required, and so are podSubnetCIDR,
+// podSubnetOneNodePrefixLen, vppHostSubnetCIDR, vppHostSubnetOneNodePrefixLen
+// and vxlanCIDR unless contivCIDR gives them; nodeInterconnectCIDR is
+// optional. nodeInterconnectDHCP and defaultGateway apply to the primary
+// family only.
+type FamilyJSON struct {
+	ContivCIDR                    string `json:"contivCIDR,omitempty"`
+	ServiceCIDR                   string `json:"serviceCIDR,omitempty"`
+	PodSubnetCIDR                 string `json:"podSubnetCIDR,omitempty"`
+	PodSubnetOneNodePrefixLen     int    `json:"podSubnetOneNodePrefixLen,omitempty"`
+	VPPHostSubnetCIDR             string `json:"vppHostSubnetCIDR,omitempty"`
+	VPPHostSubnetOneNodePrefixLen int    `json:"vppHostSubnetOneNodePrefixLen,omitempty"`
+	NodeInterconnectCIDR          string `json:"nodeInterconnectCIDR,omitempty"`
+	VxlanCIDR                     string `json:"vxlanCIDR,omitempty"`
+}
+
+// ExclusionJSON is one entry of ipamConfig.excludeIPs.
+type ExclusionJSON struct {
+	// CIDR is an address (a /32 or /128) or a CIDR without host bits.
+	CIDR string `json:"cidr"`
+	// Owner names who uses the addresses, for the log ("" = "contiv.conf").
+	Owner string `json:"owner,omitempty"`
+}
+
+// primaryFamily is the primary family's keys of ic in the form of a
+// dualStack block, so that both families are checked by the same code.
+func (ic *IPAMConfigJSON) primaryFamily() FamilyJSON {
+	return FamilyJSON{
+		ContivCIDR:                    ic.ContivCIDR,
+		ServiceCIDR:                   ic.ServiceCIDR,
+		PodSubnetCIDR:                 ic.PodSubnetCIDR,
+		PodSubnetOneNodePrefixLen:     ic.PodSubnetOneNodePrefixLen,
+		VPPHostSubnetCIDR:             ic.VPPHostSubnetCIDR,
+		VPPHostSubnetOneNodePrefixLen: ic.VPPHostSubnetOneNodePrefixLen,
+		NodeInterconnectCIDR:          ic.NodeInterconnectCIDR,
+		VxlanCIDR:                     ic.VxlanCIDR,
+	}
+}
+
+// clone deep-copies ic (DualStack and ExcludeIPs included).
+func (ic *IPAMConfigJSON) clone() IPAMConfigJSON {
+	out := *ic
+	if ic.DualStack != nil {
+		d := *ic.DualStack
+		out.DualStack = &d
+	}
+	out.ExcludeIPs = slices.Clone(ic.ExcludeIPs)
+	return out
 }
 
 // SRv6ConfigJSON is ipamConfig.srv6: IPv6 prefixes of the SRv6 SIDs. Parsed

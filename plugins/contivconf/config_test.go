@@ -33,6 +33,8 @@ func TestSampleListsEveryKey(t *testing.T) {
 	sample := string(data)
 	full := DefaultConfig()
 	full.NodeConfig = []NodeConfig{{OtherVPPInterfaces: []InterfaceConfig{{}}}}
+	full.IPAMConfig.DualStack = &FamilyJSON{}
+	full.IPAMConfig.ExcludeIPs = []ExclusionJSON{{}}
 	for _, key := range jsonKeys(t, full) {
 		g.Expect(sample).To(ContainSubstring(key+":"), "key %s", key)
 	}
@@ -73,7 +75,9 @@ func jsonKeys(t *testing.T, v any) []string {
 		"useSRv6ForServiceFunctionChaining", "useDX6ForSrv6NodetoNodeTransport", "routeServiceCIDRToVPP",
 		"stealFirstNIC", "stealInterface", "stnVersion", "enablePacketTrace", "useExternalIPAM",
 		"contivCIDR", "nodeInterconnectDHCP", "nodeInterconnectCIDR", "defaultGateway",
-		"nodeName", "ip", "useDHCP", "gateway", "natExternalTraffic")
+		"nodeName", "ip", "useDHCP", "gateway", "natExternalTraffic", "reserveLocalRoutes", "owner",
+		"serviceCIDR", "podSubnetCIDR", "podSubnetOneNodePrefixLen", "vppHostSubnetCIDR", "vppHostSubnetOneNodePrefixLen",
+		"vxlanCIDR")
 	return keys
 }
 
@@ -134,6 +138,11 @@ func TestUnknownKeyIsAnErrorNamingKeyAndFile(t *testing.T) {
 		{"mtuSise: 1500\n", `unknown key "mtuSise"`},
 		{"ipamConfig:\n  podSubnetCIRD: 10.1.0.0/16\n", `unknown key "ipamConfig.podSubnetCIRD"`},
 		{"ipamConfig:\n  srv6:\n    foo: 9000::/16\n", `unknown key "ipamConfig.srv6.foo"`},
+		{"ipamConfig:\n  dualStack:\n    podSubnetCIRD: fd00::/48\n", `unknown key "ipamConfig.dualStack.podSubnetCIRD"`},
+		{"ipamConfig:\n  dualStack:\n    defaultGateway: fd00::1\n", `unknown key "ipamConfig.dualStack.defaultGateway"`},
+		{"ipamConfig:\n  excludeIPs:\n    - cidr: 10.1.5.7\n      ownr: me\n", `unknown key "ipamConfig.excludeIPs[0].ownr"`},
+		{"ipamConfig:\n  excludeIPs: [10.1.5.7]\n", `ipamConfig.excludeIPs[0]`},
+		{"ipamConfig:\n  dualStack: fd00::/48\n", `ipamConfig.dualStack`},
 		{"nodeConfig:\n  - nodeName: a\n    gw: 1.2.3.4\n", `unknown key "nodeConfig[0].gw"`},
 		{"nodeConfig:\n  - nodeName: a\n    mainVPPInterface: {name: eth0}\n", `unknown key "nodeConfig[0].mainVPPInterface.name"`},
 		{"mtuSize: big\n", `"mtuSize"`},
@@ -425,11 +434,15 @@ func TestIPAMConfigJSONKeys(t *testing.T) {
 	g.Expect(string(b)).To(Equal(`{"srv6":{}}`), "omitempty as the original: the srv6 block always appears")
 	d := DefaultConfig().IPAMConfig
 	d.ContivCIDR, d.NodeInterconnectCIDR, d.DefaultGateway, d.UseExternalIPAM, d.NodeInterconnectDHCP = "a", "b", "c", true, true
+	d.DualStack = &FamilyJSON{ContivCIDR: "d"}
+	d.ExcludeIPs = []ExclusionJSON{{CIDR: "e", Owner: "f"}}
+	d.ReserveLocalRoutes = true
 	b, err = json.Marshal(d)
 	g.Expect(err).NotTo(HaveOccurred())
 	for _, k := range []string{"useExternalIPAM", "contivCIDR", "serviceCIDR", "nodeInterconnectDHCP", "podSubnetCIDR",
 		"podSubnetOneNodePrefixLen", "vppHostSubnetCIDR", "vppHostSubnetOneNodePrefixLen", "nodeInterconnectCIDR",
-		"vxlanCIDR", "defaultGateway", "srv6", "servicePolicyBSIDSubnetCIDR", "sfcIDLengthUsedInSidForServiceFunction"} {
+		"vxlanCIDR", "defaultGateway", "srv6", "servicePolicyBSIDSubnetCIDR", "sfcIDLengthUsedInSidForServiceFunction",
+		"dualStack", "excludeIPs", "cidr", "owner", "reserveLocalRoutes"} {
 		g.Expect(strings.Contains(string(b), `"`+k+`":`)).To(BeTrue(), k)
 	}
 }

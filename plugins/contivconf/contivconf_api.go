@@ -26,6 +26,9 @@ type API interface {
 }
 
 // IPAMConfig is the parsed, effective ipamConfig. Every prefix is masked.
+// UseIPv6, ContivCIDR, ServiceCIDR and CustomIPAMSubnets are the primary
+// family's; Second is the other family in a dual-stack config. Families
+// lists both.
 type IPAMConfig struct {
 	// UseExternalIPAM: pod IPs come from an external IPAM (CNI ipamData) and
 	// this node's pod subnet is the Kubernetes node's pod CIDR.
@@ -43,6 +46,48 @@ type IPAMConfig struct {
 	// CustomIPAMSubnets are the effective subnets (after the contivCIDR
 	// split when contivCIDR is set).
 	CustomIPAMSubnets
+
+	// Second is the dual-stack second family (ipamConfig.dualStack); nil when single-stack.
+	Second *FamilyConfig
+	// Exclusions are ipamConfig.excludeIPs, each masked; a bare address is a /32 or /128.
+	Exclusions []Exclusion
+	// ReserveLocalRoutes is ipamConfig.reserveLocalRoutes.
+	ReserveLocalRoutes bool
+}
+
+// FamilyConfig is the subnets of one address family.
+type FamilyConfig struct {
+	UseIPv6           bool
+	ContivCIDR        netip.Prefix // zero unless set
+	ServiceCIDR       netip.Prefix
+	CustomIPAMSubnets // effective subnets after the contivCIDR split
+}
+
+// Exclusion is one entry of ipamConfig.excludeIPs.
+type Exclusion struct {
+	Prefix netip.Prefix
+	Owner  string // "contiv.conf" when not given
+}
+
+// DefaultExclusionOwner is the Owner of an excludeIPs entry without one.
+const DefaultExclusionOwner = "contiv.conf"
+
+// Families returns the address families in order: the primary family
+// (UseIPv6, ContivCIDR, ServiceCIDR and CustomIPAMSubnets) first, then
+// *Second when set. Both are cut for the same node ID; each family's
+// subnets may allow a different number of nodes (the smaller bounds the
+// node ID). nil for a nil c.
+func (c *IPAMConfig) Families() []FamilyConfig {
+	if c == nil {
+		return nil
+	}
+	out := make([]FamilyConfig, 1, 2)
+	out[0] = FamilyConfig{UseIPv6: c.UseIPv6, ContivCIDR: c.ContivCIDR, ServiceCIDR: c.ServiceCIDR,
+		CustomIPAMSubnets: c.CustomIPAMSubnets}
+	if c.Second != nil {
+		out = append(out, *c.Second)
+	}
+	return out
 }
 
 // CustomIPAMSubnets are the subnets the node addresses are cut from; all

@@ -24,11 +24,17 @@
 // vpp-host, node-interconnect, vxlan and service subnets; a defaultGateway
 // or nodeConfig gateway (in the file or the NodeConfig CRD) that is not a
 // unicast address of the subnets' family; empty or duplicate nodeConfig
-// names; out-of-range compatibility keys.
+// names; out-of-range compatibility keys. ipamConfig.dualStack (a second
+// address family, absent = single-stack) is checked by the same per-family
+// code, without defaults, and must be the other family;
+// ipamConfig.excludeIPs entries must be addresses or CIDRs without host
+// bits.
 //
 // The API hands out netip values (netip.Prefix, netip.Addr; the zero value
 // means "none"), masked and validated, so its users convert and check
-// nothing. The prefix arithmetic of the contivCIDR split is package
+// nothing. IPAMConfig.Families lists the primary family, then the
+// dual-stack one (IPAMConfig.Second) when configured; both are cut for the
+// same node ID. The prefix arithmetic of the contivCIDR split is package
 // plugins/ipam/cidr.
 //
 // The caller's duties, in order:

@@ -1,6 +1,7 @@
 package contivconf
 
 import (
+	"fmt"
 	"net/netip"
 	"os"
 	"testing"
@@ -26,6 +27,13 @@ func FuzzParse(f *testing.F) {
 		"nodeConfig: [{nodeName: node, gateway: 3.4.5.194, mainVPPInterface: {interfaceName: e, ip: 3.4.5.1/26, useDHCP: true}}]",
 		"STNVersion: 2\ninterfaceRxMode: polling\n",
 		"ipamConfig: {srv6: {sfcIDLengthUsedInSidForServiceFunction: 112}}",
+		"ipamConfig: {dualStack: {serviceCIDR: 'fd00:96::/112', podSubnetCIDR: 'fd00:10:1::/48', podSubnetOneNodePrefixLen: 64, " +
+			"vppHostSubnetCIDR: 'fd00:30::/48', vppHostSubnetOneNodePrefixLen: 64, nodeInterconnectCIDR: 'fd00:16::/64', " +
+			"vxlanCIDR: 'fd00:17::/64'}, excludeIPs: [{cidr: 10.1.5.7, owner: gw}, {cidr: 'fd00:10:1:5::40/124'}], reserveLocalRoutes: true}",
+		"ipamConfig: {contivCIDR: 'fe10::/64', serviceCIDR: 'fd00::/112', nodeInterconnectDHCP: true, " +
+			"dualStack: {contivCIDR: 10.128.0.0/14, serviceCIDR: 10.96.0.0/12}}",
+		"ipamConfig: {dualStack: {contivCIDR: 10.128.0.0/14, serviceCIDR: 10.96.0.0/12}}",
+		"ipamConfig: {dualStack: {}, excludeIPs: [{cidr: 10.1.5.7/24}, {cidr: ''}]}",
 	} {
 		f.Add([]byte(s))
 	}
@@ -49,8 +57,30 @@ func FuzzParse(f *testing.F) {
 	})
 }
 
-// checkEffective asserts the invariants of an accepted IPAM config.
+// checkEffective asserts the invariants of an accepted IPAM config: every
+// family's (checkFamily), two families of different address families, and
+// masked exclusions with an owner.
 func checkEffective(t *testing.T, c *IPAMConfig) {
+	t.Helper()
+	fams := c.Families()
+	for i := range fams {
+		checkFamily(t, fmt.Sprintf("family %d: ", i), &fams[i])
+	}
+	if len(fams) == 2 && fams[0].UseIPv6 == fams[1].UseIPv6 {
+		t.Fatalf("both families have UseIPv6 %v", fams[0].UseIPv6)
+	}
+	for i, e := range c.Exclusions {
+		if !e.Prefix.IsValid() || e.Prefix != e.Prefix.Masked() || e.Prefix.Addr().Is4In6() || e.Owner == "" {
+			t.Fatalf("exclusion %d %v (owner %q): invalid, not masked, IPv4-mapped or without owner", i, e.Prefix, e.Owner)
+		}
+	}
+	checkGateway(t, "default gateway", c.DefaultGateway, c.UseIPv6)
+}
+
+// checkFamily asserts the invariants of one accepted family: its subnets
+// are valid, masked, of its family and disjoint, with usable one-node
+// prefixes.
+func checkFamily(t *testing.T, what string, c *FamilyConfig) {
 	t.Helper()
 	named := map[string]netip.Prefix{
 		"pod": c.PodSubnetCIDR, "vppHost": c.VPPHostSubnetCIDR, "vxlan": c.VxlanCIDR, "service": c.ServiceCIDR,
@@ -63,17 +93,17 @@ func checkEffective(t *testing.T, c *IPAMConfig) {
 	}
 	for name, p := range named {
 		if !p.IsValid() || p != p.Masked() || p.Addr().Is4In6() {
-			t.Fatalf("%s subnet %v: invalid, not masked or IPv4-mapped", name, p)
+			t.Fatalf("%s%s subnet %v: invalid, not masked or IPv4-mapped", what, name, p)
 		}
 		if p.Addr().Is6() != c.UseIPv6 {
-			t.Fatalf("%s subnet %v: family differs from UseIPv6 %v", name, p, c.UseIPv6)
+			t.Fatalf("%s%s subnet %v: family differs from UseIPv6 %v", what, name, p, c.UseIPv6)
 		}
 	}
 	delete(named, "contiv")
 	for an, a := range named {
 		for bn, b := range named {
 			if an < bn && a.Overlaps(b) {
-				t.Fatalf("%s %v overlaps %s %v", an, a, bn, b)
+				t.Fatalf("%s%s %v overlaps %s %v", what, an, a, bn, b)
 			}
 		}
 	}
@@ -96,14 +126,13 @@ func checkEffective(t *testing.T, c *IPAMConfig) {
 			continue
 		}
 		if x.l < x.p.Bits() || x.l > x.p.Addr().BitLen()-x.hostBits {
-			t.Fatalf("%s: prefix length %d for %v leaves fewer than 2^%d addresses", x.name, x.l, x.p, x.hostBits)
+			t.Fatalf("%s%s: prefix length %d for %v leaves fewer than 2^%d addresses", what, x.name, x.l, x.p, x.hostBits)
 		}
 	}
 	if c.PodSubnetOneNodePrefixLen <= c.PodSubnetCIDR.Bits() || c.VPPHostSubnetOneNodePrefixLen <= c.VPPHostSubnetCIDR.Bits() {
-		t.Fatalf("one-node prefix lengths %d, %d not longer than %v, %v", c.PodSubnetOneNodePrefixLen,
+		t.Fatalf("%sone-node prefix lengths %d, %d not longer than %v, %v", what, c.PodSubnetOneNodePrefixLen,
 			c.VPPHostSubnetOneNodePrefixLen, c.PodSubnetCIDR, c.VPPHostSubnetCIDR)
 	}
-	checkGateway(t, "default gateway", c.DefaultGateway, c.UseIPv6)
 }
 
 // checkGateway asserts that an accepted gateway is none or a unicast
@@ -140,6 +169,33 @@ func FuzzParseIPAM(f *testing.F) {
 		if contiv == "" && (p.IPAM.PodSubnetOneNodePrefixLen != podLen || p.IPAM.VPPHostSubnetOneNodePrefixLen != hostLen) {
 			t.Fatalf("one-node prefix lengths %d, %d, want %d, %d", p.IPAM.PodSubnetOneNodePrefixLen,
 				p.IPAM.VPPHostSubnetOneNodePrefixLen, podLen, hostLen)
+		}
+	})
+}
+
+// FuzzParseDualStack drives the dualStack keys and one exclusion directly
+// over the IPv4 defaults.
+func FuzzParseDualStack(f *testing.F) {
+	f.Add("", "fd00:96::/112", "fd00:10:1::/48", 64, "fd00:30::/48", 64, "fd00:16::/64", "fd00:17::/64", "10.1.5.7")
+	f.Add("fe10::/64", "fd00::/112", "", 0, "", 0, "", "", "fd00:10:1:5::40/124")
+	f.Add("", "10.200.0.0/16", "10.2.0.0/16", 24, "172.31.0.0/16", 24, "", "192.168.31.0/24", "10.1.5.7/24")
+	f.Add("", "", "", 0, "", 0, "", "", "")
+	f.Fuzz(func(t *testing.T, contiv, service, pod string, podLen int, host string, hostLen int, node, vxlan, excl string) {
+		c := DefaultConfig()
+		c.IPAMConfig.DualStack = &FamilyJSON{ContivCIDR: contiv, ServiceCIDR: service, PodSubnetCIDR: pod,
+			PodSubnetOneNodePrefixLen: podLen, VPPHostSubnetCIDR: host, VPPHostSubnetOneNodePrefixLen: hostLen,
+			NodeInterconnectCIDR: node, VxlanCIDR: vxlan}
+		c.IPAMConfig.ExcludeIPs = []ExclusionJSON{{CIDR: excl}}
+		p, err := Parse(&c)
+		if err != nil {
+			if err.Error() == "" {
+				t.Fatal("empty error message")
+			}
+			return
+		}
+		checkEffective(t, &p.IPAM)
+		if p.IPAM.Second == nil || len(p.IPAM.Exclusions) != 1 {
+			t.Fatalf("accepted without its second family or exclusion: %+v", p.IPAM)
 		}
 	})
 }

@@ -106,6 +106,15 @@ func (p *Plugin) Init() error {
 		"vppHostSubnetCIDR", ipam.VPPHostSubnetCIDR.String(), "nodeInterconnectCIDR", orNone(ipam.NodeInterconnectCIDR),
 		"vxlanCIDR", ipam.VxlanCIDR.String(), "serviceCIDR", ipam.ServiceCIDR.String(),
 		"nodeConfig", p.fileNode != nil, "crdNodeConfiguration", !c.CRDNodeConfigurationDisabled)
+	if s := ipam.Second; s != nil {
+		p.Log.Info("contiv.conf dual stack", "podSubnetCIDR", s.PodSubnetCIDR.String(),
+			"podSubnetOneNodePrefixLen", s.PodSubnetOneNodePrefixLen, "vppHostSubnetCIDR", s.VPPHostSubnetCIDR.String(),
+			"nodeInterconnectCIDR", orNone(s.NodeInterconnectCIDR), "vxlanCIDR", s.VxlanCIDR.String(),
+			"serviceCIDR", s.ServiceCIDR.String())
+	}
+	for _, e := range ipam.Exclusions {
+		p.Log.Info("contiv.conf excludes pod addresses", "cidr", e.Prefix.String(), "owner", e.Owner)
+	}
 	return nil
 }
 
@@ -133,8 +142,7 @@ func (p *Plugin) GetIPAMConfig() *IPAMConfig {
 	if p.parsed == nil {
 		return nil
 	}
-	c := p.parsed.IPAM
-	return &c
+	return cloneIPAMConfig(&p.parsed.IPAM)
 }
 
 // GetIPAMConfigForJSON returns a copy of the ipamConfig block as read,
@@ -143,7 +151,7 @@ func (p *Plugin) GetIPAMConfigForJSON() *IPAMConfigJSON {
 	if p.parsed == nil {
 		return nil
 	}
-	c := p.conf.IPAMConfig
+	c := p.conf.IPAMConfig.clone()
 	return &c
 }
 
@@ -235,9 +243,21 @@ func cloneNodeConfig(n *NodeConfig) *NodeConfig {
 	return &out
 }
 
+// cloneIPAMConfig deep-copies c (Second and Exclusions included).
+func cloneIPAMConfig(c *IPAMConfig) *IPAMConfig {
+	out := *c
+	if c.Second != nil {
+		s := *c.Second
+		out.Second = &s
+	}
+	out.Exclusions = slices.Clone(c.Exclusions)
+	return &out
+}
+
 // cloneConfig deep-copies c.
 func cloneConfig(c *Config) Config {
 	out := *c
+	out.IPAMConfig = c.IPAMConfig.clone()
 	out.NodeConfig = make([]NodeConfig, len(c.NodeConfig))
 	for i := range c.NodeConfig {
 		out.NodeConfig[i] = *cloneNodeConfig(&c.NodeConfig[i])

@@ -56,6 +56,14 @@ type SRv6Config struct {
 // enumerations and numeric ranges of the compatibility keys hold. A CIDR
 // with host bits set ("1.2.3.4/16") means its network (1.2.0.0/16);
 // IPv4-mapped IPv6 forms are rejected.
+//
+// ipamConfig.dualStack, when present, is a second address family checked
+// by the same rules within itself (keys named ipamConfig.dualStack.<key>),
+// without defaults (serviceCIDR is required, and the pod, vpp-host and
+// vxlan keys unless its contivCIDR gives them), and of the other address
+// family than the primary one. The gateways stay the primary family's. Each
+// ipamConfig.excludeIPs cidr is an address (a /32 or /128) or a CIDR
+// without host bits (here host bits are an error).
 func Parse(c *Config) (*Parsed, error) {
 	if c == nil {
 		return nil, errors.New("no config")
@@ -207,30 +215,93 @@ func parseGateway(value string, ref subnet) (netip.Addr, error) {
 	return a, nil
 }
 
-const contivCIDRKey = "ipamConfig.contivCIDR"
+// The key prefixes of the two families in messages.
+const (
+	primaryKeys   = "ipamConfig."
+	dualStackKey  = "ipamConfig.dualStack"
+	secondaryKeys = dualStackKey + "."
+)
 
 // ipam checks the ipamConfig block and fills out with the effective
-// values. It returns the subnet whose family the gateways must have.
+// values. It returns the subnet whose family the gateways must have (the
+// primary family's).
 func (v *checker) ipam(ic *IPAMConfigJSON, out *IPAMConfig) subnet {
 	out.UseExternalIPAM = ic.UseExternalIPAM
 	out.NodeInterconnectDHCP = ic.NodeInterconnectDHCP
+	out.ReserveLocalRoutes = ic.ReserveLocalRoutes
 
-	contiv := v.cidr(contivCIDRKey, ic.ContivCIDR, true)
-	derived := ic.ContivCIDR != ""
-	service := v.cidr("ipamConfig.serviceCIDR", ic.ServiceCIDR, false)
+	pf := ic.primaryFamily()
+	primary := v.family(&pf, familyKeys{prefix: primaryKeys}, ic.NodeInterconnectDHCP)
+	if ic.DefaultGateway != "" {
+		v.gateway("ipamConfig.defaultGateway", ic.DefaultGateway, primary.ref, &out.DefaultGateway)
+	}
+	if primary.ok {
+		fc := primary.cfg
+		out.UseIPv6, out.ContivCIDR, out.ServiceCIDR, out.CustomIPAMSubnets = fc.UseIPv6, fc.ContivCIDR, fc.ServiceCIDR, fc.CustomIPAMSubnets
+	}
+	if ic.DualStack != nil {
+		// nodeInterconnectDHCP is the primary family's: the second
+		// family's contivCIDR split keeps its node-interconnect block.
+		second := v.family(ic.DualStack, familyKeys{prefix: secondaryKeys, noDefaults: true}, false)
+		if v.otherFamily(primary, second) && second.ok {
+			fc := second.cfg
+			out.Second = &fc
+		}
+	}
+	out.Exclusions = v.exclusions(ic.ExcludeIPs)
+	return primary.ref
+}
+
+// familyKeys says how one family's keys are named and defaulted.
+type familyKeys struct {
+	// prefix comes before every key name in messages ("ipamConfig.").
+	prefix string
+	// noDefaults: the family has no defaults, so an empty required key is
+	// reported as missing (the dualStack block).
+	noDefaults bool
+}
+
+// familyResult is what checking one family gives.
+type familyResult struct {
+	// ref is the subnet whose address family every subnet of the family
+	// must have (familyRef); invalid when none parsed.
+	ref subnet
+	// pod is the effective pod subnet (invalid when unknown).
+	pod subnet
+	// cfg holds the family's effective subnets when ok.
+	cfg FamilyConfig
+	ok  bool
+}
+
+// named is the family's pod subnet for messages, else its reference subnet.
+func (r familyResult) named() subnet {
+	if r.pod.prefix.IsValid() {
+		return r.pod
+	}
+	return r.ref
+}
+
+// family checks the subnets of one address family (the primary's keys or
+// the dualStack block) and derives its effective subnets: every rule on
+// subnets applies within each family alike. dhcp is nodeInterconnectDHCP
+// for the contivCIDR split.
+func (v *checker) family(f *FamilyJSON, fk familyKeys, dhcp bool) familyResult {
+	contiv := v.cidr(fk.prefix+"contivCIDR", f.ContivCIDR, true)
+	derived := f.ContivCIDR != ""
+	service := v.familyCIDR(fk, "serviceCIDR", f.ServiceCIDR, false)
 	// With contivCIDR the pod, vpp-host and vxlan keys are not used; they
 	// may be empty but must still parse when given.
-	pod := v.cidr("ipamConfig.podSubnetCIDR", ic.PodSubnetCIDR, derived)
-	host := v.cidr("ipamConfig.vppHostSubnetCIDR", ic.VPPHostSubnetCIDR, derived)
-	node := v.cidr("ipamConfig.nodeInterconnectCIDR", ic.NodeInterconnectCIDR, true)
-	vxlan := v.cidr("ipamConfig.vxlanCIDR", ic.VxlanCIDR, derived)
+	pod := v.familyCIDR(fk, "podSubnetCIDR", f.PodSubnetCIDR, derived)
+	host := v.familyCIDR(fk, "vppHostSubnetCIDR", f.VPPHostSubnetCIDR, derived)
+	node := v.cidr(fk.prefix+"nodeInterconnectCIDR", f.NodeInterconnectCIDR, true)
+	vxlan := v.familyCIDR(fk, "vxlanCIDR", f.VxlanCIDR, derived)
 
 	var eff subnets
 	var ok bool
 	if derived {
 		// The configured pod, vpp-host and vxlan subnets are replaced by
 		// the split (or by nothing when the split fails: no checks then).
-		eff, ok = v.split(contiv, node, ic.NodeInterconnectDHCP)
+		eff, ok = v.split(contiv, node, dhcp)
 		from := contiv.String()
 		pod = derivedSubnet(pod.key, eff.pod, from)
 		host = derivedSubnet(host.key, eff.vppHost, from)
@@ -240,9 +311,9 @@ func (v *checker) ipam(ic *IPAMConfigJSON, out *IPAMConfig) subnet {
 		}
 	} else {
 		eff = subnets{pod: pod.prefix, vppHost: host.prefix, nodeInterconnect: node.prefix, vxlan: vxlan.prefix,
-			podOneNodeLen: ic.PodSubnetOneNodePrefixLen, vppHostOneNodeLen: ic.VPPHostSubnetOneNodePrefixLen}
-		okPod := v.oneNodeLen("ipamConfig.podSubnetOneNodePrefixLen", ic.PodSubnetOneNodePrefixLen, pod, podRoom)
-		okHost := v.oneNodeLen("ipamConfig.vppHostSubnetOneNodePrefixLen", ic.VPPHostSubnetOneNodePrefixLen, host, vppHostRoom)
+			podOneNodeLen: f.PodSubnetOneNodePrefixLen, vppHostOneNodeLen: f.VPPHostSubnetOneNodePrefixLen}
+		okPod := v.familyOneNodeLen(fk, "podSubnetOneNodePrefixLen", f.PodSubnetOneNodePrefixLen, pod, podRoom)
+		okHost := v.familyOneNodeLen(fk, "vppHostSubnetOneNodePrefixLen", f.VPPHostSubnetOneNodePrefixLen, host, vppHostRoom)
 		ok = okPod && okHost && pod.prefix.IsValid() && host.prefix.IsValid() && vxlan.prefix.IsValid()
 	}
 
@@ -252,20 +323,107 @@ func (v *checker) ipam(ic *IPAMConfigJSON, out *IPAMConfig) subnet {
 	ref := familyRef(contiv, all)
 	famOK := v.sameFamily(ref, all)
 	v.noOverlap(all)
-	if ic.DefaultGateway != "" {
-		v.gateway("ipamConfig.defaultGateway", ic.DefaultGateway, ref, &out.DefaultGateway)
-	}
+	res := familyResult{ref: ref, pod: pod}
 	if !ok || !famOK || !service.prefix.IsValid() {
-		return ref
+		return res
 	}
-	out.UseIPv6 = eff.pod.Addr().Is6()
-	out.ContivCIDR, out.ServiceCIDR = contiv.prefix, service.prefix
-	out.CustomIPAMSubnets = CustomIPAMSubnets{
-		PodSubnetCIDR: eff.pod, PodSubnetOneNodePrefixLen: eff.podOneNodeLen,
-		VPPHostSubnetCIDR: eff.vppHost, VPPHostSubnetOneNodePrefixLen: eff.vppHostOneNodeLen,
-		NodeInterconnectCIDR: eff.nodeInterconnect, VxlanCIDR: eff.vxlan,
+	res.cfg = FamilyConfig{
+		UseIPv6:     eff.pod.Addr().Is6(),
+		ContivCIDR:  contiv.prefix,
+		ServiceCIDR: service.prefix,
+		CustomIPAMSubnets: CustomIPAMSubnets{
+			PodSubnetCIDR: eff.pod, PodSubnetOneNodePrefixLen: eff.podOneNodeLen,
+			VPPHostSubnetCIDR: eff.vppHost, VPPHostSubnetOneNodePrefixLen: eff.vppHostOneNodeLen,
+			NodeInterconnectCIDR: eff.nodeInterconnect, VxlanCIDR: eff.vxlan,
+		},
 	}
-	return ref
+	res.ok = true
+	return res
+}
+
+// missing is the message of a required key left empty in a family without
+// defaults.
+func missing(fk familyKeys) string {
+	return fmt.Sprintf("required in %s (it has no defaults) unless %scontivCIDR gives it", dualStackKey, fk.prefix)
+}
+
+// familyCIDR is cidr for the key name of a family; an empty required key
+// of a family without defaults is reported as missing.
+func (v *checker) familyCIDR(fk familyKeys, name, value string, optional bool) subnet {
+	key := fk.prefix + name
+	if value == "" && !optional && fk.noDefaults {
+		msg := missing(fk)
+		if name == "serviceCIDR" {
+			msg = fmt.Sprintf("required in %s (it has no defaults)", dualStackKey)
+		}
+		v.add("%s %q: %s", key, value, msg)
+		return subnet{key: key, text: value}
+	}
+	return v.cidr(key, value, optional)
+}
+
+// familyOneNodeLen is oneNodeLen for the key name of a family; a zero
+// (absent) length in a family without defaults is reported as missing.
+func (v *checker) familyOneNodeLen(fk familyKeys, name string, n int, cluster subnet, need room) bool {
+	key := fk.prefix + name
+	if n == 0 && fk.noDefaults {
+		v.add("%s %d: %s", key, n, missing(fk))
+		return false
+	}
+	return v.oneNodeLen(key, n, cluster, need)
+}
+
+// otherFamily checks that the dualStack family is not the primary's
+// address family (when both are known).
+func (v *checker) otherFamily(primary, second familyResult) bool {
+	a, b := primary.named(), second.named()
+	if !a.prefix.IsValid() || !b.prefix.IsValid() || a.prefix.Addr().Is4() != b.prefix.Addr().Is4() {
+		return true
+	}
+	v.add("%s and %s are both %s: %s must be of the other address family",
+		b, a, family(a.prefix.Addr()), dualStackKey)
+	return false
+}
+
+// exclusions parses ipamConfig.excludeIPs; nil when there are none.
+func (v *checker) exclusions(list []ExclusionJSON) []Exclusion {
+	var out []Exclusion
+	for i, e := range list {
+		p, err := parseExclusion(e.CIDR)
+		if err != nil {
+			v.add("ipamConfig.excludeIPs[%d].cidr %q: %w", i, e.CIDR, err)
+			continue
+		}
+		owner := e.Owner
+		if owner == "" {
+			owner = DefaultExclusionOwner
+		}
+		out = append(out, Exclusion{Prefix: p, Owner: owner})
+	}
+	return out
+}
+
+// parseExclusion parses an excludeIPs entry: a bare address (a /32 or
+// /128) or a CIDR without host bits.
+func parseExclusion(value string) (netip.Prefix, error) {
+	if value == "" {
+		return netip.Prefix{}, errors.New("missing: want an address or a CIDR (10.1.5.7, fd00:10:1:5::40/124)")
+	}
+	if !strings.Contains(value, "/") {
+		a, err := parseIP(value)
+		if err != nil {
+			return netip.Prefix{}, err
+		}
+		return netip.PrefixFrom(a, a.BitLen()), nil
+	}
+	p, err := parsePrefix(value)
+	if err != nil {
+		return netip.Prefix{}, err
+	}
+	if p != p.Masked() {
+		return netip.Prefix{}, fmt.Errorf("host bits set: write the network %s, or the address alone to exclude one address", p.Masked())
+	}
+	return p, nil
 }
 
 // gateway parses the gateway value of key into dst, or reports why not.
