@@ -15,8 +15,8 @@ import (
 
 // External IPAM (plugin mode with an ipam section of another type):
 // contiv-cni runs that plugin itself with the same stdin, found on
-// CNI_PATH, and hands its first address to the agent as ipam_type /
-// ipam_data. Every delegate call runs under the config's timeout.
+// CNI_PATH, and hands its addresses to the agent as ipam_type / ipam_data
+// (see ipamData). Every delegate call runs under the config's timeout.
 
 // addWithDelegate runs the delegate's ADD, then the agent's Add with its
 // address. When the agent call fails, the delegate's DEL runs so that the
@@ -38,9 +38,9 @@ func (inv *invocation) addWithDelegate(ctx context.Context, req *cni.CNIRequest)
 	return reply, nil
 }
 
-// delegateAdd runs the delegate's ADD and returns the JSON of its first
-// IPConfig (address, gateway). A result without an address is released
-// again and is an error.
+// delegateAdd runs the delegate's ADD and returns the ipam_data of its
+// result (ipamData). A result without an address is released again and is
+// an error.
 func (inv *invocation) delegateAdd(ctx context.Context) (string, error) {
 	addCtx, cancel := context.WithTimeout(ctx, inv.conf.Timeout)
 	defer cancel()
@@ -48,7 +48,7 @@ func (inv *invocation) delegateAdd(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", inv.delegateError("ADD", err)
 	}
-	data, err := firstIPConfig(raw)
+	data, err := ipamData(raw)
 	if err != nil {
 		if delErr := inv.delegateDel(ctx); delErr != nil {
 			inv.log.Error("releasing the delegate's unusable lease", "error", delErr)
@@ -59,9 +59,13 @@ func (inv *invocation) delegateAdd(ctx context.Context) (string, error) {
 	return data, nil
 }
 
-// firstIPConfig is the JSON of the first IPConfig of a delegate's result
-// (any version), without the interface index.
-func firstIPConfig(raw types.Result) (string, error) {
+// ipamData is the ipam_data of a delegate's result (any version): its
+// IPConfigs as CNI 1.0 JSON, without the interface index, in the
+// delegate's order. One address is one object, as contiv-cni always sent
+// it ({"address":"10.1.5.7/24","gateway":"10.1.5.1"}); several (a
+// dual-stack delegate: one per family) are an array of them. The agent
+// tells the two forms apart by the first character.
+func ipamData(raw types.Result) (string, error) {
 	res, err := types100.NewResultFromResult(raw)
 	if err != nil {
 		return "", fmt.Errorf("unusable result: %w", err)
@@ -69,11 +73,20 @@ func firstIPConfig(raw types.Result) (string, error) {
 	if len(res.IPs) == 0 {
 		return "", fmt.Errorf("the result has no address")
 	}
-	ip := *res.IPs[0]
-	ip.Interface = nil
-	data, err := json.Marshal(&ip)
+	ips := make([]*types100.IPConfig, 0, len(res.IPs))
+	for _, ip := range res.IPs {
+		c := *ip
+		c.Interface = nil
+		ips = append(ips, &c)
+	}
+	var data []byte
+	if len(ips) == 1 {
+		data, err = json.Marshal(ips[0])
+	} else {
+		data, err = json.Marshal(ips)
+	}
 	if err != nil {
-		return "", fmt.Errorf("encoding its first address: %w", err)
+		return "", fmt.Errorf("encoding its addresses: %w", err)
 	}
 	return string(data), nil
 }

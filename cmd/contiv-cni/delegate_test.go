@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	cniversion "github.com/containernetworking/cni/pkg/version"
 	. "github.com/onsi/gomega"
 
 	"github.com/contiv-ipam/agent/plugins/podmanager/cni"
@@ -236,6 +237,22 @@ func TestDelegateToHostLocal(t *testing.T) {
 		g.Expect(lease(dataDir)).NotTo(BeAnExistingFile())
 		g.Expect(fa.Calls()).To(Equal([]string{"Add", "Delete"}))
 	})
+	t.Run("dual-stack", func(t *testing.T) {
+		g := NewWithT(t)
+		fa, sock := startAgent(t)
+		dataDir := t.TempDir()
+		env := map[string]string{"CNI_PATH": cniPath}
+		dual := pluginConf("1.0.0", sock, fmt.Sprintf(
+			`,"ipam":{"type":"host-local","ranges":[[{"subnet":"10.9.0.0/24"}],[{"subnet":"fd00:9::/64"}]],"dataDir":%q}`, dataDir))
+		run{Command: "ADD", Conf: dual, Env: env}.mustSucceed(t)
+		g.Expect(fa.Requests()[0].GetIpamData()).To(MatchJSON(
+			`[{"address":"10.9.0.2/24","gateway":"10.9.0.1"},{"address":"fd00:9::2/64","gateway":"fd00:9::1"}]`))
+		g.Expect(lease(dataDir)).To(BeAnExistingFile())
+		g.Expect(filepath.Join(dataDir, "contiv-net", "fd00:9::2")).To(BeAnExistingFile())
+		run{Command: "DEL", Conf: dual, Env: env}.mustSucceed(t)
+		g.Expect(lease(dataDir)).NotTo(BeAnExistingFile())
+		g.Expect(filepath.Join(dataDir, "contiv-net", "fd00:9::2")).NotTo(BeAnExistingFile())
+	})
 	t.Run("agent refuses", func(t *testing.T) {
 		g := NewWithT(t)
 		fa, sock := startAgent(t)
@@ -247,4 +264,71 @@ func TestDelegateToHostLocal(t *testing.T) {
 		g.Expect(filepath.Join(dataDir, "contiv-net", "last_reserved_ip.0")).To(BeAnExistingFile())
 		g.Expect(lease(dataDir)).NotTo(BeAnExistingFile())
 	})
+}
+
+// TestIPAMData: one address of the delegate is one IPConfig object (as
+// contiv-cni always sent it), several are an array in the delegate's
+// order; the interface index is dropped, whatever the result's version.
+func TestIPAMData(t *testing.T) {
+	v4 := `{"address":"10.9.0.5/24","gateway":"10.9.0.1"}`
+	v6 := `{"address":"fd00:9::5/64","gateway":"fd00:9::1"}`
+	cases := []struct {
+		name   string
+		ver    string
+		result string // the delegate's ips
+		want   string
+	}{
+		{"one address", "1.0.0", `[{"interface":0,"address":"10.9.0.5/24","gateway":"10.9.0.1"}]`, v4},
+		{"one address, 0.3.1", "0.3.1", `[{"version":"4","address":"10.9.0.5/24","gateway":"10.9.0.1"}]`, v4},
+		{"IPv4+IPv6", "1.1.0", "[" + v4 + "," + v6 + "]", "[" + v4 + "," + v6 + "]"},
+		{"IPv6+IPv4, 0.4.0", "0.4.0",
+			`[{"version":"6","interface":0,"address":"fd00:9::5/64","gateway":"fd00:9::1"},{"version":"4","interface":0,"address":"10.9.0.5/24","gateway":"10.9.0.1"}]`,
+			"[" + v6 + "," + v4 + "]"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			itf := ""
+			if strings.Contains(tc.result, `"interface"`) {
+				itf = `"interfaces":[{"name":"eth0"}],`
+			}
+			raw, err := cniversion.NewResult(tc.ver, []byte(fmt.Sprintf(`{"cniVersion":%q,%s"ips":%s}`, tc.ver, itf, tc.result)))
+			g.Expect(err).NotTo(HaveOccurred())
+			data, err := ipamData(raw)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(data).To(MatchJSON(tc.want))
+		})
+	}
+	t.Run("no address", func(t *testing.T) {
+		g := NewWithT(t)
+		raw, err := cniversion.NewResult("1.0.0", []byte(`{"cniVersion":"1.0.0"}`))
+		g.Expect(err).NotTo(HaveOccurred())
+		_, err = ipamData(raw)
+		g.Expect(err).To(MatchError(ContainSubstring("no address")))
+	})
+}
+
+// TestDelegatedAddDualStack: a delegate that returns an address per
+// family has both passed to the agent, as an array in its order.
+func TestDelegatedAddDualStack(t *testing.T) {
+	v4, v6 := "10.9.0.5/24@10.9.0.1", "fd00:9::5/64@fd00:9::1"
+	v4JSON, v6JSON := `{"address":"10.9.0.5/24","gateway":"10.9.0.1"}`, `{"address":"fd00:9::5/64","gateway":"fd00:9::1"}`
+	cases := []struct{ name, addrs, want string }{
+		{"IPv4+IPv6", v4 + " " + v6, "[" + v4JSON + "," + v6JSON + "]"},
+		{"IPv6+IPv4", v6 + " " + v4, "[" + v6JSON + "," + v4JSON + "]"},
+		{"IPv6 only", v6, v6JSON},
+	}
+	for _, ver := range allVersions {
+		for _, tc := range cases {
+			t.Run(ver+"/"+tc.name, func(t *testing.T) {
+				g := NewWithT(t)
+				fa, sock := startAgent(t)
+				run{Command: "ADD", Conf: delegateConf(ver, sock),
+					Env: map[string]string{"FAKE_IPAM_ADDRS": tc.addrs}}.mustSucceed(t)
+				g.Expect(fa.Calls()).To(Equal([]string{"Add"}))
+				g.Expect(fa.Requests()[0].GetIpamType()).To(Equal("fake-ipam"))
+				g.Expect(fa.Requests()[0].GetIpamData()).To(MatchJSON(tc.want))
+			})
+		}
+	}
 }

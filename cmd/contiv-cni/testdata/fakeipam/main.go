@@ -1,8 +1,9 @@
 // Command fakeipam is a tiny host-local-like IPAM plugin for the tests of
 // contiv-cni's external IPAM delegation. It appends each CNI_COMMAND it
 // receives to $FAKE_IPAM_LOG, fails with code 42 when $FAKE_IPAM_FAIL
-// names the command, and answers ADD with 10.9.0.5/24 via 10.9.0.1 in the
-// config's version.
+// names the command, and answers ADD in the config's version with the
+// addresses of $FAKE_IPAM_ADDRS ("CIDR@gateway", separated by spaces, in
+// that order; default "10.9.0.5/24@10.9.0.1").
 package main
 
 import (
@@ -45,13 +46,19 @@ func add(args *skel.CmdArgs) error {
 	if err != nil {
 		return err
 	}
-	addr, err := types.ParseCIDR("10.9.0.5/24")
-	if err != nil {
-		return err
+	spec := os.Getenv("FAKE_IPAM_ADDRS")
+	if spec == "" {
+		spec = "10.9.0.5/24@10.9.0.1"
 	}
-	res := &types100.Result{CNIVersion: types100.ImplementedSpecVersion, IPs: []*types100.IPConfig{{
-		Address: *addr, Gateway: net.ParseIP("10.9.0.1"),
-	}}}
+	res := &types100.Result{CNIVersion: types100.ImplementedSpecVersion}
+	for _, a := range strings.Fields(spec) {
+		cidr, gw, _ := strings.Cut(a, "@")
+		addr, err := types.ParseCIDR(cidr)
+		if err != nil {
+			return err
+		}
+		res.IPs = append(res.IPs, &types100.IPConfig{Address: *addr, Gateway: net.ParseIP(gw)})
+	}
 	return types.PrintResult(res, conf)
 }
 
