@@ -291,6 +291,11 @@ func TestErrorCodes(t *testing.T) {
 			code: 1, contains: []string{"incompatible CNI versions"},
 		},
 		{
+			name: "1 version 0.3.0", command: "ADD",
+			conf: func(s string) string { return ipamConf("0.3.0", s, "") },
+			code: 1, contains: []string{"incompatible CNI versions"},
+		},
+		{
 			name: "1 CHECK before 0.4.0", command: "CHECK",
 			conf: func(s string) string { return pluginConf("0.3.1", s, "") },
 			code: 1, contains: []string{"CHECK"},

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
 	"net"
 
@@ -20,12 +21,19 @@ func replyError(field, value, reason string) *types.Error {
 
 // toResult builds the CNI result of an ADD from the agent's reply. In
 // plugin mode it has one interface (CNI_IFNAME in CNI_NETNS) and every
-// address points at it; in IPAM mode it is the abbreviated IPAM result:
-// no interfaces, no ips[].interface.
+// address points at it (ips[].interface 0); in IPAM mode it is the
+// abbreviated IPAM result: no interfaces, no ips[].interface.
 //
-// The result is in the library's current version; types.PrintResult
-// converts it to the call's version (0.3.1 and 0.4.0 add ips[].version).
-// Building it with the call's version would skip that conversion.
+// Dual-stack: every address of the reply is kept, in the reply's order
+// (an IPv4 and an IPv6 one, either first), each with the gateway of its
+// own family, and every route (0.0.0.0/0 via the IPv4 gateway, ::/0 via
+// the IPv6 one). A gateway of another family than its address or route
+// is a bad reply.
+//
+// The result is in the library's current version; formatResult converts
+// it to the call's version (0.3.1 and 0.4.0 add ips[].version, "4" or "6"
+// from each address). Building it with the call's version would skip
+// that conversion.
 func toResult(reply *cni.CNIReply, mode Mode, args *skel.CmdArgs) (*types100.Result, error) {
 	res := &types100.Result{CNIVersion: types100.ImplementedSpecVersion}
 	var iface *int
@@ -82,6 +90,9 @@ func toIPs(reply *cni.CNIReply, iface *int) ([]*types100.IPConfig, error) {
 				if cfg.Gateway = net.ParseIP(gw); cfg.Gateway == nil {
 					return nil, replyError(field+".gateway", gw, "not an IP address")
 				}
+				if !sameFamily(cfg.Gateway, addr.IP) {
+					return nil, replyError(field+".gateway", gw, "not of the family of address "+ip.GetAddress())
+				}
 			}
 			ips = append(ips, cfg)
 		}
@@ -102,10 +113,32 @@ func toRoutes(routes []*cni.CNIReply_Route) ([]*types.Route, error) {
 			if route.GW = net.ParseIP(gw); route.GW == nil {
 				return nil, replyError(field+".gw", gw, "not an IP address")
 			}
+			if !sameFamily(route.GW, dst.IP) {
+				return nil, replyError(field+".gw", gw, "not of the family of dst "+r.GetDst())
+			}
 		}
 		out = append(out, route)
 	}
 	return out, nil
+}
+
+// sameFamily tells whether a and b are both IPv4 or both IPv6.
+func sameFamily(a, b net.IP) bool { return (a.To4() == nil) == (b.To4() == nil) }
+
+// formatResult is res converted to the call's version, as the CNI library
+// prints it (types.PrintResult's conversion and JSON): everything that
+// can fail about a result fails here, before anything is confirmed or
+// printed.
+func formatResult(res *types100.Result, version string) ([]byte, error) {
+	out, err := res.GetAsVersion(version)
+	if err != nil {
+		return nil, fmt.Errorf("converting the result to CNI version %q: %w", version, err)
+	}
+	var buf bytes.Buffer
+	if err := out.PrintTo(&buf); err != nil {
+		return nil, fmt.Errorf("encoding the result: %w", err)
+	}
+	return buf.Bytes(), nil
 }
 
 // prevIPs are the addresses (CIDR) of the call's prevResult, whatever
