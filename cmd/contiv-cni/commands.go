@@ -104,8 +104,13 @@ func (inv *invocation) request() *cni.CNIRequest {
 	}
 }
 
-// add asks the agent for the container's address (after running the
-// delegate, if any) and prints the result in the config's version.
+// add asks the agent for the container's addresses (after running the
+// delegate, if any), confirms the reply's reservation (if it has one) and
+// prints the result in the config's version. The result is built and
+// converted before the confirmation and printed only after it: a result
+// on stdout means addresses that no longer expire. Whatever fails after
+// the agent's Add (the result, the confirmation, the printing) rolls the
+// ADD back.
 func (inv *invocation) add(ctx context.Context) error {
 	if inv.conf.Mode == ModePlugin && inv.conf.NetConf.RawPrevResult != nil {
 		return confError("prevResult", "(set)",
@@ -123,21 +128,46 @@ func (inv *invocation) add(ctx context.Context) error {
 		return err
 	}
 	res, err := toResult(reply, inv.conf.Mode, inv.args)
+	var out []byte
 	if err == nil {
-		err = types.PrintResult(res, inv.conf.CNIVersion)
+		out, err = formatResult(res, inv.conf.CNIVersion)
+	}
+	if err == nil && reply.GetReservation() != "" {
+		err = inv.confirm(ctx, reply.GetReservation())
+	}
+	if err == nil {
+		_, err = os.Stdout.Write(out)
 	}
 	if err != nil {
 		inv.rollback(ctx)
 		return err
 	}
-	inv.log.Info("added", "container", inv.args.ContainerID, "ips", len(res.IPs))
+	inv.log.Info("added", "container", inv.args.ContainerID, "ips", len(res.IPs),
+		"reservation", reply.GetReservation())
 	return nil
 }
 
+// confirm confirms the reservation of the agent's Add reply for the
+// call's key. An agent error keeps its code and message (102: the
+// reservation expired or was replaced); an unreachable agent is code 11.
+func (inv *invocation) confirm(ctx context.Context, reservation string) error {
+	req := &cni.ConfirmRequest{
+		Version:       inv.conf.CNIVersion,
+		ContainerId:   inv.args.ContainerID,
+		InterfaceName: inv.args.IfName,
+		NetworkName:   inv.conf.Name,
+		Reservation:   reservation,
+	}
+	_, err := call(ctx, inv.agent, "Confirm", inv.agent.client.Confirm, req)
+	return err
+}
+
 // rollback undoes an ADD the agent acknowledged but contiv-cni could not
-// turn into a result: the runtime gets an error, so nothing may stay
-// allocated (the agent's address, the delegate's lease). Best effort: the
-// runtime's DEL after a failed ADD retries what fails here.
+// turn into a printed result (a bad reply, a failed confirmation, stdout
+// closed): the runtime gets an error, so nothing may stay allocated (the
+// agent's addresses, the delegate's lease). Best effort: the runtime's DEL
+// after a failed ADD retries what fails here, and an unconfirmed
+// reservation expires anyway.
 func (inv *invocation) rollback(ctx context.Context) {
 	if err := inv.del(ctx); err != nil {
 		inv.log.Error("rolling back the ADD", "container", inv.args.ContainerID, "error", err)

@@ -81,6 +81,7 @@ type fakeAgent struct {
 	requests []*cni.CNIRequest
 	gc       []*cni.GCRequest
 	status   []*cni.StatusRequest
+	confirms []*cni.ConfirmRequest
 	replies  map[string]*cni.CNIReply
 	hang     map[string]bool
 }
@@ -204,6 +205,20 @@ func (fa *fakeAgent) Status(ctx context.Context, req *cni.StatusRequest) (*cni.C
 	fa.status = append(fa.status, req)
 	fa.mu.Unlock()
 	return fa.answer(ctx, "Status")
+}
+
+func (fa *fakeAgent) Confirm(ctx context.Context, req *cni.ConfirmRequest) (*cni.CNIReply, error) {
+	fa.mu.Lock()
+	fa.confirms = append(fa.confirms, req)
+	fa.mu.Unlock()
+	return fa.answer(ctx, "Confirm")
+}
+
+// Confirms returns the ConfirmRequests received so far.
+func (fa *fakeAgent) Confirms() []*cni.ConfirmRequest {
+	fa.mu.Lock()
+	defer fa.mu.Unlock()
+	return append([]*cni.ConfirmRequest(nil), fa.confirms...)
 }
 
 // Calls returns the methods called so far, in order.

@@ -162,3 +162,38 @@ func TestNoAboutOnStdout(t *testing.T) {
 	g.Expect(o.Stderr).To(ContainSubstring("contiv-cni"))
 	g.Expect(o.Stderr).To(ContainSubstring("0.3.1, 0.4.0, 1.0.0, 1.1.0"))
 }
+
+// TestAsDelegateOfInvokeDualStack: ptp, bridge, macvlan and ipvlan get
+// both addresses and both default routes of a dual-stack reply through
+// invoke.DelegateAdd in every version, and contiv-cni confirmed the
+// reservation before they could read them.
+func TestAsDelegateOfInvokeDualStack(t *testing.T) {
+	t.Setenv("CNI_PATH", binDir)
+	t.Setenv("CNI_CONTAINERID", testContainer)
+	t.Setenv("CNI_NETNS", testNetns)
+	t.Setenv("CNI_IFNAME", "eth0")
+	t.Setenv("CNI_ARGS", testPodArgs)
+	for _, ver := range allVersions {
+		t.Run(ver, func(t *testing.T) {
+			g := NewWithT(t)
+			fa, sock := startAgent(t)
+			reply := dualStackReply(dualStackOrders[0].ips, dualStackOrders[0].routes)
+			reply.Reservation = "res-1"
+			fa.set("Add", reply)
+			raw, err := invoke.DelegateAdd(context.Background(), PluginType, []byte(ipamConf(ver, sock, "")), nil)
+			g.Expect(err).NotTo(HaveOccurred())
+			res, err := types100.NewResultFromResult(raw)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(res.IPs).To(HaveLen(2))
+			g.Expect(res.IPs[0].Address.String()).To(Equal("10.1.5.2/24"))
+			g.Expect(res.IPs[0].Gateway.String()).To(Equal("10.1.5.1"))
+			g.Expect(res.IPs[1].Address.String()).To(Equal("fd00:10:1:5::2/64"))
+			g.Expect(res.IPs[1].Gateway.String()).To(Equal("fd00:10:1:5::1"))
+			g.Expect(res.Routes).To(HaveLen(2))
+			g.Expect(res.Routes[0].Dst.String()).To(Equal("0.0.0.0/0"))
+			g.Expect(res.Routes[1].Dst.String()).To(Equal("::/0"))
+			g.Expect(res.Routes[1].GW.String()).To(Equal("fd00:10:1:5::1"))
+			g.Expect(fa.Calls()).To(Equal([]string{"Add", "Confirm"}))
+		})
+	}
+}
