@@ -123,6 +123,16 @@ func TestMarshalUsesProtoNames(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(string(data)).To(ContainSubstring(`"host_ip_address":"192.168.16.1"`))
 	g.Expect(string(data)).To(ContainSubstring(`"ip_address":"10.1.2.5"`))
+	p := samplePod()
+	p.IpAddresses = []string{"10.1.2.5", "fd00:10:1:2::5"}
+	data, err = codec.Marshal(p)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(string(data)).To(ContainSubstring(`"ip_addresses":["10.1.2.5","fd00:10:1:2::5"]`))
+	n := sampleNode()
+	n.Pod_CIDRs = []string{"10.1.2.0/24", "fd00:10:1:2::/64"}
+	data, err = codec.Marshal(n)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(string(data)).To(ContainSubstring(`"pod_CIDRs":["10.1.2.0/24","fd00:10:1:2::/64"]`))
 
 	data, err = codec.Marshal(sampleVppNode())
 	g.Expect(err).NotTo(HaveOccurred())
@@ -190,15 +200,19 @@ func TestUnmarshalLowerCamelCase(t *testing.T) {
 	g := NewWithT(t)
 
 	var n node.Node
-	g.Expect(codec.Unmarshal([]byte(`{"name":"n1","podCIDR":"10.1.2.0/24","providerID":"p","nodeInfo":{"machineID":"m","kubeletVersion":"v1"}}`), &n)).To(Succeed())
+	g.Expect(codec.Unmarshal([]byte(`{"name":"n1","podCIDR":"10.1.2.0/24","podCIDRs":["10.1.2.0/24","fd00:10:1:2::/64"],`+
+		`"providerID":"p","nodeInfo":{"machineID":"m","kubeletVersion":"v1"}}`), &n)).To(Succeed())
 	g.Expect(n.GetPod_CIDR()).To(Equal("10.1.2.0/24"))
+	g.Expect(n.GetPod_CIDRs()).To(Equal([]string{"10.1.2.0/24", "fd00:10:1:2::/64"}))
 	g.Expect(n.GetProvider_ID()).To(Equal("p"))
 	g.Expect(n.GetNodeInfo().GetMachine_ID()).To(Equal("m"))
 	g.Expect(n.GetNodeInfo().GetKubeletVersion()).To(Equal("v1"))
 
 	var p pod.Pod
-	g.Expect(codec.Unmarshal([]byte(`{"ipAddress":"10.1.2.5","hostIpAddress":"192.168.16.1","container":[{"port":[{"hostPort":8080,"containerPort":80}]}]}`), &p)).To(Succeed())
+	g.Expect(codec.Unmarshal([]byte(`{"ipAddress":"10.1.2.5","ipAddresses":["10.1.2.5","fd00:10:1:2::5"],"hostIpAddress":"192.168.16.1",`+
+		`"container":[{"port":[{"hostPort":8080,"containerPort":80}]}]}`), &p)).To(Succeed())
 	g.Expect(p.GetIpAddress()).To(Equal("10.1.2.5"))
+	g.Expect(p.GetIpAddresses()).To(Equal([]string{"10.1.2.5", "fd00:10:1:2::5"}))
 	g.Expect(p.GetHostIpAddress()).To(Equal("192.168.16.1"))
 	g.Expect(p.GetContainer()[0].GetPort()[0].GetHostPort()).To(Equal(int32(8080)))
 

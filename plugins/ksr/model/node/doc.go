@@ -9,11 +9,15 @@
 //     rejects keys of other resources, empty names and names with "/";
 //  2. encode and decode values only with package codec, so that every
 //     writer and reader agrees on the JSON field names (pod_CIDR,
-//     provider_ID, node_info, ...);
+//     pod_CIDRs, provider_ID, node_info, ...);
 //  3. treat a decoded Node as read-only once it is shared: the controller
 //     hands the same message to every event handler.
 //
 // protoc-gen-go keeps the underscore before a capital letter in Go names,
-// so the fields are Pod_CIDR, Provider_ID, Machine_ID, System_UUID and
-// Boot_ID (getters GetPod_CIDR and so on).
+// so the fields are Pod_CIDR, Pod_CIDRs, Provider_ID, Machine_ID,
+// System_UUID and Boot_ID (getters GetPod_CIDR and so on).
+//
+// pod_CIDR is spec.podCIDR and pod_CIDRs spec.podCIDRs (every address
+// family, in order; Kubernetes keeps its first equal to spec.podCIDR).
+// Records of older writers have pod_CIDR alone: read it as the only one.
 package node

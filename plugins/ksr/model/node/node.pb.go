@@ -88,10 +88,14 @@ type Node struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	// pod_CIDR is the node's pod subnet as Kubernetes assigned it ("ip/prefix").
-	Pod_CIDR      string          `protobuf:"bytes,2,opt,name=pod_CIDR,json=podCIDR,proto3" json:"pod_CIDR,omitempty"`
-	Provider_ID   string          `protobuf:"bytes,3,opt,name=provider_ID,json=providerID,proto3" json:"provider_ID,omitempty"`
-	Addresses     []*NodeAddress  `protobuf:"bytes,4,rep,name=addresses,proto3" json:"addresses,omitempty"`
-	NodeInfo      *NodeSystemInfo `protobuf:"bytes,5,opt,name=node_info,json=nodeInfo,proto3" json:"node_info,omitempty"`
+	Pod_CIDR    string          `protobuf:"bytes,2,opt,name=pod_CIDR,json=podCIDR,proto3" json:"pod_CIDR,omitempty"`
+	Provider_ID string          `protobuf:"bytes,3,opt,name=provider_ID,json=providerID,proto3" json:"provider_ID,omitempty"`
+	Addresses   []*NodeAddress  `protobuf:"bytes,4,rep,name=addresses,proto3" json:"addresses,omitempty"`
+	NodeInfo    *NodeSystemInfo `protobuf:"bytes,5,opt,name=node_info,json=nodeInfo,proto3" json:"node_info,omitempty"`
+	// pod_CIDRs are the node's pod subnets of every address family, in the
+	// order of spec.podCIDRs (the first is pod_CIDR); empty when Kubernetes
+	// gave none.
+	Pod_CIDRs     []string `protobuf:"bytes,6,rep,name=pod_CIDRs,json=podCIDRs,proto3" json:"pod_CIDRs,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -157,6 +161,13 @@ func (x *Node) GetAddresses() []*NodeAddress {
 func (x *Node) GetNodeInfo() *NodeSystemInfo {
 	if x != nil {
 		return x.NodeInfo
+	}
+	return nil
+}
+
+func (x *Node) GetPod_CIDRs() []string {
+	if x != nil {
+		return x.Pod_CIDRs
 	}
 	return nil
 }
@@ -335,14 +346,15 @@ var File_plugins_ksr_model_node_node_proto protoreflect.FileDescriptor
 
 const file_plugins_ksr_model_node_node_proto_rawDesc = "" +
 	"\n" +
-	"!plugins/ksr/model/node/node.proto\x12\bksr.node\"\xc2\x01\n" +
+	"!plugins/ksr/model/node/node.proto\x12\bksr.node\"\xdf\x01\n" +
 	"\x04Node\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x19\n" +
 	"\bpod_CIDR\x18\x02 \x01(\tR\apodCIDR\x12\x1f\n" +
 	"\vprovider_ID\x18\x03 \x01(\tR\n" +
 	"providerID\x123\n" +
 	"\taddresses\x18\x04 \x03(\v2\x15.ksr.node.NodeAddressR\taddresses\x125\n" +
-	"\tnode_info\x18\x05 \x01(\v2\x18.ksr.node.NodeSystemInfoR\bnodeInfo\"\xeb\x01\n" +
+	"\tnode_info\x18\x05 \x01(\v2\x18.ksr.node.NodeSystemInfoR\bnodeInfo\x12\x1b\n" +
+	"\tpod_CIDRs\x18\x06 \x03(\tR\bpodCIDRs\"\xeb\x01\n" +
 	"\vNodeAddress\x129\n" +
 	"\x04type\x18\x01 \x01(\x0e2%.ksr.node.NodeAddress.NodeAddressTypeR\x04type\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\"\x86\x01\n" +

@@ -10,10 +10,15 @@
 //     rejects keys of other resources and of any other shape;
 //  2. encode and decode values only with package codec, so that every
 //     writer and reader agrees on the JSON field names (ip_address,
-//     host_ip_address, ...);
+//     ip_addresses, host_ip_address, ...);
 //  3. treat a decoded Pod as read-only once it is shared: the controller
 //     hands the same message to every event handler.
 //
 // Labels come in two forms: the list label (field 3, older writers) and the
 // map labels (field 7). Readers that need labels should look at both.
+//
+// Addresses too: ip_address (field 4) is status.podIP, ip_addresses
+// (field 9; 7 is the labels map) status.podIPs, every address family in
+// order with ip_address first. Records of older writers have ip_address
+// alone: read it as the only one.
 package pod

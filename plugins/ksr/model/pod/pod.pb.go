@@ -80,12 +80,16 @@ type Pod struct {
 	Name      string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	Namespace string                 `protobuf:"bytes,2,opt,name=namespace,proto3" json:"namespace,omitempty"`
 	// label is the older list form of the labels; labels (7) is the map form.
-	Label         []*Pod_Label      `protobuf:"bytes,3,rep,name=label,proto3" json:"label,omitempty"`
+	Label []*Pod_Label `protobuf:"bytes,3,rep,name=label,proto3" json:"label,omitempty"`
+	// ip_address is status.podIP: the first of ip_addresses.
 	IpAddress     string            `protobuf:"bytes,4,opt,name=ip_address,json=ipAddress,proto3" json:"ip_address,omitempty"`
 	HostIpAddress string            `protobuf:"bytes,5,opt,name=host_ip_address,json=hostIpAddress,proto3" json:"host_ip_address,omitempty"`
 	Container     []*Pod_Container  `protobuf:"bytes,6,rep,name=container,proto3" json:"container,omitempty"`
 	Labels        map[string]string `protobuf:"bytes,7,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	Annotations   map[string]string `protobuf:"bytes,8,rep,name=annotations,proto3" json:"annotations,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// ip_addresses are status.podIPs: the pod's addresses of every address
+	// family, in order (the first is ip_address); empty when it has none.
+	IpAddresses   []string `protobuf:"bytes,9,rep,name=ip_addresses,json=ipAddresses,proto3" json:"ip_addresses,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -172,6 +176,13 @@ func (x *Pod) GetLabels() map[string]string {
 func (x *Pod) GetAnnotations() map[string]string {
 	if x != nil {
 		return x.Annotations
+	}
+	return nil
+}
+
+func (x *Pod) GetIpAddresses() []string {
+	if x != nil {
+		return x.IpAddresses
 	}
 	return nil
 }
@@ -360,7 +371,7 @@ var File_plugins_ksr_model_pod_pod_proto protoreflect.FileDescriptor
 
 const file_plugins_ksr_model_pod_pod_proto_rawDesc = "" +
 	"\n" +
-	"\x1fplugins/ksr/model/pod/pod.proto\x12\aksr.pod\"\xc3\x06\n" +
+	"\x1fplugins/ksr/model/pod/pod.proto\x12\aksr.pod\"\xe6\x06\n" +
 	"\x03Pod\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12(\n" +
@@ -370,7 +381,8 @@ const file_plugins_ksr_model_pod_pod_proto_rawDesc = "" +
 	"\x0fhost_ip_address\x18\x05 \x01(\tR\rhostIpAddress\x124\n" +
 	"\tcontainer\x18\x06 \x03(\v2\x16.ksr.pod.Pod.ContainerR\tcontainer\x120\n" +
 	"\x06labels\x18\a \x03(\v2\x18.ksr.pod.Pod.LabelsEntryR\x06labels\x12?\n" +
-	"\vannotations\x18\b \x03(\v2\x1d.ksr.pod.Pod.AnnotationsEntryR\vannotations\x1a9\n" +
+	"\vannotations\x18\b \x03(\v2\x1d.ksr.pod.Pod.AnnotationsEntryR\vannotations\x12!\n" +
+	"\fip_addresses\x18\t \x03(\tR\vipAddresses\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a>\n" +
