@@ -1,6 +1,7 @@
 package ksr
 
 import (
+	"slices"
 	"sort"
 	"strings"
 
@@ -17,11 +18,14 @@ import (
 // use to the agents.
 const AnnotationPrefix = "contivpp.io"
 
-// nodeModel is the part of a Kubernetes Node the agents read.
+// nodeModel is the part of a Kubernetes Node the agents read:
+// spec.podCIDR is pod_CIDR and spec.podCIDRs (every family, in order)
+// pod_CIDRs.
 func nodeModel(n *corev1.Node) *node.Node {
 	m := &node.Node{
 		Name:        n.Name,
 		Pod_CIDR:    n.Spec.PodCIDR,
+		Pod_CIDRs:   slices.Clone(n.Spec.PodCIDRs),
 		Provider_ID: n.Spec.ProviderID,
 	}
 	for _, a := range n.Status.Addresses {
@@ -67,7 +71,8 @@ func nodeInfo(i corev1.NodeSystemInfo) *node.NodeSystemInfo {
 }
 
 // podModel is the part of a Kubernetes Pod the agents read: status.podIP
-// is ip_address, status.hostIP host_ip_address.
+// is ip_address, status.podIPs (every family, in order) ip_addresses,
+// status.hostIP host_ip_address.
 func podModel(p *corev1.Pod) *pod.Pod {
 	m := &pod.Pod{
 		Name:          p.Name,
@@ -76,6 +81,9 @@ func podModel(p *corev1.Pod) *pod.Pod {
 		HostIpAddress: p.Status.HostIP,
 		Labels:        copyMap(p.Labels),
 		Annotations:   contivAnnotations(p.Annotations),
+	}
+	for _, ip := range p.Status.PodIPs {
+		m.IpAddresses = append(m.IpAddresses, ip.IP)
 	}
 	for _, k := range sortedKeys(p.Labels) {
 		m.Label = append(m.Label, &pod.Pod_Label{Key: k, Value: p.Labels[k]})

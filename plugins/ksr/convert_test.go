@@ -65,3 +65,84 @@ func TestEncodingIsDeterministic(t *testing.T) {
 	g.Expect(n.GetNodeInfo().GetArchitecture()).To(Equal("amd64"))
 	g.Expect(contivAnnotations(map[string]string{"other.io/x": "1"})).To(BeNil())
 }
+
+// spec.podCIDR is pod_CIDR and spec.podCIDRs, every family in order,
+// pod_CIDRs; a node Kubernetes gave no pod CIDR has neither.
+func TestNodeModelPodCIDRs(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		podCIDR   string
+		podCIDRs  []string
+		wantCIDRs []string
+		wantJSON  string
+	}{
+		{"dual stack", "10.1.1.0/24", []string{"10.1.1.0/24", "fd00:10:1:1::/64"}, []string{"10.1.1.0/24", "fd00:10:1:1::/64"},
+			`"pod_CIDRs":["10.1.1.0/24","fd00:10:1:1::/64"]`},
+		{"dual stack, IPv6 first", "fd00:10:1:1::/64", []string{"fd00:10:1:1::/64", "10.1.1.0/24"},
+			[]string{"fd00:10:1:1::/64", "10.1.1.0/24"}, `"pod_CIDRs":["fd00:10:1:1::/64","10.1.1.0/24"]`},
+		{"single stack", "10.1.1.0/24", []string{"10.1.1.0/24"}, []string{"10.1.1.0/24"},
+			`"pod_CIDRs":["10.1.1.0/24"]`},
+		{"single stack, podCIDR only (an older API server)", "10.1.1.0/24", nil, nil, `"pod_CIDR":"10.1.1.0/24","provider_ID"`},
+		{"none", "", nil, nil, `{"name":"n","provider_ID":"test://n"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			n := testNode("n", tc.podCIDR)
+			n.Spec.PodCIDRs = tc.podCIDRs
+			m := nodeModel(n)
+			g.Expect(m.GetPod_CIDR()).To(Equal(tc.podCIDR))
+			g.Expect(m.GetPod_CIDRs()).To(Equal(tc.wantCIDRs))
+			b, err := codec.Marshal(m)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(string(b)).To(ContainSubstring(tc.wantJSON))
+			if tc.wantCIDRs == nil {
+				g.Expect(string(b)).NotTo(ContainSubstring("pod_CIDRs"))
+			}
+			back := new(node.Node)
+			g.Expect(codec.Unmarshal(b, back)).To(Succeed())
+			g.Expect(back.GetPod_CIDRs()).To(Equal(tc.wantCIDRs))
+			if tc.podCIDRs != nil {
+				n.Spec.PodCIDRs[0] = "changed"
+				g.Expect(m.GetPod_CIDRs()[0]).NotTo(Equal("changed"), "the model owns its slice")
+			}
+		})
+	}
+}
+
+// status.podIP is ip_address and status.podIPs, every family in order,
+// ip_addresses.
+func TestPodModelIPAddresses(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		podIP    string
+		podIPs   []corev1.PodIP
+		wantIPs  []string
+		wantJSON string
+	}{
+		{"dual stack", "10.1.1.2", []corev1.PodIP{{IP: "10.1.1.2"}, {IP: "fd00:10:1:1::2"}}, []string{"10.1.1.2", "fd00:10:1:1::2"},
+			`"ip_address":"10.1.1.2","host_ip_address":"192.168.16.1"`},
+		{"dual stack, IPv6 first", "fd00:10:1:1::2", []corev1.PodIP{{IP: "fd00:10:1:1::2"}, {IP: "10.1.1.2"}},
+			[]string{"fd00:10:1:1::2", "10.1.1.2"}, `"ip_addresses":["fd00:10:1:1::2","10.1.1.2"]`},
+		{"single stack", "10.1.1.2", []corev1.PodIP{{IP: "10.1.1.2"}}, []string{"10.1.1.2"}, `"ip_addresses":["10.1.1.2"]`},
+		{"single stack, podIP only", "10.1.1.2", nil, nil, `"ip_address":"10.1.1.2"`},
+		{"no address yet", "", nil, nil, `"host_ip_address":"192.168.16.1"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			p := testPod("default", "web", tc.podIP)
+			p.Status.PodIPs = tc.podIPs
+			m := podModel(p)
+			g.Expect(m.GetIpAddress()).To(Equal(tc.podIP))
+			g.Expect(m.GetIpAddresses()).To(Equal(tc.wantIPs))
+			b, err := codec.Marshal(m)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(string(b)).To(ContainSubstring(tc.wantJSON))
+			if tc.wantIPs == nil {
+				g.Expect(string(b)).NotTo(ContainSubstring("ip_addresses"))
+			}
+			back := new(pod.Pod)
+			g.Expect(codec.Unmarshal(b, back)).To(Succeed())
+			g.Expect(back.GetIpAddresses()).To(Equal(tc.wantIPs))
+		})
+	}
+}

@@ -8,10 +8,12 @@
 // # What is written
 //
 //   - k8s/node/<name>: node.Node (name, spec.podCIDR as pod_CIDR,
-//     spec.providerID, status.addresses, status.nodeInfo);
+//     spec.podCIDRs as pod_CIDRs, spec.providerID, status.addresses,
+//     status.nodeInfo);
 //   - k8s/pod/<name>/namespace/<ns>: pod.Pod (name, namespace, labels in
-//     both forms, status.podIP as ip_address, status.hostIP as
-//     host_ip_address, containers with their ports, and the annotations
+//     both forms, status.podIP as ip_address, status.podIPs as
+//     ip_addresses, status.hostIP as host_ip_address, containers with
+//     their ports, and the annotations
 //     whose key starts with AnnotationPrefix);
 //   - k8s/namespace/<name>: namespace.Namespace (name, labels in both
 //     forms, contivpp.io annotations).
