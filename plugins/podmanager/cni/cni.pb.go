@@ -141,9 +141,15 @@ type CNIRequest struct {
 	//	 {"address":"fd00:10:1:5::7/64","gateway":"fd00:10:1:5::1"}]
 	//
 	// The agent tells them apart by the first non-space character.
-	IpamData      string   `protobuf:"bytes,8,opt,name=ipam_data,json=ipamData,proto3" json:"ipam_data,omitempty"`
-	NetworkName   string   `protobuf:"bytes,9,opt,name=network_name,json=networkName,proto3" json:"network_name,omitempty"` // the network config's name
-	PrevIps       []string `protobuf:"bytes,10,rep,name=prev_ips,json=prevIps,proto3" json:"prev_ips,omitempty"`            // Check: the addresses of prevResult (CIDR)
+	IpamData    string   `protobuf:"bytes,8,opt,name=ipam_data,json=ipamData,proto3" json:"ipam_data,omitempty"`
+	NetworkName string   `protobuf:"bytes,9,opt,name=network_name,json=networkName,proto3" json:"network_name,omitempty"` // the network config's name
+	PrevIps     []string `protobuf:"bytes,10,rep,name=prev_ips,json=prevIps,proto3" json:"prev_ips,omitempty"`            // Check: the addresses of prevResult (CIDR)
+	// confirms (Add only): the client will Confirm the reply's
+	// reservation once the interface is configured (contiv-cni does).
+	// Only then may the agent make the addresses expiring; a client that
+	// does not set it (an older contiv-cni, which never confirms) gets
+	// addresses that do not expire and an empty reservation.
+	Confirms      bool `protobuf:"varint,11,opt,name=confirms,proto3" json:"confirms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -246,6 +252,13 @@ func (x *CNIRequest) GetPrevIps() []string {
 		return x.PrevIps
 	}
 	return nil
+}
+
+func (x *CNIRequest) GetConfirms() bool {
+	if x != nil {
+		return x.Confirms
+	}
+	return false
 }
 
 // CNIReply answers every call.
@@ -786,7 +799,7 @@ func (x *CNIReply_DNS) GetOptions() []string {
 
 type CNIReply_Interface_IP struct {
 	state         protoimpl.MessageState        `protogen:"open.v1"`
-	Version       CNIReply_Interface_IP_Version `protobuf:"varint,1,opt,name=version,proto3,enum=cni.CNIReply_Interface_IP_Version" json:"version,omitempty"` // informative: contiv-cni goes by the address
+	Version       CNIReply_Interface_IP_Version `protobuf:"varint,1,opt,name=version,proto3,enum=cni.CNIReply_Interface_IP_Version" json:"version,omitempty"` // contiv-cni goes by the address
 	Address       string                        `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`                                         // CIDR
 	Gateway       string                        `protobuf:"bytes,3,opt,name=gateway,proto3" json:"gateway,omitempty"`                                         // of the address's family
 	unknownFields protoimpl.UnknownFields
@@ -848,7 +861,7 @@ var File_plugins_podmanager_cni_cni_proto protoreflect.FileDescriptor
 
 const file_plugins_podmanager_cni_cni_proto_rawDesc = "" +
 	"\n" +
-	" plugins/podmanager/cni/cni.proto\x12\x03cni\"\xe6\x02\n" +
+	" plugins/podmanager/cni/cni.proto\x12\x03cni\"\x82\x03\n" +
 	"\n" +
 	"CNIRequest\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x12!\n" +
@@ -861,7 +874,8 @@ const file_plugins_podmanager_cni_cni_proto_rawDesc = "" +
 	"\tipam_data\x18\b \x01(\tR\bipamData\x12!\n" +
 	"\fnetwork_name\x18\t \x01(\tR\vnetworkName\x12\x19\n" +
 	"\bprev_ips\x18\n" +
-	" \x03(\tR\aprevIps\"\xfa\x05\n" +
+	" \x03(\tR\aprevIps\x12\x1a\n" +
+	"\bconfirms\x18\v \x01(\bR\bconfirms\"\xfa\x05\n" +
 	"\bCNIReply\x12,\n" +
 	"\x06result\x18\x01 \x01(\x0e2\x14.cni.CNIReply.ResultR\x06result\x12\x14\n" +
 	"\x05error\x18\x02 \x01(\tR\x05error\x12\x1d\n" +

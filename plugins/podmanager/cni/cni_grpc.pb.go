@@ -41,8 +41,10 @@ type RemoteCNIClient interface {
 	// returns the IP configuration. A reply with a reservation holds the
 	// addresses only until the reservation's deadline: the caller must
 	// Confirm it once the interface is configured, or the agent releases
-	// them (an ADD whose caller died never leaks). A reply without one
-	// (an agent without expiring reservations) needs no Confirm.
+	// them (an ADD whose caller died never leaks). The agent makes one
+	// only for a request with confirms set. A reply without one (an agent
+	// without expiring reservations, a request without confirms) needs no
+	// Confirm.
 	Add(ctx context.Context, in *CNIRequest, opts ...grpc.CallOption) (*CNIReply, error)
 	// Delete disconnects a container: it releases the address of the
 	// request's key. An unknown key is a success.
@@ -142,8 +144,10 @@ type RemoteCNIServer interface {
 	// returns the IP configuration. A reply with a reservation holds the
 	// addresses only until the reservation's deadline: the caller must
 	// Confirm it once the interface is configured, or the agent releases
-	// them (an ADD whose caller died never leaks). A reply without one
-	// (an agent without expiring reservations) needs no Confirm.
+	// them (an ADD whose caller died never leaks). The agent makes one
+	// only for a request with confirms set. A reply without one (an agent
+	// without expiring reservations, a request without confirms) needs no
+	// Confirm.
 	Add(context.Context, *CNIRequest) (*CNIReply, error)
 	// Delete disconnects a container: it releases the address of the
 	// request's key. An unknown key is a success.
