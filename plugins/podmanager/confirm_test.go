@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/contiv-ipam/agent/plugins/controller/api"
 	"github.com/contiv-ipam/agent/plugins/podmanager"
 	"github.com/contiv-ipam/agent/plugins/podmanager/cni"
 )
@@ -23,23 +25,51 @@ func confirmRequest(c, reservation string) *cni.ConfirmRequest {
 	}
 }
 
-// TestAddRepliesWithTheReservation: the AddPod's Reservation is the
-// reply's; an IPAM that made none gives an empty one (nothing to confirm).
+// confirmingAdd is addRequest from a client that confirms reservations.
+func confirmingAdd(c, pod string) *cni.CNIRequest {
+	req := addRequest(c, pod)
+	req.Confirms = true
+	return req
+}
+
+// TestAddRepliesWithTheReservation: the request's confirms is the
+// AddPod's Confirms, and the AddPod's Reservation is the reply's; an IPAM
+// that made none (no reservations, or a client that does not confirm)
+// gives an empty one: nothing to confirm.
 func TestAddRepliesWithTheReservation(t *testing.T) {
 	g := NewWithT(t)
 	s := startStack(t)
+	var mu sync.Mutex
+	var confirms []bool // the AddPods' Confirms
+	s.ipam.set(func(f *fakeIPAM) {
+		f.onUpdate = func(ev api.Event) {
+			if add, ok := ev.(*podmanager.AddPod); ok {
+				mu.Lock()
+				confirms = append(confirms, add.Confirms)
+				mu.Unlock()
+			}
+		}
+	})
 
-	reply, err := s.client.Add(ctx(t), addRequest("c0", "old"))
+	reply, err := s.client.Add(ctx(t), confirmingAdd("c0", "old"))
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(reply.GetResult()).To(Equal(cni.CNIReply_OK), reply.GetError())
-	g.Expect(reply.GetReservation()).To(BeEmpty())
+	g.Expect(reply.GetReservation()).To(BeEmpty(), "IPAM made no reservation")
 
 	s.ipam.set(func(f *fakeIPAM) { f.reserve = true })
 	reply, err = s.client.Add(ctx(t), addRequest("c1", "web"))
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(reply.GetResult()).To(Equal(cni.CNIReply_OK), reply.GetError())
+	g.Expect(reply.GetReservation()).To(BeEmpty(), "a client that does not confirm gets no reservation")
+
+	reply, err = s.client.Add(ctx(t), confirmingAdd("c2", "db"))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(reply.GetResult()).To(Equal(cni.CNIReply_OK), reply.GetError())
 	g.Expect(reply.GetReservation()).To(Equal("res-1"))
-	g.Expect(reply.GetInterfaces()[0].GetIpAddresses()[0].GetAddress()).To(Equal("10.1.5.3/24"))
+	g.Expect(reply.GetInterfaces()[0].GetIpAddresses()[0].GetAddress()).To(Equal("10.1.5.4/24"))
+	mu.Lock()
+	defer mu.Unlock()
+	g.Expect(confirms).To(Equal([]bool{true, false, true}))
 }
 
 func TestConfirm(t *testing.T) {
@@ -47,7 +77,7 @@ func TestConfirm(t *testing.T) {
 	s := startStack(t)
 	s.ipam.set(func(f *fakeIPAM) { f.reserve = true })
 	add := func(c string) string {
-		reply, err := s.client.Add(ctx(t), addRequest(c, "pod-"+c))
+		reply, err := s.client.Add(ctx(t), confirmingAdd(c, "pod-"+c))
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(reply.GetResult()).To(Equal(cni.CNIReply_OK), reply.GetError())
 		return reply.GetReservation()

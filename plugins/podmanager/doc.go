@@ -52,12 +52,14 @@
 //     pod), then IPAM's (allocates, fills the outputs, Awaits the durable
 //     write). The call waits for the event, then for its Pendings, and
 //     only then replies with the interfaces, routes and reservation of the
-//     event: an acknowledged address is durable. With a reservation
-//     (AddPod.Reservation, filled by IPAM) the addresses expire at IPAM's
-//     deadline unless Confirm confirms them (step 7). If the loop finds
-//     the pod recorded with another container after all (a concurrent Add won), podmanager's
-//     Update fails with errObsoletePod and the call deletes and pushes
-//     again (at most maxObsoleteRounds rounds).
+//     event: an acknowledged address is durable. The request's confirms
+//     is AddPod.Confirms (the client will Confirm; IPAM reserves only
+//     then). With a reservation (AddPod.Reservation, filled by IPAM) the
+//     addresses expire at IPAM's deadline unless Confirm confirms them
+//     (step 7). If the loop finds the pod recorded with another container
+//     after all (a concurrent Add won), podmanager's Update fails with
+//     errObsoletePod and the call deletes and pushes again (at most
+//     maxObsoleteRounds rounds).
 //  4. Delete: one DeletePod for the key (an unknown key is OK); a release
 //     whose Pending fails is an ERROR (CodeInternal): it is not
 //     acknowledged.
@@ -110,10 +112,10 @@
 // # Caller duties
 //
 //  1. Wire EventLoop (the controller, through a controller.LoopRef),
-//     IPAM (for Check, Status and Confirm), Metrics and StatusCheck, and register
-//     the plugin as an event handler after nodesync and before ipam, so
-//     that the pod is recorded before IPAM allocates and a failing IPAM
-//     reverts the record.
+//     IPAM (for Check, Status and Confirm), Metrics and StatusCheck, and
+//     register the plugin as an event handler after nodesync and before
+//     ipam, so that the pod is recorded before IPAM allocates and a
+//     failing IPAM reverts the record.
 //  2. Let the agent call LoadConfig, Init, AfterInit (creates the socket)
 //     and Close (removes it).
 //  3. Handlers of AddPod, DeletePod and GCPods (IPAM) fill the outputs

@@ -51,8 +51,9 @@ type fakeIPAM struct {
 	onUpdate func(ev api.Event) // called first in every Update
 	ipErr    error              // AttachmentIP fails with it
 
-	// Reservations: every AddPod gets a new one ("res-<n>") when reserve
-	// is set; ConfirmAttachment confirms the key's current one.
+	// Reservations: every AddPod whose client Confirms gets a new one
+	// ("res-<n>") when reserve is set, as long as the key is not
+	// confirmed; ConfirmAttachment confirms the key's current one.
 	reserve    bool
 	serial     int
 	reserved   map[podmanager.AttachmentKey]string // the key's unconfirmed reservation
@@ -140,7 +141,7 @@ func (f *fakeIPAM) fill(e *podmanager.AddPod) {
 		IPAddresses: []podmanager.IPWithGateway{{Address: addr, Gateway: gateway}},
 	}}
 	e.Routes = []podmanager.Route{{Dst: netip.MustParsePrefix("0.0.0.0/0"), Gw: gateway}}
-	if f.reserve && !f.confirmed[e.Key] {
+	if f.reserve && e.Confirms && !f.confirmed[e.Key] {
 		f.serial++
 		e.Reservation = fmt.Sprintf("res-%d", f.serial)
 		f.reserved[e.Key] = e.Reservation

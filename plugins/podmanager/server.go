@@ -143,6 +143,7 @@ func (p *Plugin) add(ctx context.Context, at attachment, req *cni.CNIRequest) (*
 		ev := NewAddPod()
 		ev.Pod, ev.Key, ev.NetworkNamespace = at.pod, at.key, at.netns
 		ev.IPAMType, ev.IPAMData = req.GetIpamType(), req.GetIpamData()
+		ev.Confirms = req.GetConfirms()
 		err := p.pushAndWait(ctx, ev)
 		if errors.Is(err, errObsoletePod) && round < maxObsoleteRounds {
 			continue // another container of the pod was recorded meanwhile
