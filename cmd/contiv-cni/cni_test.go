@@ -75,6 +75,7 @@ func assertRequest(g *WithT, fa *fakeAgent, method, ver, network, conf string) {
 	g.Expect(req.GetExtraNwConfig()).To(Equal(conf))
 	g.Expect(req.GetIpamType()).To(BeEmpty())
 	g.Expect(req.GetIpamData()).To(BeEmpty())
+	g.Expect(req.GetConfirms()).To(Equal(method == "Add"), "only Add promises to confirm")
 }
 
 func TestAddWithoutPodArgs(t *testing.T) {

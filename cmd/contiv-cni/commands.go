@@ -117,6 +117,7 @@ func (inv *invocation) add(ctx context.Context) error {
 			"contiv-cni is a main plugin and cannot be chained after another plugin")
 	}
 	req := inv.request()
+	req.Confirms = true // contiv-cni confirms a reservation of the reply
 	var reply *cni.CNIReply
 	var err error
 	if inv.conf.DelegateType != "" {

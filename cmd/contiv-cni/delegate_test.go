@@ -51,6 +51,7 @@ func TestDelegatedAdd(t *testing.T) {
 			g.Expect(req.GetIpamType()).To(Equal("fake-ipam"))
 			g.Expect(req.GetIpamData()).To(MatchJSON(`{"address":"10.9.0.5/24","gateway":"10.9.0.1"}`))
 			g.Expect(req.GetContainerId()).To(Equal(testContainer))
+			g.Expect(req.GetConfirms()).To(BeTrue())
 			// The result is the agent's (plugin mode: with the interface).
 			var res map[string]any
 			g.Expect(json.Unmarshal([]byte(out), &res)).To(Succeed())

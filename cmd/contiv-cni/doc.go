@@ -33,7 +33,8 @@
 // An ADD, step by step:
 //  1. plugin mode with a delegate: the delegate's ADD; its addresses
 //     become ipam_data;
-//  2. the agent's Add (when it fails: the delegate's DEL, and the agent's
+//  2. the agent's Add, with confirms set: contiv-cni promises to confirm
+//     a reservation (when it fails: the delegate's DEL, and the agent's
 //     error);
 //  3. the result is built from the reply and converted to the call's
 //     version;
