@@ -90,12 +90,33 @@ func sameNet(a, b *net.IPNet) bool {
 	return a.String() == b.String()
 }
 
+// sameNets compares two network lists by value, in order (nil equals
+// empty).
+func sameNets(a, b []*net.IPNet) bool {
+	return slices.EqualFunc(a, b, sameNet)
+}
+
+// samePodCIDRs tells whether a and b have the same PodCIDR and PodCIDRs.
+func samePodCIDRs(a, b *Node) bool {
+	return sameNet(a.PodCIDR, b.PodCIDR) && sameNets(a.PodCIDRs, b.PodCIDRs)
+}
+
+// onlyPodCIDR tells whether n's PodCIDRs are just its PodCIDR (or both
+// are none).
+func onlyPodCIDR(n *Node) bool {
+	if n.PodCIDR == nil {
+		return len(n.PodCIDRs) == 0
+	}
+	return len(n.PodCIDRs) == 1 && sameNet(n.PodCIDR, n.PodCIDRs[0])
+}
+
 // copyNode returns a deep copy of n (nil for nil).
 func copyNode(n *Node) *Node {
 	if n == nil {
 		return nil
 	}
-	c := &Node{ID: n.ID, Name: n.Name, VppIPAddresses: copyVppAddresses(n.VppIPAddresses), PodCIDR: copyNet(n.PodCIDR)}
+	c := &Node{ID: n.ID, Name: n.Name, VppIPAddresses: copyVppAddresses(n.VppIPAddresses), PodCIDR: copyNet(n.PodCIDR),
+		PodCIDRs: copyNets(n.PodCIDRs)}
 	if n.MgmtIPAddresses != nil {
 		c.MgmtIPAddresses = make([]net.IP, len(n.MgmtIPAddresses))
 		for i, ip := range n.MgmtIPAddresses {
@@ -119,6 +140,18 @@ func copyVppAddresses(list []*IPWithNetwork) []*IPWithNetwork {
 	return out
 }
 
+// copyNets returns a deep copy of list (nil for nil).
+func copyNets(list []*net.IPNet) []*net.IPNet {
+	if list == nil {
+		return nil
+	}
+	out := make([]*net.IPNet, len(list))
+	for i, n := range list {
+		out[i] = copyNet(n)
+	}
+	return out
+}
+
 func copyNet(n *net.IPNet) *net.IPNet {
 	if n == nil {
 		return nil
@@ -136,6 +169,15 @@ func describeIPs(list []net.IP) string {
 	s := make([]string, len(list))
 	for i, ip := range list {
 		s[i] = ip.String()
+	}
+	return "[" + strings.Join(s, " ") + "]"
+}
+
+// describeNets is "[a/p b/p]", in order.
+func describeNets(list []*net.IPNet) string {
+	s := make([]string, len(list))
+	for i, n := range list {
+		s[i] = describeNet(n)
 	}
 	return "[" + strings.Join(s, " ") + "]"
 }

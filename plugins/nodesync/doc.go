@@ -159,7 +159,9 @@
 //     its Update when another node joins (PrevState nil), leaves (NewState
 //     nil) or changes its VPP addresses (vppnode records), and when a node
 //     that has an ID, this node included, changes its management addresses
-//     or its pod CIDR (Kubernetes node records). PrevState and NewState are
+//     or any of its pod CIDRs (Kubernetes node records: Node.PodCIDR, and
+//     Node.PodCIDRs, every address family in order, so a move of the
+//     second family's CIDR alone is an update). PrevState and NewState are
 //     copies. Ignore NodeIDCheck: only nodesync handles it.
 //  4. Call PublishNodeIPs with this node's VPP addresses of one IP version;
 //     it writes this node's vppnode record only when the set of addresses

@@ -49,7 +49,8 @@ func (p *Plugin) buildNodes(ks api.KubeStateData) Nodes {
 			n = &Node{Name: name}
 			nodes[name] = n
 		}
-		n.MgmtIPAddresses, n.PodCIDR = p.mgmtAddresses(kn), p.podCIDR(kn)
+		n.MgmtIPAddresses = p.mgmtAddresses(kn)
+		n.PodCIDR, n.PodCIDRs = p.podCIDRs(kn)
 	}
 	return nodes
 }
@@ -149,15 +150,43 @@ func (p *Plugin) mgmtAddresses(n *node.Node) []net.IP {
 	return out
 }
 
-// podCIDR parses pod_CIDR; nil when unset or unparsable (logged).
-func (p *Plugin) podCIDR(n *node.Node) *net.IPNet {
-	s := n.GetPod_CIDR()
-	if s == "" {
-		return nil
+// podCIDRs parses pod_CIDR and pod_CIDRs (see Node.PodCIDR and
+// Node.PodCIDRs): first is pod_CIDR, else the first of all when pod_CIDR is
+// unset; all is every CIDR of pod_CIDRs that parses, in order, else
+// [first]. What does not parse is logged and left out; a pod_CIDR that is
+// not the first of pod_CIDRs (Kubernetes never writes that) is logged and
+// kept.
+func (p *Plugin) podCIDRs(n *node.Node) (first *net.IPNet, all []*net.IPNet) {
+	if s := n.GetPod_CIDR(); s != "" {
+		first = p.parsePodCIDR(n.GetName(), "pod_CIDR", s)
 	}
-	_, cidr, err := net.ParseCIDR(s)
+	for i, s := range n.GetPod_CIDRs() {
+		if c := p.parsePodCIDR(n.GetName(), fmt.Sprintf("pod_CIDRs[%d]", i), s); c != nil {
+			all = append(all, c)
+		}
+	}
+	switch {
+	case len(n.GetPod_CIDRs()) == 0:
+		if first != nil {
+			all = []*net.IPNet{copyNet(first)}
+		}
+	case n.GetPod_CIDR() == "":
+		if len(all) > 0 {
+			first = copyNet(all[0])
+		}
+	case first != nil && (len(all) == 0 || !sameNet(first, all[0])):
+		p.Log.Warn("the node's pod_CIDR is not the first of its pod_CIDRs; keeping both as given",
+			"node", n.GetName(), "pod-cidr", first.String(), "pod-cidrs", describeNets(all))
+	}
+	return first, all
+}
+
+// parsePodCIDR parses one pod CIDR of node (field names it in the log);
+// nil when unparsable (logged).
+func (p *Plugin) parsePodCIDR(node, field, s string) *net.IPNet {
+	_, cidr, err := net.ParseCIDR(strings.TrimSpace(s))
 	if err != nil {
-		p.Log.Warn("ignoring an unparsable pod CIDR", "node", n.GetName(), "pod-cidr", s, "err", err)
+		p.Log.Warn("ignoring an unparsable pod CIDR", "node", node, "field", field, "pod-cidr", s, "err", err)
 		return nil
 	}
 	cidr.IP = normalizeIP(cidr.IP)

@@ -65,8 +65,15 @@ type Node struct {
 	// MgmtIPAddresses are the InternalIP and ExternalIP addresses of the
 	// Kubernetes node.
 	MgmtIPAddresses []net.IP
-	// PodCIDR is the Kubernetes node's pod CIDR (spec.podCIDR), nil if unset.
+	// PodCIDR is the Kubernetes node's pod CIDR (spec.podCIDR; the first
+	// of pod_CIDRs when a record has no pod_CIDR), nil if unset or
+	// unparsable.
 	PodCIDR *net.IPNet
+	// PodCIDRs are the Kubernetes node's pod CIDRs of every address
+	// family (spec.podCIDRs): every one of pod_CIDRs that parses, in
+	// order; [PodCIDR] when pod_CIDRs is empty and PodCIDR is set; nil
+	// when there is none. Kubernetes keeps the first equal to PodCIDR.
+	PodCIDRs []*net.IPNet
 }
 
 // Nodes are nodes by name.
@@ -76,7 +83,7 @@ type Nodes map[string]*Node
 const NodeUpdateName = "Node Update"
 
 // NodeUpdate tells that a node joined (PrevState nil), left (NewState nil)
-// or changed its addresses or pod CIDR.
+// or changed its addresses or pod CIDRs (PodCIDR or any of PodCIDRs).
 type NodeUpdate struct {
 	NodeName  string
 	PrevState *Node
@@ -161,10 +168,6 @@ func (n *Node) String() string {
 	for i, a := range n.MgmtIPAddresses {
 		mgmt[i] = a.String()
 	}
-	cidr := "<nil>"
-	if n.PodCIDR != nil {
-		cidr = n.PodCIDR.String()
-	}
-	return fmt.Sprintf("{ID: %d, Name: %s, VppIPs: [%s], MgmtIPs: [%s], PodCIDR: %s}",
-		n.ID, n.Name, strings.Join(vpp, " "), strings.Join(mgmt, " "), cidr)
+	return fmt.Sprintf("{ID: %d, Name: %s, VppIPs: [%s], MgmtIPs: [%s], PodCIDR: %s, PodCIDRs: %s}",
+		n.ID, n.Name, strings.Join(vpp, " "), strings.Join(mgmt, " "), describeNet(n.PodCIDR), describeNets(n.PodCIDRs))
 }

@@ -93,7 +93,7 @@ func (p *Plugin) nodeWithID(id uint32) *Node {
 // node has an ID (this node included).
 func (p *Plugin) applyNodeChange(ksc *api.KubeStateChange) ([]*NodeUpdate, string) {
 	var name string
-	var upd Node // the new management addresses and pod CIDR
+	var upd Node // the new management addresses and pod CIDRs
 	if ksc.NewValue == nil {
 		var err error
 		if name, err = node.ParseKey(ksc.Key); err != nil {
@@ -106,7 +106,8 @@ func (p *Plugin) applyNodeChange(ksc *api.KubeStateChange) ([]*NodeUpdate, strin
 			return nil, ""
 		}
 		name = keyName
-		upd.MgmtIPAddresses, upd.PodCIDR = p.mgmtAddresses(kn), p.podCIDR(kn)
+		upd.MgmtIPAddresses = p.mgmtAddresses(kn)
+		upd.PodCIDR, upd.PodCIDRs = p.podCIDRs(kn)
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -118,11 +119,11 @@ func (p *Plugin) applyNodeChange(ksc *api.KubeStateChange) ([]*NodeUpdate, strin
 		n = &Node{Name: name}
 		p.nodes[name] = n
 	}
-	if sameIPs(n.MgmtIPAddresses, upd.MgmtIPAddresses) && sameNet(n.PodCIDR, upd.PodCIDR) {
+	if sameIPs(n.MgmtIPAddresses, upd.MgmtIPAddresses) && samePodCIDRs(n, &upd) {
 		return nil, ""
 	}
 	prev := copyNode(n)
-	n.MgmtIPAddresses, n.PodCIDR = upd.MgmtIPAddresses, upd.PodCIDR
+	n.MgmtIPAddresses, n.PodCIDR, n.PodCIDRs = upd.MgmtIPAddresses, upd.PodCIDR, upd.PodCIDRs
 	if n.ID == 0 && ksc.NewValue == nil && name != p.name {
 		delete(p.nodes, name) // known from nothing else
 	}
@@ -132,6 +133,10 @@ func (p *Plugin) applyNodeChange(ksc *api.KubeStateChange) ([]*NodeUpdate, strin
 	}
 	if !sameNet(prev.PodCIDR, n.PodCIDR) {
 		what = append(what, fmt.Sprintf("pod CIDR %s -> %s", describeNet(prev.PodCIDR), describeNet(n.PodCIDR)))
+	}
+	// A list that is just the pod CIDR, before and after, said it already.
+	if !sameNets(prev.PodCIDRs, n.PodCIDRs) && !(onlyPodCIDR(prev) && onlyPodCIDR(n)) {
+		what = append(what, fmt.Sprintf("pod CIDRs %s -> %s", describeNets(prev.PodCIDRs), describeNets(n.PodCIDRs)))
 	}
 	desc := fmt.Sprintf("node %s %s", name, strings.Join(what, ", "))
 	if n.ID == 0 {

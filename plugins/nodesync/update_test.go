@@ -25,13 +25,13 @@ type updater struct {
 	values map[string]proto.Message
 }
 
-func newUpdater(t *testing.T) *updater {
+func newUpdater(t *testing.T, opts ...nodesync.Option) *updater {
 	t.Helper()
 	db := newDB(t, etcdtest.Start(t))
 	putRecord(t, db, &vppnode.VppNode{Id: 1, Name: "node-a"})
 	putRecord(t, db, &vppnode.VppNode{Id: 2, Name: "node-b"})
 	u := &updater{t: t, loop: &loop{}, values: map[string]proto.Message{}}
-	u.p = newPlugin(t, "node-x", db, u.loop)
+	u.p = newPlugin(t, "node-x", db, u.loop, opts...)
 	ks := clusterState()
 	ks["node"][node.Key("node-x")] = &node.Node{Name: "node-x", Pod_CIDR: "10.1.4.0/24"}
 	for _, data := range ks {
@@ -270,9 +270,11 @@ func TestNodeUpdateStatesAreCopies(t *testing.T) {
 		n.VppIPAddresses[0].Address[0] = 7
 		n.MgmtIPAddresses[0][0] = 7
 		n.PodCIDR.IP[0] = 7
+		n.PodCIDRs[0].IP[0] = 7
 	}
 	g.Expect(u.p.GetAllNodes()).To(Equal(after))
 	g.Expect(before["node-a"].PodCIDR.String()).To(Equal("10.1.1.0/24"))
+	g.Expect(after["node-a"].PodCIDRs[0].String()).To(Equal("10.1.21.0/24"))
 }
 
 func TestUpdateReturnsPushErrors(t *testing.T) {
