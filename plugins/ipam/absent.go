@@ -63,20 +63,26 @@ func (s *sweepTimer) set(at time.Time) {
 // sweepRetryDelay is the pause after a sweep whose deletes failed.
 const sweepRetryDelay = 5 * time.Second
 
-// armSweep sets the sweep timer for the end of the earliest grace period;
-// nothing is due while the Kubernetes state is not live.
+// armSweep sets the sweep timer for the end of the earliest grace period
+// (none is due while the Kubernetes state is not live) or the earliest
+// deadline of a reservation, whichever comes first.
 func (k *keeper) armSweep() {
-	if !k.view.live || len(k.absent) == 0 {
+	var first time.Time
+	if k.tab != nil {
+		first = k.tab.earliestDeadline()
+	}
+	if k.view.live {
+		for _, since := range k.absent {
+			if end := since.Add(k.cfg.AbsentPodGracePeriod); first.IsZero() || end.Before(first) {
+				first = end
+			}
+		}
+	}
+	if first.IsZero() {
 		k.sweep.stopTimer()
 		return
 	}
-	var first time.Time
-	for _, since := range k.absent {
-		if first.IsZero() || since.Before(first) {
-			first = since
-		}
-	}
-	k.sweep.set(first.Add(k.cfg.AbsentPodGracePeriod))
+	k.sweep.set(first)
 }
 
 // due lists the absent pods whose grace period is over, in a stable order.

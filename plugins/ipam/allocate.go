@@ -121,7 +121,10 @@ func (p *Plugin) FreeAddresses() (free uint64, err error) {
 		err = nil
 		free = math.MaxUint64
 		if !t.externalMode() {
-			free = t.pool.Pool().Free()
+			free = t.free(0)
+			for i := 1; i < t.slots(); i++ {
+				free = min(free, t.free(i)) // a pod takes one of each
+			}
 		}
 	})
 	return free, err
@@ -133,19 +136,24 @@ func (p *Plugin) notReadyTryAgain() error {
 	return fmt.Errorf("%w: %w", podmanager.ErrTryAgain, p.notReady())
 }
 
-// allocation is one held address, for the REST API.
+// allocation is one held allocation, for the REST API.
 type allocation struct {
-	key  allocKey
-	pod  podmodel.ID
-	addr netip.Addr
+	key   allocKey
+	pod   podmodel.ID
+	addrs addrs
+	resv  *reservation
 }
 
 // allocationList lists the held addresses.
 func (p *Plugin) allocationList() []allocation {
 	var out []allocation
 	p.keeper.read(func(t *table) {
-		t.each(func(key allocKey, pod podmodel.ID, a netip.Addr) bool {
-			out = append(out, allocation{key: key, pod: pod, addr: a})
+		t.each(func(key allocKey, pod podmodel.ID, as addrs) bool {
+			al := allocation{key: key, pod: pod, addrs: as}
+			if rv, ok := t.resv[key]; ok {
+				al.resv = &rv
+			}
+			out = append(out, al)
 			return true
 		})
 	})

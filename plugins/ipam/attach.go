@@ -7,7 +7,9 @@ import (
 	"net/netip"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/contiv-ipam/agent/infra/kvdb"
 	podmodel "github.com/contiv-ipam/agent/plugins/ksr/model/pod"
@@ -19,10 +21,38 @@ import (
 // (the old pod-ID API, addresses learned from Kubernetes, migrated v1
 // records) has att zero and pod set. The pod of an attachment-keyed
 // allocation is kept beside it in the table.
+//
+// An owner-keyed allocation (the Cilium-style API: AllocateNext,
+// AllocateIP with an owner name) has seq set (1, 2, ... in the order they
+// were made) and pod {OwnerNamespace, owner name}; an exclusion
+// (exclusion.go, never stored) has seq set and pod {excludedNamespace,
+// owner}.
 type allocKey struct {
 	att podmanager.AttachmentKey
 	pod podmodel.ID
+	seq uint64
 }
+
+// OwnerNamespace is the pod namespace of the owner-keyed allocations:
+// the pod ID of owner "x" is {OwnerNamespace, "x"}. The underscore makes
+// it an invalid Kubernetes namespace: an owner is never a pod, and such
+// allocations are never reconciled with the Kubernetes state.
+const OwnerNamespace = "_owner"
+
+// excludedNamespace is the pod namespace of the exclusions.
+const excludedNamespace = "_excluded"
+
+// ownerKeyOf is the key of owner-keyed allocation seq of owner.
+func ownerKeyOf(owner string, seq uint64) allocKey {
+	return allocKey{pod: podmodel.ID{Namespace: OwnerNamespace, Name: owner}, seq: seq}
+}
+
+// ownerKeyed tells whether k is an owner-keyed allocation (or an
+// exclusion).
+func (k allocKey) ownerKeyed() bool { return k.seq != 0 }
+
+// excluded tells whether k is an exclusion.
+func (k allocKey) excluded() bool { return k.seq != 0 && k.pod.Namespace == excludedNamespace }
 
 // podKeyOf is the key of the pod-keyed allocation of id.
 func podKeyOf(id podmodel.ID) allocKey { return allocKey{pod: id} }
@@ -31,10 +61,16 @@ func podKeyOf(id podmodel.ID) allocKey { return allocKey{pod: id} }
 func attKeyOf(k podmanager.AttachmentKey) allocKey { return allocKey{att: k} }
 
 // podKeyed tells whether k is a pod-keyed allocation.
-func (k allocKey) podKeyed() bool { return k.att == podmanager.AttachmentKey{} }
+func (k allocKey) podKeyed() bool { return k.att == podmanager.AttachmentKey{} && k.seq == 0 }
 
 // String names the allocation in logs and errors.
 func (k allocKey) String() string {
+	if k.excluded() {
+		return fmt.Sprintf("exclusion %d of %q", k.seq, k.pod.Name)
+	}
+	if k.ownerKeyed() {
+		return fmt.Sprintf("owner %q allocation %d", k.pod.Name, k.seq)
+	}
 	if k.podKeyed() {
 		return "pod " + k.pod.String()
 	}
@@ -43,6 +79,9 @@ func (k allocKey) String() string {
 
 // storeKey is the bolt key of the allocation's record.
 func (k allocKey) storeKey() string {
+	if k.ownerKeyed() {
+		return OwnerPrefix + url.PathEscape(k.pod.Name) + "/" + strconv.FormatUint(k.seq, 10)
+	}
 	if k.podKeyed() {
 		return podKey(k.pod)
 	}
@@ -52,7 +91,7 @@ func (k allocKey) storeKey() string {
 // compareKeys orders allocations: pod-keyed first by pod, then by the
 // attachment key's fields.
 func compareKeys(a, b allocKey) int {
-	return cmp.Or(comparePods(a.pod, b.pod), strings.Compare(a.att.Network, b.att.Network),
+	return cmp.Or(comparePods(a.pod, b.pod), cmp.Compare(a.seq, b.seq), strings.Compare(a.att.Network, b.att.Network),
 		strings.Compare(a.att.ContainerID, b.att.ContainerID), strings.Compare(a.att.IfName, b.att.IfName))
 }
 
@@ -90,27 +129,63 @@ type recordPod struct {
 }
 
 // attachmentRecord is the stored value of an attachment-keyed allocation.
+// IP is the first address (v2 readers see it); IPs lists every address
+// when there are several (dual-stack, schema v3); Reservation is set
+// while the allocation awaits its confirmation.
 type attachmentRecord struct {
-	IP          string    `json:"ip"`
-	Pod         recordPod `json:"pod"`
-	Network     string    `json:"network"`
-	ContainerID string    `json:"containerId"`
-	IfName      string    `json:"ifName"`
+	IP          string             `json:"ip"`
+	IPs         []string           `json:"ips,omitempty"`
+	Pod         recordPod          `json:"pod"`
+	Network     string             `json:"network"`
+	ContainerID string             `json:"containerId"`
+	IfName      string             `json:"ifName"`
+	Reservation *reservationRecord `json:"reservation,omitempty"`
 }
 
-// encodeAttachment is the stored value of an attachment's allocation.
-func encodeAttachment(k podmanager.AttachmentKey, pod podmodel.ID, a netip.Addr) []byte {
-	v, _ := json.Marshal(attachmentRecord{IP: a.String(), Pod: recordPod{Name: pod.Name, Namespace: pod.Namespace},
-		Network: k.Network, ContainerID: k.ContainerID, IfName: k.IfName})
-	return v
+// OwnerPrefix is the bolt key prefix of the owner-keyed allocations (the
+// Cilium-style API): OwnerPrefix + "<owner>/<seq>" (the owner escaped
+// with url.PathEscape) -> JSON (ownerRecord).
+const OwnerPrefix = "/contiv-agent/ipam/owners/"
+
+// ownerRecord is the stored value of an owner-keyed allocation.
+type ownerRecord struct {
+	Owner       string             `json:"owner"`
+	Seq         uint64             `json:"seq"`
+	IPs         []string           `json:"ips"`
+	Reservation *reservationRecord `json:"reservation,omitempty"`
 }
 
-// recordValue is the stored value of an allocation.
-func recordValue(k allocKey, pod podmodel.ID, a netip.Addr) []byte {
-	if k.podKeyed() {
-		return []byte(a.String())
+// reservationRecord is a stored reservation: its ID and deadline.
+type reservationRecord struct {
+	ID       string    `json:"id"`
+	Deadline time.Time `json:"deadline"`
+}
+
+// recordValue is the stored value of an allocation with its
+// reservation (nil: confirmed or none).
+func recordValue(k allocKey, pod podmodel.ID, as addrs, rv *reservation) []byte {
+	var rr *reservationRecord
+	if rv != nil {
+		rr = &reservationRecord{ID: rv.id, Deadline: rv.deadline.UTC()}
 	}
-	return encodeAttachment(k.att, pod, a)
+	ips := make([]string, 0, 2)
+	for _, a := range as.list() {
+		ips = append(ips, a.String())
+	}
+	switch {
+	case k.ownerKeyed():
+		v, _ := json.Marshal(ownerRecord{Owner: k.pod.Name, Seq: k.seq, IPs: ips, Reservation: rr})
+		return v
+	case k.podKeyed():
+		return []byte(as.String())
+	}
+	v := attachmentRecord{IP: ips[0], Pod: recordPod{Name: pod.Name, Namespace: pod.Namespace},
+		Network: k.att.Network, ContainerID: k.att.ContainerID, IfName: k.att.IfName, Reservation: rr}
+	if len(ips) > 1 {
+		v.IPs = ips
+	}
+	b, _ := json.Marshal(v)
+	return b
 }
 
 // parseAttachment decodes one attachment record; the key and the value
@@ -131,11 +206,60 @@ func parseAttachment(key string, value []byte) (record, error) {
 	if err := checkPodID(pod); err != nil {
 		return record{}, fmt.Errorf("key %q: %w", key, err)
 	}
-	a, err := netip.ParseAddr(v.IP)
-	if err != nil {
-		return record{}, fmt.Errorf("key %q: ip %q: not an IP address", key, v.IP)
+	list := v.IPs
+	if len(list) == 0 {
+		list = []string{v.IP}
 	}
-	return record{key: attKeyOf(att), pod: pod, addr: a}, nil
+	ips, err := parseIPs(key, list)
+	if err != nil {
+		return record{}, err
+	}
+	return record{key: attKeyOf(att), pod: pod, ips: ips, resv: parseReservation(v.Reservation)}, nil
+}
+
+// parseOwner decodes one owner-keyed record.
+func parseOwner(key string, value []byte) (record, error) {
+	var v ownerRecord
+	if err := json.Unmarshal(value, &v); err != nil {
+		return record{}, fmt.Errorf("key %q: value %.80q: not an owner record: %w", key, value, err)
+	}
+	k := ownerKeyOf(v.Owner, v.Seq)
+	if v.Owner == "" || v.Seq == 0 || k.storeKey() != key {
+		return record{}, fmt.Errorf("key %q: the value names owner %q allocation %d", key, v.Owner, v.Seq)
+	}
+	ips, err := parseIPs(key, v.IPs)
+	if err != nil {
+		return record{}, err
+	}
+	return record{key: k, pod: k.pod, ips: ips, resv: parseReservation(v.Reservation)}, nil
+}
+
+// parseIPs parses a record's addresses: one or two, of different
+// families.
+func parseIPs(key string, list []string) ([]netip.Addr, error) {
+	if len(list) == 0 || len(list) > 2 {
+		return nil, fmt.Errorf("key %q: %d addresses, want 1 or 2", key, len(list))
+	}
+	out := make([]netip.Addr, 0, len(list))
+	for _, s := range list {
+		a, err := netip.ParseAddr(s)
+		if err != nil {
+			return nil, fmt.Errorf("key %q: ip %q: not an IP address", key, s)
+		}
+		out = append(out, a.Unmap())
+	}
+	if len(out) == 2 && out[0].Is4() == out[1].Is4() {
+		return nil, fmt.Errorf("key %q: addresses %s and %s are of one family", key, out[0], out[1])
+	}
+	return out, nil
+}
+
+// parseReservation converts a stored reservation (nil: none).
+func parseReservation(rr *reservationRecord) *reservation {
+	if rr == nil || rr.ID == "" {
+		return nil
+	}
+	return &reservation{id: rr.ID, deadline: rr.Deadline}
 }
 
 // sortKeys orders keys by compareKeys.

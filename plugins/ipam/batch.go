@@ -28,8 +28,8 @@ type write struct {
 }
 
 // maxBatch bounds the writes of one batch: they go to the store as one
-// transaction, with room for the cursor.
-const maxBatch = kvdb.MaxTxnOps - 1
+// transaction, with room for the cursors (one per family).
+const maxBatch = kvdb.MaxTxnOps - 2
 
 // batch collects the writes decided together; each key at most once.
 type batch struct {
@@ -70,7 +70,9 @@ func (k *keeper) flush(b *batch) {
 // allocation moved it) and the retried deletes of stale records.
 func (k *keeper) prepare(b *batch) {
 	if b.cursor && k.tab != nil && !k.tab.externalMode() {
-		b.add(write{op: kvdb.PutOp(CursorKey, []byte(k.tab.pool.Pool().Cursor().String())), done: func(outcome, error) {}})
+		for i := range k.tab.slots() {
+			b.add(write{op: kvdb.PutOp(cursorKey(i), []byte(k.tab.pool(i).Pool().Cursor().String())), done: func(outcome, error) {}})
+		}
 	}
 	k.addRetries(b)
 }

@@ -22,12 +22,19 @@ type Config struct {
 	// the local store. A write that times out is read back before anything
 	// is freed.
 	StoreTimeout time.Duration `json:"storeTimeout"`
+	// CNIReservationTimeout is how long the addresses of a CNI ADD stay
+	// reserved unconfirmed: contiv-cni confirms them once the pod's
+	// interface is configured; when it never does (the runtime or the
+	// plugin died mid-ADD) they are released then. 0 makes every ADD
+	// confirmed at once (no reservation).
+	CNIReservationTimeout time.Duration `json:"cniReservationTimeout"`
 }
 
 // DefaultConfig returns the defaults: a 10-minute grace period, 10 s per
-// store operation.
+// store operation, CNI reservations of 10 minutes (Cilium's default
+// IPAM expiration).
 func DefaultConfig() Config {
-	return Config{AbsentPodGracePeriod: 10 * time.Minute, StoreTimeout: 10 * time.Second}
+	return Config{AbsentPodGracePeriod: 10 * time.Minute, StoreTimeout: 10 * time.Second, CNIReservationTimeout: 10 * time.Minute}
 }
 
 // Validate names every bad key and value.
@@ -35,6 +42,9 @@ func (c *Config) Validate() error {
 	var errs []error
 	if c.AbsentPodGracePeriod < 0 {
 		errs = append(errs, fmt.Errorf("absentPodGracePeriod %s: want a duration >= 0", c.AbsentPodGracePeriod))
+	}
+	if c.CNIReservationTimeout < 0 {
+		errs = append(errs, fmt.Errorf("cniReservationTimeout %s: want a duration >= 0", c.CNIReservationTimeout))
 	}
 	if c.StoreTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("storeTimeout %s: want a positive duration", c.StoreTimeout))

@@ -35,7 +35,7 @@ func (k *keeper) allocate(r *request, b *batch) {
 		}
 	}
 	pod := r.pod
-	if _, ok := t.lookup(key); ok {
+	if _, ok := t.lookupAll(key); ok {
 		pod = t.podOf(key)
 	}
 	d, err := t.decide(key, pod, r.data)
@@ -44,20 +44,21 @@ func (k *keeper) allocate(r *request, b *batch) {
 		r.answer(reply{err: fmt.Errorf("%s: %w", describe(key, r.pod), err)})
 		return
 	}
+	rv := k.reserve(key, r.timeout, &d)
 	if !d.store {
 		k.acknowledged(pod) // again
-		r.answer(reply{addr: d.addr})
+		r.answer(reply{addr: d.addrs.first(), addrs: d.addrs})
 		return
 	}
 	b.cursor = b.cursor || !t.externalMode()
-	b.add(write{op: kvdb.PutOp(key.storeKey(), recordValue(key, pod, d.addr)), done: k.allocated(r, key, pod, d)})
+	b.add(write{op: kvdb.PutOp(key.storeKey(), recordValue(key, pod, d.addrs, rv)), done: k.allocated(r, key, pod, d)})
 	if d.adopted != nil {
 		b.add(write{op: kvdb.DeleteOp(d.adopted.storeKey()), done: k.adoptedDone(*d.adopted)})
 	}
 	for _, old := range k.obsolete(key, pod) {
 		b.add(write{op: kvdb.DeleteOp(old.storeKey()), done: k.releaseDone(old, "released as obsolete", nil)})
 	}
-	r.decided(reply{addr: d.addr})
+	r.decided(reply{addr: d.addrs.first(), addrs: d.addrs, resv: rv.idOf()})
 }
 
 // allocated completes the store of an allocation's record.
@@ -69,16 +70,16 @@ func (k *keeper) allocated(r *request, key allocKey, pod podmodel.ID, d decision
 			delete(t.unsure, key)
 			k.acknowledged(pod)
 			k.noteHeld(pod)
-			r.answer(reply{addr: d.addr})
+			r.answer(reply{addr: d.addrs.first(), addrs: d.addrs, resv: t.resvID(key)})
 		case failed:
 			d.undo()
 			k.metrics.failed.Inc()
-			r.answer(reply{err: fmt.Errorf("%s: address %s not stored, allocation undone: %w", describe(key, pod), d.addr, err)})
+			r.answer(reply{err: fmt.Errorf("%s: address %s not stored, allocation undone: %w", describe(key, pod), d.addrs, err)})
 		default:
 			t.unsure[key] = struct{}{}
 			k.noteHeld(pod)
 			k.metrics.failed.Inc()
-			r.answer(reply{err: fmt.Errorf("%s: address %s: %w: %w", describe(key, pod), d.addr, errUnknownOutcome, err)})
+			r.answer(reply{err: fmt.Errorf("%s: address %s: %w: %w", describe(key, pod), d.addrs, errUnknownOutcome, err)})
 		}
 	}
 }
@@ -108,12 +109,12 @@ func (k *keeper) adoptedDone(old allocKey) func(outcome, error) {
 // configuration). Plain containers (podmanager.ContainerNamespace) have
 // no obsolete attachments: their pod name is the container ID.
 func (k *keeper) obsolete(key allocKey, pod podmodel.ID) []allocKey {
-	if key.podKeyed() || pod.Namespace == podmanager.ContainerNamespace {
+	if key.podKeyed() || key.ownerKeyed() || pod.Namespace == podmanager.ContainerNamespace {
 		return nil
 	}
 	var out []allocKey
 	for _, other := range k.tab.keysOf(pod) {
-		if !other.podKeyed() && other != key && other.att.Network == key.att.Network && other.att.IfName == key.att.IfName {
+		if !other.podKeyed() && !other.ownerKeyed() && other != key && other.att.Network == key.att.Network && other.att.IfName == key.att.IfName {
 			out = append(out, other)
 		}
 	}
@@ -143,6 +144,10 @@ func (k *keeper) release(r *request, b *batch) {
 	}
 	j := newJoin(r, len(keys))
 	for _, key := range keys {
+		if key.excluded() {
+			j.done(netip.Addr{}, nil)
+			continue
+		}
 		a, _ := k.tab.lookup(key)
 		j.lowest(a)
 		b.add(write{op: kvdb.DeleteOp(key.storeKey()), done: k.releaseDone(key, "released", j)})
@@ -155,7 +160,8 @@ func (k *keeper) release(r *request, b *batch) {
 // outcome.
 func (k *keeper) releaseDone(key allocKey, what string, j *join) func(outcome, error) {
 	t := k.tab
-	a, _ := t.lookup(key)
+	as, _ := t.lookupAll(key)
+	a := as.first()
 	pod := t.podOf(key)
 	return func(o outcome, err error) {
 		switch o {
@@ -163,7 +169,7 @@ func (k *keeper) releaseDone(key allocKey, what string, j *join) func(outcome, e
 			t.drop(key)
 			k.forgetIfFree(pod)
 			if k.log.Enabled(context.Background(), slog.LevelDebug) || what != "released" {
-				k.log.Info("pod IP "+what, "pod", pod.String(), "key", key.String(), "ip", a.String())
+				k.log.Info("pod IP "+what, "pod", pod.String(), "key", key.String(), "ip", as.String())
 			}
 		case failed:
 			err = fmt.Errorf("%s: address %s not released: its record could not be deleted: %w", describe(key, pod), a, err)
@@ -248,7 +254,7 @@ func (k *keeper) gone(id podmodel.ID) {
 // noteHeld starts the grace period of a held pod that the live
 // Kubernetes state does not have. Plain containers are never absent.
 func (k *keeper) noteHeld(id podmodel.ID) {
-	if !k.view.live || id.Namespace == podmanager.ContainerNamespace {
+	if !k.view.live || neverAbsent(id) {
 		return
 	}
 	if _, ok := k.view.pods[id]; ok {
@@ -257,6 +263,13 @@ func (k *keeper) noteHeld(id podmodel.ID) {
 	if _, ok := k.absent[id]; !ok {
 		k.absent[id] = k.clock.Now()
 	}
+}
+
+// neverAbsent tells whether a pod is never reconciled with the
+// Kubernetes state: a plain container, or an owner of the Cilium-style
+// API.
+func neverAbsent(id podmodel.ID) bool {
+	return id.Namespace == podmanager.ContainerNamespace || id.Namespace == OwnerNamespace
 }
 
 // describe names an allocation and its pod in errors.

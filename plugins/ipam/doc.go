@@ -19,6 +19,52 @@
 //     192.168.16.5; the static default gateway is stepped over and never
 //     handed out) and the VXLAN address (host <ID> of vxlanCIDR).
 //
+// # Dual stack
+//
+// With ipamConfig.dualStack the node has a second address family, cut
+// from the same node ID with the same rules (its pod subnet, gateway, NAT
+// loopback, VPP-host subnet, node-interconnect and VXLAN addresses, its
+// service network). Inside, every allocation holds one address per slot
+// (addrs: slot 0 the primary family, slot 1 the second) in one ipalloc
+// pool per family. A pod's allocation takes one address of every family
+// or none: when the second family has none free, the first is rolled back
+// before the decision is answered. Its record holds both addresses, the
+// CNI reply both addresses and both default routes. The getters of the
+// API above answer the primary family; /contiv/v1/ipam shows both. With
+// an external IPAM, the node's spec.podCIDRs give the pod subnet of each
+// family; a NodeUpdate that moves either pushes PodCIDRChange.
+//
+// # The Cilium-style surface (seed 002)
+//
+// cilium.go, timers.go and dump.go give Cilium's agent IPAM calls:
+// per-family Allocators, AllocateNext (both families or neither),
+// AllocateNextFamily, AllocateIP, ReleaseIP and ReleaseIPString (by
+// address or by owner name), expiring reservations
+// (AllocateNextWithExpiration, StartExpirationTimer, StopExpirationTimer
+// with the ID that must match), exclusions (BlacklistIP, BlacklistIPNet,
+// ipamConfig.excludeIPs, ReserveLocalRoutes), Dump and DebugStatus. An
+// owner's allocations are owner-keyed (allocKey.seq, pod ID
+// {OwnerNamespace, owner}); each call is a barrier on the keeper (see
+// "One writer") and returns once its records are durable. Differences
+// from Cilium, on purpose: ReleaseIP releases the whole allocation that
+// holds the address (a dual-stack pod never keeps one family), releasing
+// an address nobody holds is ErrNotAllocated, next-fit instead of a
+// random start, and exclusions are applied again at every resync rather
+// than kept in the allocator only.
+//
+// Expiring reservations (reservation.go): a reserved allocation carries
+// an ID and a deadline, stored in its record, so a restart keeps the
+// deadline. The sweep timer (absent.go) fires at the earliest deadline
+// and releases, like any release, what is still unconfirmed then. A
+// confirmed allocation (ConfirmAttachment, StopExpirationTimer) has no
+// deadline and never expires. On the CNI path an ADD from a client that
+// confirms (podmanager.AddPod.Confirms) is reserved for
+// Config.CNIReservationTimeout; contiv-cni confirms once the interface is
+// configured, so an ADD whose runtime died releases its addresses at the
+// deadline. A repeated ADD of a reserved attachment gets the same
+// addresses and a new reservation (the earlier caller can no longer
+// confirm); a repeated ADD of a confirmed one gets none.
+//
 // The same arithmetic answers for other nodes (PodSubnetOtherNode,
 // NodeIPAddress(id), ...) and maps a pod IP back to its node ID. A node ID
 // that does not fit a subnet is an error, never an address outside it.
@@ -65,7 +111,10 @@
 //
 // # Store layout and schema
 //
-// SchemaKey holds the layout version (SchemaVersion, "2"). v2 keeps the v1
+// SchemaKey holds the layout version (SchemaVersion, "3"; see schema.go
+// for what v3 adds: two addresses per record, reservations, owner
+// records, a second cursor; older stores migrate by rewriting SchemaKey
+// only). v2 keeps the v1
 // keys (AllocationPrefix + "<namespace>/<name>" -> the address, for
 // pod-keyed allocations; CursorKey; ConflictPrefix) and adds
 // AttachmentPrefix + "<network>/<containerID>/<ifname>" (each part
@@ -85,15 +134,18 @@
 // pod deleted from or absent in Kubernetes, resync and re-initialisation)
 // is decided by one owner, the keeper (keeper.go): one goroutine that takes
 // requests from a channel in arrival order and alone touches the table of
-// pod addresses (table.go), the view of the Kubernetes pods, the absence
-// clocks, the records still to delete and the pipeline (pipeline.go: the
+// pod addresses (table.go, with its reservations and exclusions), the view
+// of the Kubernetes pods, the absence clocks, the records still to delete
+// and the pipeline (pipeline.go: the
 // open batch, the batch in flight, the deferred requests, the busy
 // lanes). The committer goroutine of the batch in flight owns nothing: it
 // reads the writes it was given and calls the store. The request's reply
 // channels are written by the keeper only, once each (submit.go). The
 // derived addressing (subnets,
 // gateway, node addresses) is an immutable state value, replaced whole at
-// each resync through an atomic pointer and read by any caller.
+// each resync through an atomic pointer and read by any caller. The
+// run-time exclusions (BlacklistIP, ReserveLocalRoutes) are a list guarded
+// by Plugin.exclMu: any caller appends, each resync reads a copy.
 //
 // CNI events (AddPod, DeletePod, GCPods) reach the keeper through
 // keeper.submit from the event loop: the handler fills the reply from the
@@ -203,4 +255,9 @@
 //     STATUS) may be called from any goroutine.
 //  6. A store of an unknown newer SchemaVersion makes the first resync
 //     fail fatally: run the newer agent, or move the file aside.
+//  7. The Cilium-style calls may be made from any goroutine once a
+//     resync has run (before, they fail as not ready; BlacklistIP and
+//     ReserveLocalRoutes are kept and applied at the first resync).
+//     ReserveLocalRoutes reads the routes of the calling thread's network
+//     namespace: call it from the agent's namespace.
 package ipam

@@ -3,7 +3,9 @@ package ipam
 import (
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
+	"strings"
 
 	"github.com/contiv-ipam/agent/infra/health"
 	"github.com/contiv-ipam/agent/plugins/contivconf"
@@ -55,7 +57,7 @@ func (p *Plugin) Resync(ev api.Event, ks api.KubeStateData, _ int, _ api.ResyncO
 	if err != nil {
 		return api.NewFatalError(fmt.Errorf("ipam resync: %w", err))
 	}
-	in := &resyncInput{st: st, ks: ks, live: liveness(ev), event: ev.GetName(), hostIPs: p.thisNodeIPs()}
+	in := &resyncInput{st: st, ks: ks, live: liveness(ev), event: ev.GetName(), hostIPs: p.thisNodeIPs(), exclusions: p.exclusionsFor(st)}
 	if err := p.keeper.do(&request{kind: reqResync, rs: in}).err; err != nil {
 		return api.NewFatalError(fmt.Errorf("ipam resync: %w", err))
 	}
@@ -105,24 +107,33 @@ func (p *Plugin) newState(ks api.KubeStateData) (*state, error) {
 	return buildState(cfg, p.NodeSync.GetNodeID(), p.ServiceLabel.GetAgentLabel(), p.ContivConf.GetStaticDefaultGW(), podThis)
 }
 
-// podCIDRFromKube is, with external IPAM, this node's pod CIDR from the
-// Kubernetes state (invalid Prefix: none, use the config). An invalid
-// value is logged and counted, and the pod subnet in use stays; with none
-// in use the error is a *waitError.
-func (p *Plugin) podCIDRFromKube(cfg *contivconf.IPAMConfig, ks api.KubeStateData) (netip.Prefix, error) {
+// podCIDRFromKube is, with external IPAM, this node's pod CIDRs from the
+// Kubernetes state (an invalid Prefix: none of that family, use the
+// config). An invalid value is logged and counted, and the pod subnets in
+// use stay; with none in use the error is a *waitError.
+func (p *Plugin) podCIDRFromKube(cfg *contivconf.IPAMConfig, ks api.KubeStateData) (podCIDRs, error) {
 	if !cfg.UseExternalIPAM {
-		return netip.Prefix{}, nil
+		return podCIDRs{}, nil
 	}
-	pfx, found, err := externalPodCIDR(cfg, p.ServiceLabel.GetAgentLabel(), ks)
+	pfx, found, err := externalPodCIDRs(cfg, p.ServiceLabel.GetAgentLabel(), ks)
 	if !found || err == nil {
 		return pfx, nil
 	}
 	cur := p.st.Load()
 	p.invalidValue("pod_CIDR", err, cur)
 	if cur == nil {
-		return netip.Prefix{}, &waitError{what: "a valid pod CIDR of this node", cause: err}
+		return podCIDRs{}, &waitError{what: "a valid pod CIDR of this node", cause: err}
 	}
-	return cur.podThis, nil
+	return cur.podCIDRs(), nil
+}
+
+// podCIDRs are the pod subnets in use, by slot.
+func (st *state) podCIDRs() podCIDRs {
+	var out podCIDRs
+	for i, f := range st.families() {
+		out[i] = f.podThis
+	}
+	return out
 }
 
 // invalidValue logs and counts a value of the Kubernetes state that IPAM
@@ -198,37 +209,79 @@ func (p *Plugin) Update(ev api.Event, txn api.UpdateOperations) (string, error) 
 	return "", nil
 }
 
-// nodeUpdate pushes PodCIDRChange when this node's pod CIDR moved to a
-// valid subnet. An invalid one is logged, counted and recorded in the
-// event history (the returned description), and the pod subnet in use
-// stays.
+// nodeUpdate pushes PodCIDRChange when one of this node's pod CIDRs (any
+// family) moved to a valid subnet. An invalid one is logged, counted and
+// recorded in the event history (the returned description), and the pod
+// subnets in use stay.
 func (p *Plugin) nodeUpdate(e *nodesync.NodeUpdate, txn api.UpdateOperations) (string, error) {
-	if e.NewState == nil || e.NewState.PodCIDR == nil {
+	if e.NewState == nil || len(e.NewState.PodCIDRs) == 0 && e.NewState.PodCIDR == nil {
 		return "", nil
 	}
 	cur := p.st.Load()
-	var current netip.Prefix
+	var current podCIDRs
 	if cur != nil {
-		current = cur.podThis
+		current = cur.podCIDRs()
 	}
-	next, ok := toPrefix(e.NewState.PodCIDR)
-	err := errors.New("not a subnet")
-	if ok {
-		err = checkPodCIDR(p.ContivConf.GetIPAMConfig(), next)
-	}
+	next, err := p.nextPodCIDRs(e)
 	if err != nil {
-		err = fmt.Errorf("pod CIDR %v of node %s: %w", e.NewState.PodCIDR, e.NodeName, err)
+		err = fmt.Errorf("pod CIDRs %v of node %s: %w", e.NewState.PodCIDRs, e.NodeName, err)
 		p.invalidValue("pod_CIDR", err, cur)
-		return fmt.Sprintf("ignored: %v; the pod subnet in use (%s) stays", err, current), nil
+		return fmt.Sprintf("ignored: %v; the pod subnets in use (%s) stay", err, describeCIDRs(current)), nil
 	}
 	if next == current {
 		return "", nil
 	}
-	if err := txn.PushFollowUp(&PodCIDRChange{LocalPodCIDR: toIPNet(next)}); err != nil {
-		return "", fmt.Errorf("pushing PodCIDRChange to %s: %w", next, err)
+	ev := &PodCIDRChange{}
+	for i, n := range next {
+		if n.IsValid() && n != current[i] {
+			ev.LocalPodCIDRs = append(ev.LocalPodCIDRs, toIPNet(n))
+		}
 	}
-	p.Log.Info("sent PodCIDRChange", "from", current.String(), "to", next.String())
-	return fmt.Sprintf("pod CIDR %s -> %s: PodCIDRChange sent", current, next), nil
+	if len(ev.LocalPodCIDRs) == 0 {
+		return "", nil // a family the node gets from the config still
+	}
+	ev.LocalPodCIDR = ev.LocalPodCIDRs[0]
+	if err := txn.PushFollowUp(ev); err != nil {
+		return "", fmt.Errorf("pushing PodCIDRChange to %s: %w", describeCIDRs(next), err)
+	}
+	p.Log.Info("sent PodCIDRChange", "from", describeCIDRs(current), "to", describeCIDRs(next))
+	return fmt.Sprintf("pod CIDRs %s -> %s: PodCIDRChange sent", describeCIDRs(current), describeCIDRs(next)), nil
+}
+
+// nextPodCIDRs are the pod CIDRs a NodeUpdate gives, by slot; a family
+// it does not give keeps the subnet in use.
+func (p *Plugin) nextPodCIDRs(e *nodesync.NodeUpdate) (podCIDRs, error) {
+	list := e.NewState.PodCIDRs
+	if len(list) == 0 {
+		list = []*net.IPNet{e.NewState.PodCIDR}
+	}
+	var next podCIDRs
+	if cur := p.st.Load(); cur != nil {
+		next = cur.podCIDRs()
+	}
+	for _, n := range list {
+		pfx, ok := toPrefix(n)
+		if !ok {
+			return podCIDRs{}, fmt.Errorf("%v: not a subnet", n)
+		}
+		i, err := checkPodCIDR(p.ContivConf.GetIPAMConfig(), pfx)
+		if err != nil {
+			return podCIDRs{}, fmt.Errorf("%s: %w", pfx, err)
+		}
+		next[i] = pfx
+	}
+	return next, nil
+}
+
+// describeCIDRs lists the valid prefixes, comma-separated.
+func describeCIDRs(ps podCIDRs) string {
+	var out []string
+	for _, p := range ps {
+		if p.IsValid() {
+			out = append(out, p.String())
+		}
+	}
+	return strings.Join(out, ",")
 }
 
 // podChange tells the keeper about a pod of the Kubernetes state: a

@@ -134,6 +134,7 @@ type fixtureOpts struct {
 	db      kvdb.Broker
 	clock   *fakeClock           // nil: the real clock
 	grace   time.Duration        // absentPodGracePeriod; 0: the default
+	resv    time.Duration        // cniReservationTimeout; 0: the default
 	health  *healthtest.Recorder // nil: no StatusCheck
 	metrics *prometheus.Registry
 }
@@ -179,9 +180,14 @@ func build(t testing.TB, o fixtureOpts) (*fixture, error) {
 	if o.clock != nil {
 		opts = append(opts, ipam.UseClock(o.clock))
 	}
-	if o.grace != 0 {
+	if o.grace != 0 || o.resv != 0 {
 		c := ipam.DefaultConfig()
-		c.AbsentPodGracePeriod = o.grace
+		if o.grace != 0 {
+			c.AbsentPodGracePeriod = o.grace
+		}
+		if o.resv != 0 {
+			c.CNIReservationTimeout = o.resv
+		}
 		opts = append(opts, ipam.UseConf(c))
 	}
 	f.ipam = ipam.NewPlugin(opts...)

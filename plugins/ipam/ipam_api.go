@@ -89,7 +89,10 @@ const PodCIDRChangeName = "Pod CIDR Change"
 // handler resyncs with the cached Kubernetes state, and IPAM re-initialises
 // on the new subnet.
 type PodCIDRChange struct {
+	// LocalPodCIDR is the first of LocalPodCIDRs.
 	LocalPodCIDR *net.IPNet
+	// LocalPodCIDRs are the pod CIDRs that moved (one per family).
+	LocalPodCIDRs []*net.IPNet
 }
 
 var _ api.Event = (*PodCIDRChange)(nil)
@@ -99,6 +102,9 @@ func (ev *PodCIDRChange) GetName() string { return PodCIDRChangeName }
 
 // String names the event and the new CIDR.
 func (ev *PodCIDRChange) String() string {
+	if len(ev.LocalPodCIDRs) > 1 {
+		return fmt.Sprintf("%s\n* LocalPodCIDRs: %v", PodCIDRChangeName, ev.LocalPodCIDRs)
+	}
 	return fmt.Sprintf("%s\n* LocalPodCIDR: %v", PodCIDRChangeName, ev.LocalPodCIDR)
 }
 

@@ -61,6 +61,7 @@ const (
 	reqPodSeen // the pod is in Kubernetes
 	reqResync
 	reqRead
+	reqConfirm // confirm the reservation of an attachment
 )
 
 // barrier tells whether a request of this kind runs alone: once nothing
@@ -81,13 +82,17 @@ func (kind reqKind) waitsForWrites() bool { return kind != reqPodSeen }
 // request is one call to the keeper. dec and reply are buffered so that
 // run never blocks on a caller; submit makes them.
 type request struct {
-	kind  reqKind
-	pod   podmodel.ID
-	data  string // ipamData with an external IPAM
-	rs    *resyncInput
-	read  func(t *table)
-	dec   chan reply // the in-memory decision
-	reply chan reply // the durable outcome
+	kind reqKind
+	pod  podmodel.ID
+	data string // ipamData with an external IPAM
+	// timeout > 0 makes an allocation an expiring reservation (see
+	// reservation.go); resv is the reservation a confirm names.
+	timeout time.Duration
+	resv    string
+	rs      *resyncInput
+	read    func(t *table)
+	dec     chan reply // the in-memory decision
+	reply   chan reply // the durable outcome
 	// decSent: the decision was sent (owned by run).
 	decSent bool
 
@@ -103,9 +108,11 @@ func (r *request) lane() podmodel.ID { return r.pod }
 
 // reply answers a request.
 type reply struct {
-	addr netip.Addr
-	held bool // release: the pod held an address
-	err  error
+	addr  netip.Addr // the first of addrs
+	addrs addrs      // allocate: every address of the allocation
+	resv  string     // allocate: the ID of its reservation, "" when none
+	held  bool       // release: the pod held an address
+	err   error
 }
 
 // decided sends the in-memory decision of r, once; a request whose
@@ -271,12 +278,14 @@ func (k *keeper) decide(r *request, b *batch) {
 		k.gone(r.pod)
 	}
 	switch {
-	case k.tab == nil && r.kind == reqAllocate:
+	case k.tab == nil && (r.kind == reqAllocate || r.kind == reqConfirm):
 		r.answer(reply{err: errNotReady})
 	case k.tab == nil:
 		r.answer(reply{})
 	case r.kind == reqAllocate:
 		k.allocate(r, b)
+	case r.kind == reqConfirm:
+		k.confirm(r, b)
 	default:
 		k.release(r, b)
 	}

@@ -50,8 +50,10 @@ func (m *ipamMetrics) Collect(ch chan<- prometheus.Metric) {
 	m.reclaimed.Collect(ch)
 	m.invalid.Collect(ch)
 	m.p.keeper.read(func(t *table) {
-		subnet := t.st.podThis.String()
-		ch <- prometheus.MustNewConstMetric(m.size, prometheus.GaugeValue, float64(t.size()), subnet)
-		ch <- prometheus.MustNewConstMetric(m.allocated, prometheus.GaugeValue, float64(t.len()), subnet)
+		for i, f := range t.st.families() {
+			subnet := f.podThis.String()
+			ch <- prometheus.MustNewConstMetric(m.size, prometheus.GaugeValue, float64(t.size(i)), subnet)
+			ch <- prometheus.MustNewConstMetric(m.allocated, prometheus.GaugeValue, float64(t.count(i)), subnet)
+		}
 	})
 }

@@ -101,7 +101,8 @@ func schemaValue(g Gomega, db kvdb.Broker) string {
 
 // A v1 file written by the code before attachment keys: every allocation
 // survives with its address, the cursor is kept, the schema key says 2,
-// and a second start migrates nothing.
+// and a second start migrates nothing (v1 goes straight to v3: its
+// records are v3's pod-keyed records as they are).
 func TestAV1StoreIsMigratedOnce(t *testing.T) {
 	g := NewWithT(t)
 	path := copyV1(t)
@@ -110,7 +111,7 @@ func TestAV1StoreIsMigratedOnce(t *testing.T) {
 	writes := schemaWrites(fdb, false)
 	f := mustFixture(t, fixtureOpts{db: fdb, yaml: v1Config}, nil)
 	g.Expect(writes.Load()).To(Equal(int32(1)), "one transaction")
-	g.Expect(schemaValue(g, db)).To(Equal("2"))
+	g.Expect(schemaValue(g, db)).To(Equal("3"))
 	g.Expect(heldPods(f.ipam)).To(Equal(v1Pods))
 	g.Expect(storedPods(g, db)).To(Equal(v1Pods), "the v1 records are v2's pod-keyed records")
 	f.close(t)
@@ -151,7 +152,7 @@ func TestAFailedMigrationLeavesTheV1DataAndTheNextStartMigrates(t *testing.T) {
 	db = openBolt(t, path)
 	defer db.Close()
 	f = mustFixture(t, fixtureOpts{db: db, yaml: v1Config}, nil)
-	g.Expect(schemaValue(g, db)).To(Equal("2"))
+	g.Expect(schemaValue(g, db)).To(Equal("3"))
 	g.Expect(heldPods(f.ipam)).To(Equal(v1Pods))
 }
 
@@ -164,8 +165,8 @@ func TestANewerOrUnreadableSchemaIsRefused(t *testing.T) {
 		want  []string
 		is    error // nil: no sentinel
 	}{
-		{"3", []string{ipam.SchemaKey, "= 3", "supports 2", "newer IPAM layout"}, ipam.ErrSchemaTooNew},
-		{"two", []string{ipam.SchemaKey, `"two"`, "not a version", "supports 2"}, nil},
+		{"4", []string{ipam.SchemaKey, "= 4", "supports 3", "newer IPAM layout"}, ipam.ErrSchemaTooNew},
+		{"two", []string{ipam.SchemaKey, `"two"`, "not a version", "supports 3"}, nil},
 	} {
 		t.Run(tc.value, func(t *testing.T) {
 			g := NewWithT(t)
@@ -189,16 +190,38 @@ func TestANewerOrUnreadableSchemaIsRefused(t *testing.T) {
 }
 
 // A new (empty) store gets the schema key at the first start.
-func TestANewStoreIsMarkedV2(t *testing.T) {
+func TestANewStoreIsMarkedV3(t *testing.T) {
 	g := NewWithT(t)
 	db := openBolt(t, filepath.Join(t.TempDir(), "bolt.db"))
 	defer db.Close()
 	mustFixture(t, fixtureOpts{db: db}, nil)
-	g.Expect(schemaValue(g, db)).To(Equal("2"))
+	g.Expect(schemaValue(g, db)).To(Equal("3"))
 }
 
 // podIDOf parses "<ns>/<name>".
 func podIDOf(s string) podmodel.ID {
 	ns, name, _ := strings.Cut(s, "/")
 	return podmodel.ID{Name: name, Namespace: ns}
+}
+
+// A v2 store (attachment records, no second family) becomes v3 with one
+// write of the schema key; every record is served as it was.
+func TestAV2StoreIsMigratedToV3(t *testing.T) {
+	g := NewWithT(t)
+	path := copyV1(t)
+	db := openBolt(t, path)
+	ctx := context.Background()
+	g.Expect(db.Put(ctx, ipam.SchemaKey, []byte("2"))).To(Succeed())
+	v2 := `{"ip":"10.1.1.9","pod":{"name":"web-09","namespace":"team-b"},"network":"net","containerId":"c9","ifName":"eth0"}`
+	g.Expect(db.Put(ctx, ipam.AttachmentPrefix+"net/c9/eth0", []byte(v2))).To(Succeed())
+	fdb := newFaultDB(db)
+	writes := schemaWrites(fdb, false)
+	f := mustFixture(t, fixtureOpts{db: fdb, yaml: v1Config}, nil)
+	defer db.Close()
+	g.Expect(writes.Load()).To(Equal(int32(1)), "one transaction")
+	g.Expect(schemaValue(g, db)).To(Equal("3"))
+	g.Expect(attIP(g, f.ipam, att("c9", "eth0"))).To(Equal("10.1.1.9/24"))
+	kv, _, err := db.Get(ctx, ipam.AttachmentPrefix+"net/c9/eth0")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(string(kv.Value)).To(Equal(v2), "not rewritten")
 }

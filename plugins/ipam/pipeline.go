@@ -73,6 +73,9 @@ func (k *keeper) intake() chan *request {
 // decided at once.
 func (k *keeper) take(r *request) {
 	p := &k.pipe
+	if r.kind == reqConfirm {
+		r.pod = k.confirmLane(r)
+	}
 	switch {
 	case r.kind.barrier():
 		p.barrier = r
@@ -147,6 +150,7 @@ func (k *keeper) advance() {
 	if p.sweepDue {
 		p.sweepDue, p.rearm = false, true
 		k.releaseAbsent()
+		k.releaseExpired()
 	}
 }
 

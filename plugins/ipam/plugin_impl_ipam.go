@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"sync"
 	"sync/atomic"
 
 	"github.com/contiv-ipam/agent/infra"
@@ -55,6 +56,12 @@ type Plugin struct {
 	waiting atomic.Pointer[waitError] // why st is nil after a resync
 	keeper  *keeper
 	metrics *ipamMetrics
+
+	// exclMu guards runtimeExcl, the exclusions made at run time
+	// (BlacklistIP, ReserveLocalRoutes): appended by any caller, read at
+	// each resync.
+	exclMu      sync.Mutex
+	runtimeExcl []exclusion
 }
 
 // state is the addressing derived at a resync; it is never modified
@@ -65,12 +72,46 @@ type state struct {
 	cfg      *contivconf.IPAMConfig
 	gateway  netip.Addr // static default gateway, excluded from node IPs
 
+	famState // the primary family (ipamConfig)
+	// second is the second family of a dual-stack node
+	// (ipamConfig.dualStack), cut from the same node ID; nil when
+	// single-stack.
+	second *famState
+}
+
+// famState is the addressing of one address family.
+type famState struct {
 	podAll, podThis   netip.Prefix
 	podGW, natLoop    netip.Addr
 	hostAll, hostThis netip.Prefix
 	hostVPP, hostLnx  netip.Addr
 	nodeIC, vxlan     netip.Prefix // nodeIC invalid when undefined
 	service           netip.Prefix
+}
+
+// families lists the node's families: the primary, then the second.
+func (st *state) families() []*famState {
+	if st.second == nil {
+		return []*famState{&st.famState}
+	}
+	return []*famState{&st.famState, st.second}
+}
+
+// slotOf is the slot (0 primary, 1 second) of a's family; false when the
+// node has no pod subnet of that family.
+func (st *state) slotOf(a netip.Addr) (int, bool) {
+	for i, f := range st.families() {
+		if f.podThis.Addr().Is4() == a.Unmap().Is4() {
+			return i, true
+		}
+	}
+	return 0, false
+}
+
+// containsPod tells whether a is in one of this node's pod subnets.
+func (st *state) containsPod(a netip.Addr) bool {
+	i, ok := st.slotOf(a)
+	return ok && st.families()[i].podThis.Contains(a)
 }
 
 var (

@@ -9,11 +9,14 @@ import (
 	"github.com/contiv-ipam/agent/plugins/podmanager"
 )
 
-// addPod allocates the address of ev.Key for ev.Pod and fills the reply:
-// one interface (ev.Key.IfName in ev.NetworkNamespace) with the address
-// at the pod subnet's prefix length and the pod gateway, and a default
-// route via the gateway. The CNI reply waits (ev.Await) for the
-// allocation's record to be durable.
+// addPod allocates the addresses of ev.Key for ev.Pod (one per family of
+// the node) and fills the reply: one interface (ev.Key.IfName in
+// ev.NetworkNamespace) with each address at its pod subnet's prefix
+// length and its pod gateway, and a default route of each family via its
+// gateway. When the client confirms (ev.Confirms) and
+// cniReservationTimeout is set, the addresses are an expiring
+// reservation whose ID is ev.Reservation. The CNI reply waits
+// (ev.Await) for the allocation's record to be durable.
 func (p *Plugin) addPod(ev *podmanager.AddPod) (string, error) {
 	if err := checkAttachment(ev.Key); err != nil {
 		return "", err
@@ -25,19 +28,32 @@ func (p *Plugin) addPod(ev *podmanager.AddPod) (string, error) {
 		p.metrics.failed.Inc()
 		return "", err
 	}
-	dec, final := p.keeper.submit(&request{kind: reqAllocate, pod: ev.Pod, key: ev.Key, data: ev.IPAMData})
+	req := &request{kind: reqAllocate, pod: ev.Pod, key: ev.Key, data: ev.IPAMData}
+	if ev.Confirms && !p.externalIPAM() {
+		req.timeout = p.cfg.CNIReservationTimeout
+	}
+	dec, final := p.keeper.submit(req)
 	if dec.err != nil {
 		return "", p.cniError(dec.err)
 	}
 	st := p.st.Load()
-	if st == nil || !st.podThis.Contains(dec.addr) {
-		return "", fmt.Errorf("%w: the pod subnet changed while %s was allocated", podmanager.ErrTryAgain, ev.Key)
+	iface := podmanager.PodInterface{Name: ev.Key.IfName, Sandbox: ev.NetworkNamespace}
+	ev.Routes = nil
+	for i, a := range dec.addrs {
+		if !a.IsValid() {
+			continue
+		}
+		if st == nil || i >= len(st.families()) || !st.families()[i].podThis.Contains(a) {
+			return "", fmt.Errorf("%w: the pod subnet changed while %s was allocated", podmanager.ErrTryAgain, ev.Key)
+		}
+		f := st.families()[i]
+		iface.IPAddresses = append(iface.IPAddresses, podmanager.IPWithGateway{Address: netip.PrefixFrom(a, f.podThis.Bits()), Gateway: f.podGW})
+		ev.Routes = append(ev.Routes, podmanager.Route{Dst: defaultRoute(a), Gw: f.podGW})
 	}
-	ev.Interfaces = []podmanager.PodInterface{{Name: ev.Key.IfName, Sandbox: ev.NetworkNamespace,
-		IPAddresses: []podmanager.IPWithGateway{{Address: netip.PrefixFrom(dec.addr, st.podThis.Bits()), Gateway: st.podGW}}}}
-	ev.Routes = []podmanager.Route{{Dst: defaultRoute(dec.addr), Gw: st.podGW}}
+	ev.Interfaces = []podmanager.PodInterface{iface}
+	ev.Reservation = dec.resv
 	ev.Await(func(ctx context.Context) error { return p.cniError(final(ctx).err) })
-	return fmt.Sprintf("%s: %s", ev.Key, dec.addr), nil
+	return fmt.Sprintf("%s: %s", ev.Key, dec.addrs), nil
 }
 
 // defaultRoute is 0.0.0.0/0 or ::/0, the family of a.

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/contiv-ipam/agent/infra/rest"
 	"github.com/contiv-ipam/agent/plugins/contivconf"
@@ -36,11 +37,20 @@ type NodeIPAMInfo struct {
 // the pod and its address, and for an attachment-keyed allocation the
 // CNI attachment (network, container ID, interface name).
 type PodAllocation struct {
-	PodID       PodName `json:"PodID"`
-	MainIP      string  `json:"MainIP"`
-	Network     string  `json:"network,omitempty"`
-	ContainerID string  `json:"containerId,omitempty"`
-	IfName      string  `json:"ifName,omitempty"`
+	PodID  PodName `json:"PodID"`
+	MainIP string  `json:"MainIP"`
+	// IPs lists every address of a dual-stack allocation (MainIP first).
+	IPs         []string `json:"IPs,omitempty"`
+	Network     string   `json:"network,omitempty"`
+	ContainerID string   `json:"containerId,omitempty"`
+	IfName      string   `json:"ifName,omitempty"`
+	// Owner and Seq name an owner-keyed allocation (the Cilium-style
+	// API; PodID is then {owner, "_owner"}).
+	Owner string `json:"owner,omitempty"`
+	Seq   uint64 `json:"seq,omitempty"`
+	// ReservationDeadline is set while the allocation awaits its
+	// confirmation (RFC 3339): unconfirmed, it is released then.
+	ReservationDeadline string `json:"reservationDeadline,omitempty"`
 }
 
 // PodName names a pod in REST replies.
@@ -195,8 +205,20 @@ func (p *Plugin) allocations() Allocations {
 	})
 	var out Allocations
 	for _, al := range list {
-		out.Pods = append(out.Pods, PodAllocation{PodID: PodName{Name: al.pod.Name, Namespace: al.pod.Namespace},
-			MainIP: al.addr.String(), Network: al.key.att.Network, ContainerID: al.key.att.ContainerID, IfName: al.key.att.IfName})
+		pa := PodAllocation{PodID: PodName{Name: al.pod.Name, Namespace: al.pod.Namespace},
+			MainIP: al.addrs.first().String(), Network: al.key.att.Network, ContainerID: al.key.att.ContainerID, IfName: al.key.att.IfName}
+		if ips := al.addrs.list(); len(ips) > 1 {
+			for _, a := range ips {
+				pa.IPs = append(pa.IPs, a.String())
+			}
+		}
+		if al.key.ownerKeyed() {
+			pa.Owner, pa.Seq = al.key.pod.Name, al.key.seq
+		}
+		if al.resv != nil {
+			pa.ReservationDeadline = al.resv.deadline.UTC().Format(time.RFC3339Nano)
+		}
+		out.Pods = append(out.Pods, pa)
 	}
 	return out
 }

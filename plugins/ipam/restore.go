@@ -11,13 +11,26 @@ import (
 
 	"github.com/contiv-ipam/agent/infra/kvdb"
 	"github.com/contiv-ipam/agent/plugins/controller/api"
+	"github.com/contiv-ipam/agent/plugins/ipam/ipalloc"
 	podmodel "github.com/contiv-ipam/agent/plugins/ksr/model/pod"
 	"github.com/contiv-ipam/agent/plugins/podmanager"
 )
 
 // CursorKey is the store key of the next-fit cursor: the last address
-// handed out, written with every batch of allocations.
-const CursorKey = "/contiv-agent/ipam/cursor"
+// handed out, written with every batch of allocations. SecondCursorKey is
+// the cursor of the second family of a dual-stack node.
+const (
+	CursorKey       = "/contiv-agent/ipam/cursor"
+	SecondCursorKey = "/contiv-agent/ipam/cursor-second"
+)
+
+// cursorKey is the cursor key of slot i.
+func cursorKey(i int) string {
+	if i == 0 {
+		return CursorKey
+	}
+	return SecondCursorKey
+}
 
 // resyncInput is a resync handed to the keeper.
 type resyncInput struct {
@@ -32,32 +45,50 @@ type resyncInput struct {
 	// hostIPs are this node's addresses: a pod whose host address is one
 	// of them runs here.
 	hostIPs map[netip.Addr]struct{}
+	// exclusions are applied to the new table (see exclusion.go).
+	exclusions []exclusion
 }
 
 // record is one stored allocation.
 type record struct {
 	key  allocKey
 	pod  podmodel.ID
-	addr netip.Addr
+	ips  []netip.Addr // as stored: one or two, of different families
+	addr addrs        // ips by slot (set by slotted)
+	resv *reservation
 	rev  int64
+}
+
+// slotted sets r.addr from r.ips: every address in the pod subnet of its
+// family; false when one is not (the record is dropped).
+func (r *record) slotted(st *state) bool {
+	r.addr = addrs{}
+	for _, a := range r.ips {
+		i, ok := st.slotOf(a)
+		if !ok || !st.families()[i].podThis.Contains(a) {
+			return false
+		}
+		r.addr[i] = a
+	}
+	return len(r.ips) > 0
 }
 
 // kubePod is a pod of the Kubernetes state.
 type kubePod struct {
 	id   podmodel.ID
-	addr netip.Addr // invalid when the pod has no (readable) address
+	addr addrs // by slot; none valid when the pod has no (readable) address
 }
 
 // plan is what a resync decided: the new table, and the records to write.
 type plan struct {
 	t         *table
-	stale     []string                   // record keys to delete
-	conflicts []conflict                 // records to move aside
-	learned   map[podmodel.ID]netip.Addr // records to (re)write from Kubernetes
-	reclaim   map[podmodel.ID]string     // pods to release now (every allocation), with the reason
-	absent    map[podmodel.ID]time.Time  // held pods in their grace period
-	inKube    map[podmodel.ID]struct{}   // the pods of the new state
-	dropped   int                        // records outside the pod subnet
+	stale     []string                  // record keys to delete
+	conflicts []conflict                // records to move aside
+	learned   map[podmodel.ID]addrs     // records to (re)write from Kubernetes
+	reclaim   map[podmodel.ID]string    // pods to release now (every allocation), with the reason
+	absent    map[podmodel.ID]time.Time // held pods in their grace period
+	inKube    map[podmodel.ID]struct{}  // the pods of the new state
+	dropped   int                       // records outside the pod subnet
 }
 
 // resync rebuilds the table from the store and the Kubernetes state. It
@@ -76,11 +107,12 @@ func (k *keeper) resync(in *resyncInput) error {
 	if in.live != nil {
 		live = *in.live
 	}
-	p := &plan{t: t, learned: map[podmodel.ID]netip.Addr{}, reclaim: map[podmodel.ID]string{},
+	p := &plan{t: t, learned: map[podmodel.ID]addrs{}, reclaim: map[podmodel.ID]string{},
 		absent: map[podmodel.ID]time.Time{}, inKube: map[podmodel.ID]struct{}{}}
 	kube := k.kubePods(in)
 	k.claimRecords(p, recs, kube)
 	k.claimKube(p, kube)
+	k.applyExclusions(t, in)
 	if live {
 		k.planAbsent(p)
 	}
@@ -90,7 +122,7 @@ func (k *keeper) resync(in *resyncInput) error {
 			delete(k.young, id)
 		}
 	}
-	k.setCursor(cursor)
+	k.setCursors(cursor)
 	k.commit(k.tidyWrites(p))
 	k.moveAside(p.conflicts)
 	if p.dropped > 0 {
@@ -130,15 +162,42 @@ func (k *keeper) kubePods(in *resyncInput) []kubePod {
 			k.log.Warn("skipping a pod of the Kubernetes state whose key and value disagree", "key", key, "pod", kp.id.String())
 			continue
 		}
-		kp.addr, _ = netip.ParseAddr(pod.GetIpAddress())
-		if kp.addr.IsValid() && !in.st.podThis.Contains(kp.addr) && k.runsHere(in, pod) {
-			k.log.Warn("ignoring the address of a pod of this node outside its pod subnet", "pod", kp.id.String(),
-				"ip", kp.addr.String(), "pod-subnet", in.st.podThis.String())
-			kp.addr = netip.Addr{}
-		}
+		kp.addr = k.kubeAddrs(in, pod)
 		out = append(out, kp)
 	}
 	return out
+}
+
+// kubeAddrs are the pod's addresses (status.podIPs, else status.podIP)
+// by slot; the address of a pod that runs on this node outside its pod
+// subnet is logged and skipped, and so is an address of a family the
+// node does not have, or a second one of a family.
+func (k *keeper) kubeAddrs(in *resyncInput, pod *podmodel.Pod) addrs {
+	list := pod.GetIpAddresses()
+	if len(list) == 0 {
+		list = []string{pod.GetIpAddress()}
+	}
+	var as addrs
+	for _, s := range list {
+		a, err := netip.ParseAddr(s)
+		if err != nil {
+			continue
+		}
+		a = a.Unmap()
+		i, ok := in.st.slotOf(a)
+		if !ok || as[i].IsValid() {
+			continue
+		}
+		if sub := in.st.families()[i].podThis; !sub.Contains(a) {
+			if k.runsHere(in, pod) {
+				k.log.Warn("ignoring the address of a pod of this node outside its pod subnet", "pod", podmodel.GetID(pod).String(),
+					"ip", a.String(), "pod-subnet", sub.String())
+			}
+			continue
+		}
+		as[i] = a
+	}
+	return as
 }
 
 // runsHere tells whether the pod's host address is this node's.
@@ -158,12 +217,22 @@ func (k *keeper) runsHere(in *resyncInput, pod *podmodel.Pod) bool {
 // confirms (its pod shows that address) wins, else the newest. A record
 // outside the pod subnet or losing a clash is stale.
 func (k *keeper) claimRecords(p *plan, recs []record, kube []kubePod) {
-	confirmed := make(map[podmodel.ID]netip.Addr, len(kube))
+	confirmed := make(map[podmodel.ID]addrs, len(kube))
 	for _, kp := range kube {
 		confirmed[kp.id] = kp.addr
 	}
+	kept := recs[:0]
+	for _, r := range recs {
+		if !r.slotted(p.t.st) {
+			p.dropped++
+			p.stale = append(p.stale, r.key.storeKey())
+			continue
+		}
+		kept = append(kept, r)
+	}
+	recs = kept
 	rank := func(r record) int {
-		if confirmed[r.pod] == r.addr {
+		if kc, ok := confirmed[r.pod]; ok && kc.first().IsValid() && kc.first() == r.addr.first() {
 			return 0
 		}
 		return 1
@@ -172,37 +241,55 @@ func (k *keeper) claimRecords(p *plan, recs []record, kube []kubePod) {
 		return cmp.Or(cmp.Compare(rank(a), rank(b)), cmp.Compare(b.rev, a.rev), compareKeys(a.key, b.key))
 	})
 	for _, r := range recs {
-		if !p.t.st.podThis.Contains(r.addr) {
-			p.dropped++
-			p.stale = append(p.stale, r.key.storeKey())
-			continue
-		}
-		if winner, ok := p.t.owner(r.addr); ok {
+		if winner, ok := p.t.ownerOfAny(r.addr); ok {
 			k.clash(p, r, winner)
 			continue
 		}
 		if err := p.t.claim(r.key, r.pod, r.addr); err != nil {
 			k.log.Warn("stored pod address not restored", "pod", r.pod.String(), "key", r.key.String(), "error", err)
 			p.stale = append(p.stale, r.key.storeKey())
+			continue
+		}
+		if r.resv != nil {
+			p.t.resv[r.key] = *r.resv
 		}
 	}
 }
 
 // clash settles a record whose address winner holds already.
 func (k *keeper) clash(p *plan, r record, winner allocKey) {
-	if p.t.podOf(winner) == r.pod && r.key.podKeyed() != winner.podKeyed() {
+	if p.t.podOf(winner) == r.pod && r.key.podKeyed() != winner.podKeyed() && !r.key.ownerKeyed() && !winner.ownerKeyed() {
 		if winner.podKeyed() { // the attachment adopted it
-			p.t.drop(winner)
-			_ = p.t.claim(r.key, r.pod, r.addr) // the address was just freed
+			was, _ := p.t.forget(winner)
+			if p.t.claim(r.key, r.pod, r.addr) != nil { // another address of r is held by someone else
+				_ = p.t.claim(winner, r.pod, was)
+				k.moveAsideLoser(p, r, winner)
+				return
+			}
 			winner = r.key
 		}
 		k.log.Info("a pod-keyed record an attachment adopted is deleted", "pod", r.pod.String(), "ip", r.addr.String(), "attachment", winner.String())
 		p.stale = append(p.stale, podKey(r.pod))
 		return
 	}
+	k.moveAsideLoser(p, r, winner)
+}
+
+// moveAsideLoser moves r aside: winner holds one of its addresses.
+func (k *keeper) moveAsideLoser(p *plan, r record, winner allocKey) {
 	k.log.Warn("two stored records hold one address: the record is moved aside", "ip", r.addr.String(),
 		"kept", winner.String(), "moved", r.key.String(), "to", conflictKey(r.key))
 	p.conflicts = append(p.conflicts, conflict{rec: r, winner: winner, winnerPod: p.t.podOf(winner)})
+}
+
+// ownerOfAny finds an allocation holding one of as.
+func (t *table) ownerOfAny(as addrs) (allocKey, bool) {
+	for _, a := range as.list() {
+		if k, ok := t.owner(a); ok {
+			return k, true
+		}
+	}
+	return allocKey{}, false
 }
 
 // claimKube learns the addresses of the Kubernetes pods that hold none
@@ -216,16 +303,16 @@ func (k *keeper) claimKube(p *plan, kube []kubePod) {
 	var differ int
 	for _, kp := range kube {
 		p.inKube[kp.id] = struct{}{}
-		if !kp.addr.IsValid() || !p.t.st.podThis.Contains(kp.addr) || kp.id.Namespace == podmanager.ContainerNamespace {
+		if !kp.addr.first().IsValid() || kp.id.Namespace == podmanager.ContainerNamespace {
 			continue
 		}
 		if _, held, ok := p.t.podAddr(kp.id); ok {
-			if held != kp.addr {
+			if held != kp.addr.first() {
 				differ++
 			}
 			continue
 		}
-		if winner, ok := p.t.owner(kp.addr); ok {
+		if winner, ok := p.t.ownerOfAny(kp.addr); ok {
 			k.log.Warn("two pods hold one address in Kubernetes: the address stays with the first", "ip", kp.addr.String(),
 				"kept", winner.String(), "ignored", kp.id.String())
 			continue
@@ -260,7 +347,7 @@ func (k *keeper) planAbsent(p *plan) {
 		}
 	}
 	for id := range p.t.byPod {
-		if _, ok := p.inKube[id]; ok || id.Namespace == podmanager.ContainerNamespace {
+		if _, ok := p.inKube[id]; ok || neverAbsent(id) {
 			continue
 		}
 		_, young := k.young[id]
@@ -293,7 +380,7 @@ func (k *keeper) tidyWrites(p *plan) []write {
 		}})
 	}
 	for id, a := range p.learned {
-		ws = append(ws, write{op: kvdb.PutOp(podKey(id), []byte(a.String())), done: func(o outcome, err error) {
+		ws = append(ws, write{op: kvdb.PutOp(podKey(id), recordValue(podKeyOf(id), id, a, nil)), done: func(o outcome, err error) {
 			if o != durable {
 				p.t.unsure[podKeyOf(id)] = struct{}{}
 				k.log.Warn("storing a pod allocation learned from Kubernetes failed", "pod", id.String(), "error", err)
@@ -324,15 +411,25 @@ func dedupe(ws []write) []write {
 	return out
 }
 
-// setCursor continues next-fit after the stored cursor; without a usable
-// one, after the highest held address (as the original did after a
-// restart, with IPv4 offsets computed right: spec §2.16 bug 1 fixed).
-func (k *keeper) setCursor(cursor netip.Addr) {
+// cursors are the stored next-fit cursors, by slot.
+type cursors [2]netip.Addr
+
+// setCursors continues next-fit in each family after its stored cursor;
+// without a usable one, after the highest held address (as the original
+// did after a restart, with IPv4 offsets computed right: spec §2.16 bug 1
+// fixed).
+func (k *keeper) setCursors(cs cursors) {
 	t := k.tab
 	if t.externalMode() {
 		return
 	}
-	pool := t.pool.Pool()
+	for i := range t.slots() {
+		k.setCursor(t.pool(i), cs[i])
+	}
+}
+
+func (k *keeper) setCursor(keyed *ipalloc.Keyed[allocKey], cursor netip.Addr) {
+	pool := keyed.Pool()
 	if cursor.IsValid() && pool.Contains(cursor) {
 		if err := pool.SetCursor(cursor); err == nil {
 			return
@@ -341,8 +438,10 @@ func (k *keeper) setCursor(cursor netip.Addr) {
 		}
 	}
 	var top netip.Addr
-	t.pool.Range(func(_ allocKey, a netip.Addr) bool {
-		top = a
+	keyed.Range(func(key allocKey, a netip.Addr) bool {
+		if !key.excluded() {
+			top = a
+		}
 		return true
 	})
 	if !top.IsValid() {
@@ -353,27 +452,31 @@ func (k *keeper) setCursor(cursor netip.Addr) {
 	}
 }
 
-// load reads the stored allocations and cursor, after checking the
-// schema (and migrating a v1 store: see schema.go). A record that does
-// not parse is reported and left in place (no data is dropped silently).
-// Without a store, memory is the store.
-func (k *keeper) load() ([]record, netip.Addr, error) {
+// recordSources are the key prefixes of the stored allocations and the
+// parser of each.
+var recordSources = []struct {
+	prefix string
+	parse  func(key string, value []byte) (record, error)
+}{{AllocationPrefix, parseAllocation}, {AttachmentPrefix, parseAttachment}, {OwnerPrefix, parseOwner}}
+
+// load reads the stored allocations and cursors, after checking the
+// schema (and migrating an older store: see schema.go). A record that
+// does not parse is reported and left in place (no data is dropped
+// silently). Without a store, memory is the store.
+func (k *keeper) load() ([]record, cursors, error) {
 	if k.db == nil {
 		return k.memRecords()
 	}
 	if err := k.checkSchema(); err != nil {
-		return nil, netip.Addr{}, err
+		return nil, cursors{}, err
 	}
 	ctx, cancel := k.ctx()
 	defer cancel()
 	var recs []record
-	for _, src := range []struct {
-		prefix string
-		parse  func(key string, value []byte) (record, error)
-	}{{AllocationPrefix, parseAllocation}, {AttachmentPrefix, parseAttachment}} {
+	for _, src := range recordSources {
 		kvs, _, err := k.db.List(ctx, src.prefix)
 		if err != nil {
-			return nil, netip.Addr{}, fmt.Errorf("reading pod allocations under %s: %w", src.prefix, err)
+			return nil, cursors{}, fmt.Errorf("reading pod allocations under %s: %w", src.prefix, err)
 		}
 		for _, kv := range kvs {
 			r, err := src.parse(kv.Key, kv.Value)
@@ -385,34 +488,43 @@ func (k *keeper) load() ([]record, netip.Addr, error) {
 			recs = append(recs, r)
 		}
 	}
-	var cursor netip.Addr
-	if kv, found, err := k.db.Get(ctx, CursorKey); err != nil {
-		k.log.Warn("reading the next-fit cursor failed", "key", CursorKey, "error", err)
-	} else if found {
-		cursor, _ = netip.ParseAddr(string(kv.Value))
+	var cs cursors
+	for i := range cs {
+		if kv, found, err := k.db.Get(ctx, cursorKey(i)); err != nil {
+			k.log.Warn("reading the next-fit cursor failed", "key", cursorKey(i), "error", err)
+		} else if found {
+			cs[i], _ = netip.ParseAddr(string(kv.Value))
+		}
 	}
-	return recs, cursor, nil
+	return recs, cs, nil
 }
 
 // memRecords lists the current table as records.
-func (k *keeper) memRecords() ([]record, netip.Addr, error) {
+func (k *keeper) memRecords() ([]record, cursors, error) {
+	var cs cursors
 	if k.tab == nil {
-		return nil, netip.Addr{}, nil
+		return nil, cs, nil
 	}
 	var recs []record
-	k.tab.each(func(key allocKey, pod podmodel.ID, a netip.Addr) bool {
-		recs = append(recs, record{key: key, pod: pod, addr: a})
+	k.tab.each(func(key allocKey, pod podmodel.ID, as addrs) bool {
+		r := record{key: key, pod: pod, ips: as.list()}
+		if rv, ok := k.tab.resv[key]; ok {
+			r.resv = &rv
+		}
+		recs = append(recs, r)
 		return true
 	})
-	var cursor netip.Addr
 	if !k.tab.externalMode() {
-		cursor = k.tab.pool.Pool().Cursor()
+		for i := range k.tab.slots() {
+			cs[i] = k.tab.pool(i).Pool().Cursor()
+		}
 	}
-	return recs, cursor, nil
+	return recs, cs, nil
 }
 
 // parseAllocation decodes one pod-keyed allocation record (v1 and v2:
-// the value is the plain address).
+// the value is the plain address; v3: the addresses joined with a
+// comma, one per family).
 func parseAllocation(key string, value []byte) (record, error) {
 	rest, _ := strings.CutPrefix(key, AllocationPrefix)
 	ns, name, ok := strings.Cut(rest, "/")
@@ -420,11 +532,11 @@ func parseAllocation(key string, value []byte) (record, error) {
 	if !ok || checkPodID(id) != nil {
 		return record{}, fmt.Errorf("key %q: want %s<namespace>/<name>", key, AllocationPrefix)
 	}
-	a, err := netip.ParseAddr(string(value))
+	ips, err := parseIPs(key, strings.Split(string(value), ","))
 	if err != nil {
-		return record{}, fmt.Errorf("key %q: value %.80q: not an IP address", key, value)
+		return record{}, fmt.Errorf("%w (value %.80q)", err, value)
 	}
-	return record{key: podKeyOf(id), pod: id, addr: a}, nil
+	return record{key: podKeyOf(id), pod: id, ips: ips}, nil
 }
 
 // ConflictPrefix keeps the records that lost a clash (two records of one
@@ -450,13 +562,14 @@ func conflictKey(key allocKey) string {
 
 // conflictValue is the value of a record moved aside.
 type conflictValue struct {
-	IP          string   `json:"ip"`
-	KeptFor     string   `json:"keptFor"`
-	At          string   `json:"at"`
-	Pod         *PodName `json:"pod,omitempty"`
-	Network     string   `json:"network,omitempty"`
-	ContainerID string   `json:"containerId,omitempty"`
-	IfName      string   `json:"ifName,omitempty"`
+	IP          string       `json:"ip"`
+	IPs         []netip.Addr `json:"ips,omitempty"`
+	KeptFor     string       `json:"keptFor"`
+	At          string       `json:"at"`
+	Pod         *PodName     `json:"pod,omitempty"`
+	Network     string       `json:"network,omitempty"`
+	ContainerID string       `json:"containerId,omitempty"`
+	IfName      string       `json:"ifName,omitempty"`
 }
 
 // moveAside moves each losing record under ConflictPrefix, each in one
@@ -468,7 +581,7 @@ func (k *keeper) moveAside(cs []conflict) {
 		return
 	}
 	for _, c := range cs {
-		v := conflictValue{IP: c.rec.addr.String(), KeptFor: c.winnerPod.String(), At: k.clock.Now().UTC().Format(time.RFC3339)}
+		v := conflictValue{IP: c.rec.addr.first().String(), IPs: c.rec.addr.list(), KeptFor: c.winnerPod.String(), At: k.clock.Now().UTC().Format(time.RFC3339)}
 		if !c.rec.key.podKeyed() {
 			v.Pod = &PodName{Name: c.rec.pod.Name, Namespace: c.rec.pod.Namespace}
 			v.Network, v.ContainerID, v.IfName = c.rec.key.att.Network, c.rec.key.att.ContainerID, c.rec.key.att.IfName

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"strings"
 
 	"github.com/contiv-ipam/agent/plugins/contivconf"
 	"github.com/contiv-ipam/agent/plugins/controller/api"
@@ -12,90 +13,145 @@ import (
 	podmodel "github.com/contiv-ipam/agent/plugins/ksr/model/pod"
 )
 
-// buildState derives every subnet and address of this node from the
-// config, the node ID and podThis: with external IPAM, the Kubernetes
-// node's pod CIDR (already checked by externalPodCIDR); invalid, the
-// node's slice of podSubnetCIDR. Every error names the value at fault.
-func buildState(cfg *contivconf.IPAMConfig, id uint32, name string, gw netip.Addr, podThis netip.Prefix) (*state, error) {
+// podCIDRs are this node's pod subnets as an external IPAM gave them,
+// one per slot (see addrs); an invalid one is cut from the config.
+type podCIDRs [2]netip.Prefix
+
+// buildState derives every subnet and address of this node, in each
+// family of the config, from the config, the node ID and podThis: with
+// external IPAM, the Kubernetes node's pod CIDRs (already checked by
+// externalPodCIDRs); invalid, the node's slice of podSubnetCIDR. Every
+// error names the value at fault.
+func buildState(cfg *contivconf.IPAMConfig, id uint32, name string, gw netip.Addr, podThis podCIDRs) (*state, error) {
 	if id == 0 {
 		return nil, errors.New("this node has no node ID (nodesync did not assign one)")
 	}
 	st := &state{nodeID: id, nodeName: name, cfg: cfg, gateway: gw}
-	var err error
-	if st.podAll, err = prefixOf("podSubnetCIDR", cfg.PodSubnetCIDR); err != nil {
-		return nil, err
-	}
-	st.podThis = podThis
-	if !podThis.IsValid() {
-		if st.podThis, err = dissect(st.podAll, cfg.PodSubnetOneNodePrefixLen, id); err != nil {
-			return nil, fmt.Errorf("pod subnet of node ID %d: %w", id, err)
+	for i, fc := range cfg.Families() {
+		f, err := buildFamily(fc, familyKey(i), id, podThis[i])
+		if err != nil {
+			return nil, err
+		}
+		if i == 0 {
+			st.famState = *f
+		} else {
+			st.second = f
 		}
 	}
-	if err = st.initPodAddresses(); err != nil {
-		return nil, err
-	}
-	if err = st.initHostInterconnect(cfg, id); err != nil {
-		return nil, err
-	}
-	if st.service, err = prefixOf("serviceCIDR", cfg.ServiceCIDR); err != nil {
-		return nil, err
-	}
-	if st.vxlan, err = prefixOf("vxlanCIDR", cfg.VxlanCIDR); err != nil {
-		return nil, err
-	}
-	if cfg.NodeInterconnectCIDR.IsValid() {
-		st.nodeIC = cfg.NodeInterconnectCIDR.Masked()
-	}
 	return st, nil
+}
+
+// familyKey is the contiv.conf path of slot i's keys, for errors.
+func familyKey(i int) string {
+	if i == 0 {
+		return "ipamConfig."
+	}
+	return "ipamConfig.dualStack."
+}
+
+// buildFamily derives the addressing of one family; key prefixes the
+// names of its config keys in errors.
+func buildFamily(fc contivconf.FamilyConfig, key string, id uint32, podThis netip.Prefix) (*famState, error) {
+	f := &famState{}
+	var err error
+	if f.podAll, err = prefixOf(key+"podSubnetCIDR", fc.PodSubnetCIDR); err != nil {
+		return nil, err
+	}
+	f.podThis = podThis
+	if !podThis.IsValid() {
+		if f.podThis, err = dissect(f.podAll, fc.PodSubnetOneNodePrefixLen, id); err != nil {
+			return nil, fmt.Errorf("pod subnet of node ID %d in %spodSubnetCIDR %s: %w", id, key, f.podAll, err)
+		}
+	}
+	if err = f.initPodAddresses(); err != nil {
+		return nil, err
+	}
+	if err = f.initHostInterconnect(fc, key, id); err != nil {
+		return nil, err
+	}
+	if f.service, err = prefixOf(key+"serviceCIDR", fc.ServiceCIDR); err != nil {
+		return nil, err
+	}
+	if f.vxlan, err = prefixOf(key+"vxlanCIDR", fc.VxlanCIDR); err != nil {
+		return nil, err
+	}
+	if fc.NodeInterconnectCIDR.IsValid() {
+		f.nodeIC = fc.NodeInterconnectCIDR.Masked()
+	}
+	return f, nil
 }
 
 // prefixOf checks that a configured subnet is set and masks it; key names
 // it in errors.
 func prefixOf(key string, p netip.Prefix) (netip.Prefix, error) {
 	if !p.IsValid() {
-		return netip.Prefix{}, fmt.Errorf("ipamConfig.%s: not configured", key)
+		return netip.Prefix{}, fmt.Errorf("%s: not configured", key)
 	}
 	return p.Masked(), nil
 }
 
-// externalPodCIDR reads this node's pod CIDR from the Kubernetes state
-// (spec §2.4.6): found is false when the node has none (the config's
-// slice is used then); err says why a value that is there cannot be used.
-func externalPodCIDR(cfg *contivconf.IPAMConfig, name string, ks api.KubeStateData) (p netip.Prefix, found bool, err error) {
+// externalPodCIDRs reads this node's pod CIDRs from the Kubernetes state
+// (spec §2.4.6; pod_CIDRs, every family, else pod_CIDR), one per family
+// of the config: found is false when the node has none (the config's
+// slices are used then); err says why a value that is there cannot be
+// used. A dual-stack node that gets the CIDR of one family only cuts the
+// other from the config.
+func externalPodCIDRs(cfg *contivconf.IPAMConfig, name string, ks api.KubeStateData) (ps podCIDRs, found bool, err error) {
 	n, ok := ks[nodeResource][node.Key(name)].(*node.Node)
-	if !ok || n.GetPod_CIDR() == "" {
-		return netip.Prefix{}, false, nil
+	if !ok {
+		return ps, false, nil
 	}
-	p, err = netip.ParsePrefix(n.GetPod_CIDR())
-	if err != nil {
-		return netip.Prefix{}, true, fmt.Errorf("pod_CIDR %q of Kubernetes node %q: not a subnet", n.GetPod_CIDR(), name)
+	list := n.GetPod_CIDRs()
+	if len(list) == 0 && n.GetPod_CIDR() != "" {
+		list = []string{n.GetPod_CIDR()}
 	}
-	if err := checkPodCIDR(cfg, p.Masked()); err != nil {
-		return netip.Prefix{}, true, fmt.Errorf("pod_CIDR %q of Kubernetes node %q: %w", n.GetPod_CIDR(), name, err)
+	for _, s := range list {
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			return podCIDRs{}, true, fmt.Errorf("pod_CIDR %q of Kubernetes node %q: not a subnet", s, name)
+		}
+		i, err := checkPodCIDR(cfg, p.Masked())
+		if err != nil {
+			return podCIDRs{}, true, fmt.Errorf("pod_CIDR %q of Kubernetes node %q: %w", s, name, err)
+		}
+		if ps[i].IsValid() {
+			return podCIDRs{}, true, fmt.Errorf("pod CIDRs %q of Kubernetes node %q: two of one family", list, name)
+		}
+		ps[i], found = p.Masked(), true
 	}
-	return p.Masked(), true, nil
+	return ps, found, nil
 }
 
 // minPodHostBits: a pod subnet needs the network address, the gateway, at
 // least one pod, the NAT loopback and the broadcast address.
 const minPodHostBits = 3
 
-// checkPodCIDR tells whether an external pod CIDR can be this node's pod
-// subnet: the family of podSubnetCIDR, and room for pods.
-func checkPodCIDR(cfg *contivconf.IPAMConfig, p netip.Prefix) error {
-	if all := cfg.PodSubnetCIDR; all.IsValid() && all.Addr().Is4() != p.Addr().Is4() {
-		return fmt.Errorf("not of the family of podSubnetCIDR %s", all)
+// checkPodCIDR tells whether an external pod CIDR can be one of this
+// node's pod subnets: the family of a podSubnetCIDR (its slot is
+// returned), and room for pods.
+func checkPodCIDR(cfg *contivconf.IPAMConfig, p netip.Prefix) (int, error) {
+	slot, found := -1, false
+	var have []string
+	for i, fc := range cfg.Families() {
+		have = append(have, fc.PodSubnetCIDR.String())
+		if all := fc.PodSubnetCIDR; !all.IsValid() || all.Addr().Is4() == p.Addr().Is4() {
+			slot, found = i, true
+			break
+		}
+	}
+	if !found {
+		return 0, fmt.Errorf("not of the family of podSubnetCIDR %s", strings.Join(have, " or "))
 	}
 	if cidr.HostBits(p) < minPodHostBits {
-		return fmt.Errorf("too small: a pod subnet needs at least %d addresses (network, gateway, pods, NAT loopback, broadcast)", 1<<minPodHostBits)
+		return 0, fmt.Errorf("too small: a pod subnet needs at least %d addresses (network, gateway, pods, NAT loopback, broadcast)", 1<<minPodHostBits)
 	}
-	return nil
+	return slot, nil
 }
 
 // initPodAddresses sets the gateway (host 1) and the NAT loopback (the
 // address before the last); the pods get the addresses between them. Errors are returned,
 // never swallowed (spec §2.16 bug 4).
-func (st *state) initPodAddresses() error {
+func (st *famState) initPodAddresses() error {
 	if cidr.HostBits(st.podThis) < minPodHostBits {
 		return fmt.Errorf("pod subnet %s of this node is too small: it needs at least %d addresses (network, gateway, pods, NAT loopback, broadcast)", st.podThis, 1<<minPodHostBits)
 	}
@@ -109,12 +165,12 @@ func (st *state) initPodAddresses() error {
 
 // initHostInterconnect cuts this node's VPP-to-host subnet; VPP takes host
 // 1 and Linux host 2.
-func (st *state) initHostInterconnect(cfg *contivconf.IPAMConfig, id uint32) error {
+func (st *famState) initHostInterconnect(fc contivconf.FamilyConfig, key string, id uint32) error {
 	var err error
-	if st.hostAll, err = prefixOf("vppHostSubnetCIDR", cfg.VPPHostSubnetCIDR); err != nil {
+	if st.hostAll, err = prefixOf(key+"vppHostSubnetCIDR", fc.VPPHostSubnetCIDR); err != nil {
 		return err
 	}
-	if st.hostThis, err = dissect(st.hostAll, cfg.VPPHostSubnetOneNodePrefixLen, id); err != nil {
+	if st.hostThis, err = dissect(st.hostAll, fc.VPPHostSubnetOneNodePrefixLen, id); err != nil {
 		return fmt.Errorf("VPP-host subnet of node ID %d: %w", id, err)
 	}
 	if cidr.HostBits(st.hostThis) < 2 {

@@ -5,70 +5,150 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strings"
 
 	"github.com/contiv-ipam/agent/plugins/ipam/ipalloc"
 	podmodel "github.com/contiv-ipam/agent/plugins/ksr/model/pod"
 	"github.com/contiv-ipam/agent/plugins/podmanager"
 )
 
-// table holds the allocations of this node's pod subnet, each under its
+// addrs are the addresses of one allocation, one per family of the node:
+// slot 0 is the primary family of contiv.conf, slot 1 the second family of
+// a dual-stack node (ipamConfig.dualStack). An allocation of a pod holds
+// one address in every family of the node; an owner-keyed allocation (the
+// Cilium-style API) holds the families it asked for.
+type addrs [2]netip.Addr
+
+// first is the first address held (slot order), invalid when none.
+func (as addrs) first() netip.Addr {
+	for _, a := range as {
+		if a.IsValid() {
+			return a
+		}
+	}
+	return netip.Addr{}
+}
+
+// list is the valid addresses, in slot order.
+func (as addrs) list() []netip.Addr {
+	out := make([]netip.Addr, 0, len(as))
+	for _, a := range as {
+		if a.IsValid() {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// String is the addresses joined with commas.
+func (as addrs) String() string {
+	var b strings.Builder
+	for i, a := range as.list() {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(a.String())
+	}
+	return b.String()
+}
+
+// table holds the allocations of this node's pod subnets, each under its
 // allocKey, with the pod of each and an index pod -> keys. It is not safe
 // for concurrent use: the keeper goroutine owns it.
 //
 // An address is held from the moment it is decided until its release is
 // durable. Durability is tracked per allocation: a key in unsure holds its
-// address in memory, but whether its record is in the store is unknown (a
-// write of unknown outcome that could not be read back); such a key's next
-// allocation stores the record again before it is acknowledged.
+// addresses in memory, but whether its record is in the store is unknown
+// (a write of unknown outcome that could not be read back); such a key's
+// next allocation stores the record again before it is acknowledged.
 type table struct {
 	st *state
-	// pool hands out the addresses in the internal mode (nil with an
-	// external IPAM).
-	pool *ipalloc.Keyed[allocKey]
+	// pools hand out the addresses in the internal mode, one per family
+	// of the node (nil with an external IPAM, and pools[1] on a
+	// single-stack node).
+	pools [2]*ipalloc.Keyed[allocKey]
 	// external holds the addresses an external IPAM gave (external mode).
-	external map[allocKey]netip.Addr
-	// pods is the pod of each attachment-keyed allocation; byPod lists
-	// the allocations of each pod (both kinds).
+	external map[allocKey]addrs
+	// pods is the pod of each allocation that is not pod-keyed; byPod
+	// lists the allocations of each pod (every kind).
 	pods   map[allocKey]podmodel.ID
 	byPod  map[podmodel.ID][]allocKey // sorted by compareKeys; most pods have one
 	unsure map[allocKey]struct{}
+	// resv holds the expiring reservations (see reservation.go).
+	resv map[allocKey]reservation
+	// excl holds the excluded addresses (see exclusion.go).
+	excl exclusions
+	// seq is the last sequence number of an owner-keyed allocation.
+	seq uint64
 }
 
-// newTable returns an empty table for the pod subnet of st: the addresses
-// between the gateway (host 1) and the NAT loopback (the address before
-// the broadcast) are handed out.
+// newTable returns an empty table for the pod subnets of st: the
+// addresses between the gateway (host 1) and the NAT loopback (the
+// address before the broadcast) are handed out.
 func newTable(st *state) (*table, error) {
-	t := &table{st: st, external: map[allocKey]netip.Addr{}, pods: map[allocKey]podmodel.ID{},
-		byPod: map[podmodel.ID][]allocKey{}, unsure: map[allocKey]struct{}{}}
+	t := &table{st: st, external: map[allocKey]addrs{}, pods: map[allocKey]podmodel.ID{},
+		byPod: map[podmodel.ID][]allocKey{}, unsure: map[allocKey]struct{}{}, resv: map[allocKey]reservation{},
+		excl: newExclusions()}
 	if st.cfg.UseExternalIPAM {
 		return t, nil
 	}
-	pool, err := ipalloc.NewKeyed[allocKey](ipalloc.Config{Prefix: st.podThis, ReserveLow: 2, ReserveHigh: 2})
-	if err != nil {
-		return nil, fmt.Errorf("pod address pool of %s: %w", st.podThis, err)
+	for i, f := range st.families() {
+		pool, err := ipalloc.NewKeyed[allocKey](ipalloc.Config{Prefix: f.podThis, ReserveLow: 2, ReserveHigh: 2})
+		if err != nil {
+			return nil, fmt.Errorf("pod address pool of %s: %w", f.podThis, err)
+		}
+		t.pools[i] = pool
 	}
-	t.pool = pool
 	return t, nil
 }
 
-func (t *table) externalMode() bool { return t.pool == nil }
+func (t *table) externalMode() bool { return t.pools[0] == nil }
 
-// lookup finds the allocation's address.
-func (t *table) lookup(k allocKey) (netip.Addr, bool) {
+// slots is the number of families of the node.
+func (t *table) slots() int { return len(t.st.families()) }
+
+// slotOf is the slot of a's family, false when the node has no such
+// family.
+func (t *table) slotOf(a netip.Addr) (int, bool) { return t.st.slotOf(a) }
+
+// pool is the pool of slot i (nil in the external mode).
+func (t *table) pool(i int) *ipalloc.Keyed[allocKey] { return t.pools[i] }
+
+// lookupAll finds the allocation's addresses.
+func (t *table) lookupAll(k allocKey) (as addrs, ok bool) {
 	if t.externalMode() {
-		a, ok := t.external[k]
-		return a, ok
+		as, ok = t.external[k]
+		return as, ok
 	}
-	return t.pool.Lookup(k)
+	for i, p := range t.pools {
+		if p == nil {
+			continue
+		}
+		if a, found := p.Lookup(k); found {
+			as[i], ok = a, true
+		}
+	}
+	return as, ok
+}
+
+// lookup finds the allocation's first address (its primary family's
+// when it has one).
+func (t *table) lookup(k allocKey) (netip.Addr, bool) {
+	as, ok := t.lookupAll(k)
+	return as.first(), ok
 }
 
 // owner finds the allocation that holds a.
 func (t *table) owner(a netip.Addr) (allocKey, bool) {
 	if !t.externalMode() {
-		return t.pool.Owner(a)
+		i, ok := t.slotOf(a)
+		if !ok {
+			return allocKey{}, false
+		}
+		return t.pools[i].Owner(a)
 	}
-	for k, b := range t.external {
-		if b == a {
+	for k, as := range t.external {
+		if slices.Contains(as[:], a) {
 			return k, true
 		}
 	}
@@ -88,11 +168,14 @@ func (t *table) podOf(k allocKey) podmodel.ID {
 func (t *table) keysOf(id podmodel.ID) []allocKey { return t.byPod[id] }
 
 // podAddr is the pod's address for the pod-ID API: the one of interface
-// eth0 when it has several, else the lowest.
+// eth0 when it has several, else the lowest (first family).
 func (t *table) podAddr(id podmodel.ID) (allocKey, netip.Addr, bool) {
 	var best allocKey
 	var addr netip.Addr
 	for _, k := range t.keysOf(id) {
+		if k.ownerKeyed() {
+			continue
+		}
 		a, _ := t.lookup(k)
 		eth0, bestEth0 := k.att.IfName == "eth0", best.att.IfName == "eth0"
 		if !addr.IsValid() || eth0 && !bestEth0 || eth0 == bestEth0 && a.Less(addr) {
@@ -102,17 +185,30 @@ func (t *table) podAddr(id podmodel.ID) (allocKey, netip.Addr, bool) {
 	return best, addr, addr.IsValid()
 }
 
-// claim records a known allocation (restored or learned from Kubernetes).
-func (t *table) claim(k allocKey, pod podmodel.ID, a netip.Addr) error {
+// claim records a known allocation (restored or learned from
+// Kubernetes): all of its addresses, or none.
+func (t *table) claim(k allocKey, pod podmodel.ID, as addrs) error {
 	if !t.externalMode() {
-		if err := t.pool.AssignAddr(k, a); err != nil {
-			return err
+		for i, a := range as {
+			if !a.IsValid() {
+				continue
+			}
+			if t.pools[i] == nil {
+				t.unassign(k)
+				return fmt.Errorf("address %s of %s: this node has no pod subnet of its family", a, k)
+			}
+			if err := t.pools[i].AssignAddr(k, a); err != nil {
+				t.unassign(k)
+				return err
+			}
 		}
 	} else {
-		if other, ok := t.owner(a); ok && other != k {
-			return fmt.Errorf("address %s of %s is already held by %s", a, k, other)
+		for _, a := range as.list() {
+			if other, ok := t.owner(a); ok && other != k {
+				return fmt.Errorf("address %s of %s is already held by %s", a, k, other)
+			}
 		}
-		t.external[k] = a
+		t.external[k] = as
 	}
 	t.index(k, pod)
 	return nil
@@ -123,20 +219,34 @@ func (t *table) index(k allocKey, pod podmodel.ID) {
 	if !k.podKeyed() {
 		t.pods[k] = pod
 	}
+	if k.seq > t.seq {
+		t.seq = k.seq
+	}
 	keys := t.byPod[pod]
 	if i, found := slices.BinarySearchFunc(keys, k, compareKeys); !found {
 		t.byPod[pod] = slices.Insert(slices.Clip(keys), i, k) // a new array: keysOf results stay valid
 	}
 }
 
-// drop forgets the allocation; its address is free again.
+// drop forgets the allocation; its addresses are free again (or excluded,
+// when an exclusion covers them).
 func (t *table) drop(k allocKey) {
-	if _, ok := t.lookup(k); !ok {
-		return
+	if as, ok := t.forget(k); ok {
+		t.excludeFreed(as)
+	}
+}
+
+// forget forgets the allocation and returns its addresses, which are
+// free: the caller re-assigns or excludes them.
+func (t *table) forget(k allocKey) (addrs, bool) {
+	as, ok := t.lookupAll(k)
+	if !ok {
+		return addrs{}, false
 	}
 	pod := t.podOf(k)
 	delete(t.unsure, k)
 	delete(t.pods, k)
+	delete(t.resv, k)
 	keys := t.byPod[pod]
 	if i, found := slices.BinarySearchFunc(keys, k, compareKeys); found {
 		if len(keys) == 1 {
@@ -147,37 +257,105 @@ func (t *table) drop(k allocKey) {
 	}
 	if t.externalMode() {
 		delete(t.external, k)
-		return
+		return as, true
 	}
-	t.pool.Unassign(k)
+	t.unassign(k)
+	return as, true
 }
 
-// len is the number of allocations.
+// unassign frees k's addresses in every pool.
+func (t *table) unassign(k allocKey) {
+	for _, p := range t.pools {
+		if p != nil {
+			p.Unassign(k)
+		}
+	}
+}
+
+// len is the number of allocations (exclusions are not allocations).
 func (t *table) len() int {
 	if t.externalMode() {
 		return len(t.external)
 	}
-	return t.pool.Len()
+	n := len(t.pods)
+	for id, keys := range t.byPod {
+		if len(keys) > 0 && keys[0].podKeyed() && keys[0].pod == id {
+			n++
+		}
+	}
+	return n
 }
 
-// size is the number of addresses the internal pool can hand out (0 with
-// an external IPAM).
-func (t *table) size() uint64 {
+// count is the number of addresses allocations hold in slot i
+// (exclusions are not allocations).
+func (t *table) count(i int) int {
+	n := 0
 	if t.externalMode() {
+		for _, as := range t.external {
+			if as[i].IsValid() {
+				n++
+			}
+		}
+		return n
+	}
+	if p := t.pools[i]; p != nil {
+		return p.Len() - t.excludedCount(i)
+	}
+	return 0
+}
+
+// size is the number of addresses the internal pool of slot i can hand
+// out (0 with an external IPAM or without the family).
+func (t *table) size(i int) uint64 {
+	if t.externalMode() || t.pools[i] == nil {
 		return 0
 	}
-	return t.pool.Pool().Size()
+	return t.pools[i].Pool().Size()
 }
 
-// each calls fn for every allocation (in address order in the internal
-// mode, in no order with an external IPAM) until fn returns false.
-func (t *table) each(fn func(k allocKey, pod podmodel.ID, a netip.Addr) bool) {
-	if !t.externalMode() {
-		t.pool.Range(func(k allocKey, a netip.Addr) bool { return fn(k, t.podOf(k), a) })
+// free is the number of free addresses of slot i: excluded ones are
+// taken.
+func (t *table) free(i int) uint64 {
+	if t.externalMode() || t.pools[i] == nil {
+		return 0
+	}
+	return t.pools[i].Pool().Free()
+}
+
+// each calls fn for every allocation (in the order of the first family's
+// addresses in the internal mode, in no order with an external IPAM)
+// until fn returns false. Exclusions are not allocations.
+func (t *table) each(fn func(k allocKey, pod podmodel.ID, as addrs) bool) {
+	if t.externalMode() {
+		for k, as := range t.external {
+			if !fn(k, t.podOf(k), as) {
+				return
+			}
+		}
 		return
 	}
-	for k, a := range t.external {
-		if !fn(k, t.podOf(k), a) {
+	seen := map[allocKey]struct{}{}
+	for i, p := range t.pools {
+		if p == nil {
+			continue
+		}
+		more := true
+		p.Range(func(k allocKey, _ netip.Addr) bool {
+			if k.excluded() {
+				return true
+			}
+			if i > 0 {
+				if _, ok := seen[k]; ok {
+					return true
+				}
+			} else if t.pools[1] != nil {
+				seen[k] = struct{}{}
+			}
+			as, _ := t.lookupAll(k)
+			more = fn(k, t.podOf(k), as)
+			return more
+		})
+		if !more {
 			return
 		}
 	}
@@ -185,49 +363,82 @@ func (t *table) each(fn func(k allocKey, pod podmodel.ID, a netip.Addr) bool) {
 
 // decision is the outcome of deciding an allocation in memory.
 type decision struct {
-	addr netip.Addr
+	addrs addrs
 	// store: the record must be written before the caller is answered.
 	store bool
 	// adopted is the pod-keyed allocation the key took over: its record
 	// is deleted with the store of the new one.
 	adopted *allocKey
+	// fresh: the addresses were handed out by this decision.
+	fresh bool
 	// undo restores the table if the record is not stored.
 	undo func()
 }
 
-// decide picks the address of allocation k of pod: the one k holds
+// decide picks the addresses of allocation k of pod: the ones k holds
 // (answered at once unless its record may be missing), else the pod's
-// pod-keyed allocation (adopted: same address, re-keyed), else a new one.
+// pod-keyed allocation (adopted: same addresses, re-keyed), else new ones
+// in every family of the node (all or none: when one family has none
+// free, the others are rolled back).
 func (t *table) decide(k allocKey, pod podmodel.ID, ipamData string) (decision, error) {
 	if t.externalMode() {
 		return t.decideExternal(k, pod, ipamData)
 	}
-	if a, ok := t.lookup(k); ok {
+	if as, ok := t.lookupAll(k); ok {
 		_, unsure := t.unsure[k]
-		return decision{addr: a, store: unsure, undo: func() {}}, nil
+		return decision{addrs: as, store: unsure, undo: func() {}}, nil
 	}
 	if old := podKeyOf(pod); !k.podKeyed() {
-		if a, ok := t.lookup(old); ok {
-			return t.adopt(k, old, pod, a), nil
+		if as, ok := t.lookupAll(old); ok {
+			return t.adopt(k, old, pod, as), nil
 		}
 	}
-	a, _, err := t.pool.Assign(k)
+	as, err := t.assign(k, t.allSlots())
 	if err != nil {
-		return decision{}, fmt.Errorf("no IP address is free for allocation in the subnet %s: %w", t.st.podThis, err)
+		return decision{}, err
 	}
 	t.index(k, pod)
-	return decision{addr: a, store: true, undo: func() { t.drop(k) }}, nil
+	return decision{addrs: as, store: true, fresh: true, undo: func() { t.drop(k) }}, nil
 }
 
-// adopt moves the address of the pod-keyed allocation old to k.
-func (t *table) adopt(k, old allocKey, pod podmodel.ID, a netip.Addr) decision {
-	t.drop(old)
-	_ = t.claim(k, pod, a) // the address was just freed: it cannot fail
-	undo := func() {
-		t.drop(k)
-		_ = t.claim(old, pod, a)
+// allSlots lists the slots of the node's families.
+func (t *table) allSlots() []int {
+	if t.slots() == 2 {
+		return []int{0, 1}
 	}
-	return decision{addr: a, store: true, adopted: &old, undo: undo}
+	return []int{0}
+}
+
+// assign hands out k one new address in each slot listed, next-fit, or
+// none: a slot with no address free rolls back the ones taken before it
+// (ErrPoolExhausted names the subnet). It does not index k.
+func (t *table) assign(k allocKey, slots []int) (addrs, error) {
+	var as addrs
+	for _, i := range slots {
+		p := t.pools[i]
+		if p == nil {
+			t.unassign(k)
+			return addrs{}, fmt.Errorf("%w: this node has no pod subnet of that family", errFamilyDisabled(t.st, i))
+		}
+		a, _, err := p.Assign(k)
+		if err != nil {
+			t.unassign(k)
+			return addrs{}, fmt.Errorf("no IP address is free for allocation in the subnet %s: %w", p.Pool().Prefix(), err)
+		}
+		as[i] = a
+	}
+	return as, nil
+}
+
+// adopt moves the addresses of the pod-keyed allocation old to k.
+func (t *table) adopt(k, old allocKey, pod podmodel.ID, as addrs) decision {
+	t.forget(old)
+	_ = t.claim(k, pod, as) // the addresses were just freed: it cannot fail
+	undo := func() {
+		t.forget(k)
+		_ = t.claim(old, pod, as)
+	}
+	return decision{addrs: as, store: true, adopted: &old, undo: undo}
 }
 
 // cniIPConfig is the part of a CNI IPConfig IPAM reads from ipamData.
@@ -236,46 +447,73 @@ type cniIPConfig struct {
 	Gateway string `json:"gateway,omitempty"`
 }
 
-// parseExternal reads the pod's address from an external IPAM's result;
-// the error wraps podmanager.ErrBadRequest.
-func parseExternal(ipamData string) (netip.Addr, error) {
-	var c cniIPConfig
-	if err := json.Unmarshal([]byte(ipamData), &c); err != nil {
-		return netip.Addr{}, fmt.Errorf("error by unmarshalling external IPAM result: ipamData %q: %w: %w", ipamData, podmanager.ErrBadRequest, err)
+// parseExternal reads the pod's addresses from an external IPAM's result:
+// ipamData is one IPConfig, or a JSON array of them (one per family, from
+// a dual-stack IPAM). The error wraps podmanager.ErrBadRequest.
+func parseExternal(st *state, ipamData string) (addrs, error) {
+	var list []cniIPConfig
+	trimmed := strings.TrimSpace(ipamData)
+	var err error
+	if strings.HasPrefix(trimmed, "[") {
+		err = json.Unmarshal([]byte(trimmed), &list)
+	} else {
+		var c cniIPConfig
+		err = json.Unmarshal([]byte(trimmed), &c)
+		list = []cniIPConfig{c}
 	}
-	pfx, err := netip.ParsePrefix(c.Address)
 	if err != nil {
-		return netip.Addr{}, fmt.Errorf("external IPAM result: address %q: want an address with a prefix length (10.1.1.5/24): %w", c.Address, podmanager.ErrBadRequest)
+		return addrs{}, fmt.Errorf("error by unmarshalling external IPAM result: ipamData %.200q: %w: %w", ipamData, podmanager.ErrBadRequest, err)
 	}
-	return pfx.Addr(), nil
+	var as addrs
+	for _, c := range list {
+		pfx, err := netip.ParsePrefix(c.Address)
+		if err != nil {
+			return addrs{}, fmt.Errorf("external IPAM result: address %q: want an address with a prefix length (10.1.1.5/24): %w", c.Address, podmanager.ErrBadRequest)
+		}
+		a := pfx.Addr().Unmap()
+		i, ok := st.slotOf(a)
+		switch {
+		case !ok:
+			return addrs{}, fmt.Errorf("external IPAM result: address %s: this node has no pod subnet of its family: %w", a, podmanager.ErrBadRequest)
+		case as[i].IsValid():
+			return addrs{}, fmt.Errorf("external IPAM result: addresses %s and %s are of one family, want one per family: %w", as[i], a, podmanager.ErrBadRequest)
+		}
+		as[i] = a
+	}
+	if !as.first().IsValid() {
+		return addrs{}, fmt.Errorf("external IPAM result: ipamData %.200q holds no address: %w", ipamData, podmanager.ErrBadRequest)
+	}
+	return as, nil
 }
 
-// decideExternal records the address an external IPAM gave. The same key
-// with the same address again is idempotent; with another address it
-// replaces the old one.
+// decideExternal records the addresses an external IPAM gave. The same
+// key with the same addresses again is idempotent; with others they
+// replace the old ones.
 func (t *table) decideExternal(k allocKey, pod podmodel.ID, ipamData string) (decision, error) {
-	a, err := parseExternal(ipamData)
+	as, err := parseExternal(t.st, ipamData)
 	if err != nil {
 		return decision{}, err
 	}
 	old, had := t.external[k]
-	if had && old == a {
+	if had && old == as {
 		_, unsure := t.unsure[k]
-		return decision{addr: a, store: unsure, undo: func() {}}, nil
+		return decision{addrs: as, store: unsure, undo: func() {}}, nil
 	}
 	if pk := podKeyOf(pod); !k.podKeyed() && !had {
-		if b, ok := t.external[pk]; ok && b == a {
-			return t.adopt(k, pk, pod, a), nil
+		if b, ok := t.external[pk]; ok && b == as {
+			return t.adopt(k, pk, pod, as), nil
 		}
 	}
-	if other, ok := t.owner(a); ok && other != k {
-		return decision{}, fmt.Errorf("external IPAM result: address %s of %s is already held by %s", a, k, other)
+	for _, a := range as.list() {
+		if other, ok := t.owner(a); ok && other != k {
+			return decision{}, fmt.Errorf("external IPAM result: address %s of %s is already held by %s", a, k, other)
+		}
 	}
-	t.external[k] = a
+	t.external[k] = as
 	t.index(k, pod)
 	undo := func() { t.drop(k) }
 	if had {
 		undo = func() { t.external[k] = old }
 	}
-	return decision{addr: a, store: true, undo: undo}, nil
+	return decision{addrs: as, store: true, undo: undo}, nil
 }
