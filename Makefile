@@ -37,7 +37,7 @@ CONTAINER_ENGINE ?=
 STATIC_DIR  ?= $(BIN)/static
 STATIC_CMDS := ./cmd/contiv-agent ./cmd/contiv-cni ./cmd/contiv-ksr ./cmd/contiv-capi-ipam
 
-.PHONY: all build static images run test test-unit test-race test-deps kube-bins cni-plugins check lint bench chaos crash fuzz clean tools generate generate-crds demo test-nodeipam-diff bench-nodeipam bench-report bench-list bench-micro test-bench
+.PHONY: all build static images run test test-unit test-race test-deps kube-bins cni-plugins check lint bench chaos crash fuzz clean tools generate generate-crds demo test-nodeipam-diff test-cilium-diff bench-nodeipam bench-report bench-list bench-micro test-bench
 
 all: build
 
@@ -94,7 +94,7 @@ test:
 	$(call timed,test-unit)
 	$(call timed,test-race)
 
-test-unit: test-deps test-nodeipam-diff test-bench
+test-unit: test-deps test-nodeipam-diff test-cilium-diff test-bench
 	$(GO) test -count=1 -timeout 15m $(PKGS)
 
 ## test-nodeipam-diff: the differential test of plugins/nodeipam against Kubernetes' range allocator (tests/nodeipamdiff, a module of its own)
@@ -102,6 +102,12 @@ test-nodeipam-diff:
 	@cd tests/nodeipamdiff && $(GO) mod tidy -diff >/dev/null 2>&1 || { \
 	  echo "tests/nodeipamdiff/go.mod is out of date (it replaces the main module, whose requirements changed): cd tests/nodeipamdiff && go mod tidy" >&2; exit 1; }
 	cd tests/nodeipamdiff && $(GO) test -count=1 -timeout 10m ./...
+
+## test-cilium-diff: the differential test of plugins/ipam's Cilium-style allocation surface against Cilium's allocator code (tests/ciliumdiff, a module of its own)
+test-cilium-diff:
+	@cd tests/ciliumdiff && $(GO) mod tidy -diff >/dev/null 2>&1 || { \
+	  echo "tests/ciliumdiff/go.mod is out of date (it replaces the main module, whose requirements changed): cd tests/ciliumdiff && go mod tidy" >&2; exit 1; }
+	cd tests/ciliumdiff && $(GO) vet ./... && $(GO) test -race -count=1 -timeout 10m ./...
 
 ## test-bench: the tests of the bench module (tests/bench): the report's, and each scenario's run at a tiny size; no benchmark runs
 test-bench:
