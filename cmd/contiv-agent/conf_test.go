@@ -28,16 +28,17 @@ type validator interface{ Validate() error }
 // sampleLoaders decode one <plugin>.conf strictly into the plugin's Config
 // on top of its defaults, the way the plugin's Init does.
 var sampleLoaders = map[string]func() validator{
-	"http.conf":       func() validator { c := rest.DefaultConfig(); return &c },
-	"etcd.conf":       func() validator { c := etcd.DefaultConfig(); return &c },
-	"bolt.conf":       func() validator { c := bolt.DefaultConfig(); return &c },
-	"health.conf":     func() validator { c := health.DefaultConfig(); return &c },
-	"logmanager.conf": func() validator { c := logmanager.DefaultConfig(); return &c },
-	"metrics.conf":    func() validator { c := metrics.DefaultConfig(); return &c },
-	"controller.conf": func() validator { c := controller.DefaultConfig(); return &c },
-	"contiv.conf":     func() validator { c := contivconf.DefaultConfig(); return &c },
-	"ipam.conf":       func() validator { c := ipam.DefaultConfig(); return &c },
-	"podmanager.conf": func() validator { c := podmanager.DefaultConfig(); return &c },
+	"http.conf":             func() validator { c := rest.DefaultConfig(); return &c },
+	"etcd.conf":             func() validator { c := etcd.DefaultConfig(); return &c },
+	"bolt.conf":             func() validator { c := bolt.DefaultConfig(); return &c },
+	"health.conf":           func() validator { c := health.DefaultConfig(); return &c },
+	"logmanager.conf":       func() validator { c := logmanager.DefaultConfig(); return &c },
+	"metrics.conf":          func() validator { c := metrics.DefaultConfig(); return &c },
+	"controller.conf":       func() validator { c := controller.DefaultConfig(); return &c },
+	"contiv.conf":           func() validator { c := contivconf.DefaultConfig(); return &c },
+	"contiv-dualstack.conf": func() validator { c := contivconf.DefaultConfig(); return &c },
+	"ipam.conf":             func() validator { c := ipam.DefaultConfig(); return &c },
+	"podmanager.conf":       func() validator { c := podmanager.DefaultConfig(); return &c },
 	// contiv-ksr's own (conf/ksr/ holds its samples for a local run).
 	"ksr.conf": func() validator { c := ksr.DefaultConfig(); return &c },
 }

@@ -31,9 +31,17 @@ type ipamParams struct {
 	hostLen              int
 	node, vxlan, gw      string
 	dhcp, external       bool
+	// second is ipamConfig.dualStack (its gw, dhcp and external unused).
+	second *ipamParams
 }
 
 func (p ipamParams) String() string {
+	if p.second != nil {
+		q := *p.second
+		q.gw, q.dhcp, q.external = "", false, false
+		p.second = nil
+		return p.String() + " dualStack{" + q.String() + "}"
+	}
 	return fmt.Sprintf("contiv=%q service=%q pod=%q/%d host=%q/%d node=%q vxlan=%q gw=%q dhcp=%v external=%v",
 		p.contiv, p.service, p.pod, p.podLen, p.host, p.hostLen, p.node, p.vxlan, p.gw, p.dhcp, p.external)
 }
@@ -44,6 +52,11 @@ func (p ipamParams) config() contivconf.Config {
 	ic.ContivCIDR, ic.ServiceCIDR, ic.PodSubnetCIDR, ic.PodSubnetOneNodePrefixLen = p.contiv, p.service, p.pod, p.podLen
 	ic.VPPHostSubnetCIDR, ic.VPPHostSubnetOneNodePrefixLen, ic.NodeInterconnectCIDR = p.host, p.hostLen, p.node
 	ic.VxlanCIDR, ic.DefaultGateway, ic.NodeInterconnectDHCP, ic.UseExternalIPAM = p.vxlan, p.gw, p.dhcp, p.external
+	if q := p.second; q != nil {
+		ic.DualStack = &contivconf.FamilyJSON{ContivCIDR: q.contiv, ServiceCIDR: q.service, PodSubnetCIDR: q.pod,
+			PodSubnetOneNodePrefixLen: q.podLen, VPPHostSubnetCIDR: q.host, VPPHostSubnetOneNodePrefixLen: q.hostLen,
+			NodeInterconnectCIDR: q.node, VxlanCIDR: q.vxlan}
+	}
 	return c
 }
 
@@ -54,34 +67,44 @@ var acceptedSeeds = []struct {
 	p      ipamParams
 	accept bool
 }{
-	{"defaults", ipamParams{"", "10.96.0.0/12", "10.1.0.0/16", 24, "172.30.0.0/16", 24, "", "192.168.30.0/24", "", false, false}, true},
-	{"contivCIDR", ipamParams{"10.128.0.0/14", "10.96.0.0/12", "", 0, "", 0, "", "", "", false, false}, true},
-	{"contivCIDR IPv6 with DHCP", ipamParams{"fe10::/64", "fd00::/108", "", 0, "", 0, "", "", "", true, false}, true},
+	{"defaults", ipamParams{"", "10.96.0.0/12", "10.1.0.0/16", 24, "172.30.0.0/16", 24, "", "192.168.30.0/24", "", false, false, nil}, true},
+	{"contivCIDR", ipamParams{"10.128.0.0/14", "10.96.0.0/12", "", 0, "", 0, "", "", "", false, false, nil}, true},
+	{"contivCIDR IPv6 with DHCP", ipamParams{"fe10::/64", "fd00::/108", "", 0, "", 0, "", "", "", true, false, nil}, true},
 	{"contivCIDR with a gateway in the derived node interconnect",
-		ipamParams{"10.128.0.0/14", "10.96.0.0/12", "", 0, "", 0, "", "", "10.130.0.1", false, false}, true},
-	{"IPv6 everywhere", ipamParams{"", "fd00::/112", "2001::/48", 60, "fe30::/90", 126, "fe10::/90", "fe20::/120", "fe10::1", false, false}, true},
-	{"the fixture", ipamParams{"", "10.96.0.0/12", "1.2.128.0/17", 29, "2.3.192.0/18", 30, "3.4.5.192/26", "4.5.6.192/26", "3.4.5.194", false, false}, true},
-	{"external IPAM", ipamParams{"", "10.96.0.0/12", "10.1.0.0/16", 24, "172.30.0.0/16", 24, "", "192.168.30.0/24", "", false, true}, true},
-	{"pod /29: one node of 4 pods", ipamParams{"", "10.96.0.0/12", "10.1.0.0/28", 29, "172.30.0.0/16", 24, "", "192.168.30.0/24", "", false, false}, true},
-	{"pod /30: no room for a pod (issue 9)", ipamParams{"", "10.96.0.0/12", "10.1.0.0/16", 30, "172.30.0.0/16", 24, "", "192.168.30.0/24", "", false, false}, false},
-	{"pod /30 with an external IPAM", ipamParams{"", "10.96.0.0/12", "10.1.0.0/16", 30, "172.30.0.0/16", 24, "", "192.168.30.0/24", "", false, true}, false},
-	{"pod /125", ipamParams{"", "fd00::/112", "fe10::/64", 125, "fe30::/64", 120, "", "fe20::/120", "", false, false}, true},
-	{"pod /126", ipamParams{"", "fd00::/112", "fe10::/64", 126, "fe30::/64", 120, "", "fe20::/120", "", false, false}, false},
-	{"pod /64 of an IPv6 /48", ipamParams{"", "fd00::/112", "2001::/48", 64, "fe30::/64", 120, "", "fe20::/120", "", false, false}, true},
-	{"VPP-host /30", ipamParams{"", "10.96.0.0/12", "10.1.0.0/16", 24, "172.30.0.0/16", 30, "", "192.168.30.0/24", "", false, false}, true},
-	{"VPP-host /31", ipamParams{"", "10.96.0.0/12", "10.1.0.0/16", 24, "172.30.0.0/16", 31, "", "192.168.30.0/24", "", false, false}, false},
+		ipamParams{"10.128.0.0/14", "10.96.0.0/12", "", 0, "", 0, "", "", "10.130.0.1", false, false, nil}, true},
+	{"IPv6 everywhere", ipamParams{"", "fd00::/112", "2001::/48", 60, "fe30::/90", 126, "fe10::/90", "fe20::/120", "fe10::1", false, false, nil}, true},
+	{"the fixture", ipamParams{"", "10.96.0.0/12", "1.2.128.0/17", 29, "2.3.192.0/18", 30, "3.4.5.192/26", "4.5.6.192/26", "3.4.5.194", false, false, nil}, true},
+	{"external IPAM", ipamParams{"", "10.96.0.0/12", "10.1.0.0/16", 24, "172.30.0.0/16", 24, "", "192.168.30.0/24", "", false, true, nil}, true},
+	{"pod /29: one node of 4 pods", ipamParams{"", "10.96.0.0/12", "10.1.0.0/28", 29, "172.30.0.0/16", 24, "", "192.168.30.0/24", "", false, false, nil}, true},
+	{"pod /30: no room for a pod (issue 9)", ipamParams{"", "10.96.0.0/12", "10.1.0.0/16", 30, "172.30.0.0/16", 24, "", "192.168.30.0/24", "", false, false, nil}, false},
+	{"pod /30 with an external IPAM", ipamParams{"", "10.96.0.0/12", "10.1.0.0/16", 30, "172.30.0.0/16", 24, "", "192.168.30.0/24", "", false, true, nil}, false},
+	{"pod /125", ipamParams{"", "fd00::/112", "fe10::/64", 125, "fe30::/64", 120, "", "fe20::/120", "", false, false, nil}, true},
+	{"pod /126", ipamParams{"", "fd00::/112", "fe10::/64", 126, "fe30::/64", 120, "", "fe20::/120", "", false, false, nil}, false},
+	{"pod /64 of an IPv6 /48", ipamParams{"", "fd00::/112", "2001::/48", 64, "fe30::/64", 120, "", "fe20::/120", "", false, false, nil}, true},
+	{"VPP-host /30", ipamParams{"", "10.96.0.0/12", "10.1.0.0/16", 24, "172.30.0.0/16", 30, "", "192.168.30.0/24", "", false, false, nil}, true},
+	{"VPP-host /31", ipamParams{"", "10.96.0.0/12", "10.1.0.0/16", 24, "172.30.0.0/16", 31, "", "192.168.30.0/24", "", false, false, nil}, false},
 	{"node interconnect /30 past a gateway at host 1",
-		ipamParams{"", "10.96.0.0/12", "10.1.0.0/16", 24, "172.30.0.0/16", 24, "192.168.16.0/30", "192.168.30.0/24", "192.168.16.1", false, false}, true},
+		ipamParams{"", "10.96.0.0/12", "10.1.0.0/16", 24, "172.30.0.0/16", 24, "192.168.16.0/30", "192.168.30.0/24", "192.168.16.1", false, false, nil}, true},
 	{"node interconnect /30 past a gateway at the network address",
-		ipamParams{"", "10.96.0.0/12", "10.1.0.0/16", 24, "172.30.0.0/16", 24, "192.168.16.0/30", "192.168.30.0/24", "192.168.16.0", false, false}, true},
+		ipamParams{"", "10.96.0.0/12", "10.1.0.0/16", 24, "172.30.0.0/16", 24, "192.168.16.0/30", "192.168.30.0/24", "192.168.16.0", false, false, nil}, true},
 	{"node interconnect /31 with a gateway at host 1",
-		ipamParams{"", "10.96.0.0/12", "10.1.0.0/16", 24, "172.30.0.0/16", 24, "192.168.16.0/31", "192.168.30.0/24", "192.168.16.1", false, false}, false},
+		ipamParams{"", "10.96.0.0/12", "10.1.0.0/16", 24, "172.30.0.0/16", 24, "192.168.16.0/31", "192.168.30.0/24", "192.168.16.1", false, false, nil}, false},
 	{"node interconnect /127 with DHCP",
-		ipamParams{"", "fd00::/112", "fe10::/64", 120, "fe30::/64", 120, "fe40::/127", "fe20::/120", "", true, false}, false},
-	{"vxlan /31: node ID 1 only", ipamParams{"", "10.96.0.0/12", "10.1.0.0/16", 24, "172.30.0.0/16", 24, "", "192.168.30.0/31", "", false, false}, true},
-	{"vxlan /32", ipamParams{"", "10.96.0.0/12", "10.1.0.0/16", 24, "172.30.0.0/16", 24, "", "192.168.30.1/32", "", false, false}, false},
-	{"vxlan /128", ipamParams{"", "fd00::/112", "fe10::/64", 120, "fe30::/64", 120, "", "fe20::1/128", "", false, false}, false},
-	{"node IDs beyond 2^32", ipamParams{"", "fd00::/112", "2001::/32", 120, "fe30::/32", 120, "fe40::/64", "fe20::/64", "", false, false}, true},
+		ipamParams{"", "fd00::/112", "fe10::/64", 120, "fe30::/64", 120, "fe40::/127", "fe20::/120", "", true, false, nil}, false},
+	{"vxlan /31: node ID 1 only", ipamParams{"", "10.96.0.0/12", "10.1.0.0/16", 24, "172.30.0.0/16", 24, "", "192.168.30.0/31", "", false, false, nil}, true},
+	{"vxlan /32", ipamParams{"", "10.96.0.0/12", "10.1.0.0/16", 24, "172.30.0.0/16", 24, "", "192.168.30.1/32", "", false, false, nil}, false},
+	{"vxlan /128", ipamParams{"", "fd00::/112", "fe10::/64", 120, "fe30::/64", 120, "", "fe20::1/128", "", false, false, nil}, false},
+	{"node IDs beyond 2^32", ipamParams{"", "fd00::/112", "2001::/32", 120, "fe30::/32", 120, "fe40::/64", "fe20::/64", "", false, false, nil}, true},
+	{"dual stack, the IPv6 family holds fewer nodes", ipamParams{"", "10.96.0.0/12", "10.1.0.0/16", 24, "172.30.0.0/16", 24, "", "192.168.30.0/24", "", false, false,
+		&ipamParams{"", "fd00::/112", "fe10::/120", 124, "fe30::/64", 120, "", "fe20::/120", "", false, false, nil}}, true},
+	{"dual stack, IPv6 primary", ipamParams{"", "fd00::/112", "fe10::/64", 120, "fe30::/64", 120, "fe40::/64", "fe20::/120", "fe40::1", false, false,
+		&ipamParams{"", "10.96.0.0/12", "10.1.0.0/20", 28, "172.30.0.0/16", 24, "192.168.16.0/24", "192.168.30.0/26", "", false, false, nil}}, true},
+	{"dual stack with contivCIDR in the second family", ipamParams{"10.128.0.0/14", "10.96.0.0/12", "", 0, "", 0, "", "", "", false, false,
+		&ipamParams{"fe10::/64", "fd00::/108", "", 0, "", 0, "", "", "", false, false, nil}}, true},
+	{"dual stack of one family", ipamParams{"", "10.96.0.0/12", "10.1.0.0/16", 24, "172.30.0.0/16", 24, "", "192.168.30.0/24", "", false, false,
+		&ipamParams{"", "10.97.0.0/16", "10.2.0.0/16", 24, "172.31.0.0/16", 24, "", "192.168.31.0/24", "", false, false, nil}}, false},
+	{"dual stack with external IPAM", ipamParams{"", "10.96.0.0/12", "10.1.0.0/16", 24, "172.30.0.0/16", 24, "", "192.168.30.0/24", "", false, true,
+		&ipamParams{"", "fd00::/112", "fe10::/48", 64, "fe30::/64", 120, "", "fe20::/120", "", false, false, nil}}, true},
 }
 
 // TestEveryAcceptedSeedInitialises runs the property on the named seeds;
@@ -119,14 +142,39 @@ func TestEveryAcceptedRandomConfigInitialises(t *testing.T) {
 	}
 }
 
+// TestEveryAcceptedRandomDualStackConfigInitialises runs the property on
+// dual-stack configs: both families are cut from one node ID, so the
+// largest ID is the smaller of the two families' (and MaxNodeID, which
+// bounds nodesync's claims, must say so).
+func TestEveryAcceptedRandomDualStackConfigInitialises(t *testing.T) {
+	r := rand.New(rand.NewPCG(15, 2026))
+	const n = 300
+	accepted := 0
+	for i := range n {
+		p := randomDualStack(r)
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			if checkAcceptedInitialises(t, p) {
+				accepted++
+			}
+		})
+	}
+	t.Logf("%d of %d random dual-stack configs accepted (and initialised)", accepted, n)
+	if accepted < n/20 {
+		t.Fatalf("%d of %d random dual-stack configs accepted: the generator no longer covers the accepted side", accepted, n)
+	}
+}
+
 // FuzzAcceptedConfigInitialises is the property over arbitrary keys.
 func FuzzAcceptedConfigInitialises(f *testing.F) {
 	for _, s := range acceptedSeeds {
 		p := s.p
+		if p.second != nil {
+			continue // the fuzz arguments are one family's
+		}
 		f.Add(p.contiv, p.service, p.pod, p.podLen, p.host, p.hostLen, p.node, p.vxlan, p.gw, p.dhcp, p.external)
 	}
 	f.Fuzz(func(t *testing.T, contiv, service, pod string, podLen int, host string, hostLen int, node, vxlan, gw string, dhcp, external bool) {
-		checkAcceptedInitialises(t, ipamParams{contiv, service, pod, podLen, host, hostLen, node, vxlan, gw, dhcp, external})
+		checkAcceptedInitialises(t, ipamParams{contiv, service, pod, podLen, host, hostLen, node, vxlan, gw, dhcp, external, nil})
 	})
 }
 
@@ -179,6 +227,18 @@ func startContivConf(t *testing.T, cfg contivconf.Config) *contivconf.Plugin {
 // 0), its VXLAN address (host ID) and its node-interconnect address (host
 // ID, or ID+1 past a gateway inside the subnet).
 func largestNodeID(c *contivconf.IPAMConfig, gw netip.Addr) uint32 {
+	limit := uint64(math.MaxUint32)
+	for i, f := range c.Families() {
+		if i > 0 {
+			gw = netip.Addr{} // the static default gateway is the primary family's
+		}
+		limit = min(limit, familyLimit(f, gw))
+	}
+	return uint32(limit)
+}
+
+// familyLimit is largestNodeID for one family.
+func familyLimit(c contivconf.FamilyConfig, gw netip.Addr) uint64 {
 	limit := min(count(c.PodSubnetOneNodePrefixLen-c.PodSubnetCIDR.Bits()),
 		count(c.VPPHostSubnetOneNodePrefixLen-c.VPPHostSubnetCIDR.Bits()),
 		count(hostBits(c.VxlanCIDR))-1)
@@ -189,7 +249,7 @@ func largestNodeID(c *contivconf.IPAMConfig, gw netip.Addr) uint32 {
 		}
 		limit = min(limit, hosts)
 	}
-	return uint32(min(limit, math.MaxUint32))
+	return min(limit, math.MaxUint32)
 }
 
 func hostBits(p netip.Prefix) int { return p.Addr().BitLen() - p.Bits() }
@@ -231,7 +291,17 @@ func initialise(t *testing.T, conf *contivconf.Plugin, id uint32) (err error) {
 	if conf.GetIPAMConfig().UseExternalIPAM {
 		return nil // pod addresses come from the external IPAM
 	}
-	return checkPodAddress(i)
+	if err := checkPodAddress(i); err != nil {
+		return err
+	}
+	if conf.GetIPAMConfig().Second == nil {
+		return nil
+	}
+	v4, v6, err := i.AllocateNext("", "probe")
+	if err != nil || v4 == nil || v6 == nil {
+		return fmt.Errorf("AllocateNext of both families: %v, %v, %w", v4, v6, err)
+	}
+	return nil
 }
 
 // checkPodAddress allocates one pod address and checks where it lies.
@@ -252,8 +322,19 @@ func checkPodAddress(i *ipam.Plugin) error {
 // from short to equal, gateways around the node-interconnect subnet's
 // first and last addresses, for both families, with and without
 // contivCIDR, DHCP and an external IPAM.
-func randomParams(r *rand.Rand) ipamParams {
+func randomParams(r *rand.Rand) ipamParams { return randomFamily(r, r.IntN(2) == 0) }
+
+// randomDualStack draws a primary family and a second one of the other
+// family (which ignores gw, dhcp and external).
+func randomDualStack(r *rand.Rand) ipamParams {
 	v6 := r.IntN(2) == 0
+	p, q := randomFamily(r, v6), randomFamily(r, !v6)
+	q.gw, q.dhcp, q.external = "", false, false
+	p.second = &q
+	return p
+}
+
+func randomFamily(r *rand.Rand, v6 bool) ipamParams {
 	bits, base := 32, []string{"10.0.0.0", "172.16.0.0", "192.168.0.0", "192.169.0.0", "100.64.0.0/10"}
 	if v6 {
 		bits, base = 128, []string{"fd01::", "fd02::", "fd03::", "fd04::", "fd05::/112"}

@@ -13,10 +13,26 @@ import (
 // subnet with room for its two hosts, a VXLAN address and, when
 // nodeInterconnectCIDR is set, a node-interconnect address (gw, the static
 // default gateway, is stepped over as NodeIPAddress does).
+//
+// A dual-stack config must fit the ID in both families (cut from the same
+// ID); the static default gateway is the primary family's.
 func NodeIDFits(cfg *contivconf.IPAMConfig, gw netip.Addr, id uint32) bool {
 	if cfg == nil || id == 0 {
 		return false
 	}
+	for i, fc := range cfg.Families() {
+		if i > 0 {
+			gw = netip.Addr{}
+		}
+		if !familyFits(fc, gw, id) {
+			return false
+		}
+	}
+	return true
+}
+
+// familyFits is NodeIDFits for one family.
+func familyFits(cfg contivconf.FamilyConfig, gw netip.Addr, id uint32) bool {
 	if _, err := dissect(cfg.PodSubnetCIDR.Masked(), cfg.PodSubnetOneNodePrefixLen, id); err != nil {
 		return false
 	}

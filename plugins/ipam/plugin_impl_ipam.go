@@ -87,6 +87,10 @@ type famState struct {
 	hostVPP, hostLnx  netip.Addr
 	nodeIC, vxlan     netip.Prefix // nodeIC invalid when undefined
 	service           netip.Prefix
+	// vxlanIP and nodeIP are this node's VXLAN and node-interconnect
+	// addresses, set for the second family only (nodeIP invalid when
+	// its nodeInterconnectCIDR is undefined).
+	vxlanIP, nodeIP netip.Addr
 }
 
 // families lists the node's families: the primary, then the second.

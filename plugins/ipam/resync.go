@@ -32,6 +32,11 @@ func buildState(cfg *contivconf.IPAMConfig, id uint32, name string, gw netip.Add
 		if err != nil {
 			return nil, err
 		}
+		if i > 0 {
+			if err := f.initNodeAddresses(familyKey(i), id); err != nil {
+				return nil, err
+			}
+		}
 		if i == 0 {
 			st.famState = *f
 		} else {
@@ -79,6 +84,23 @@ func buildFamily(fc contivconf.FamilyConfig, key string, id uint32, podThis neti
 		f.nodeIC = fc.NodeInterconnectCIDR.Masked()
 	}
 	return f, nil
+}
+
+// initNodeAddresses derives this node's VXLAN and node-interconnect
+// addresses of a second family (the primary's are computed on demand by
+// VxlanIPAddress and NodeIPAddress); a node ID they cannot hold fails the
+// resync, as its pod subnet would.
+func (f *famState) initNodeAddresses(key string, id uint32) error {
+	var err error
+	if f.vxlanIP, err = nodeAddress(f.vxlan, id, netip.Addr{}); err != nil {
+		return fmt.Errorf("VXLAN address of node ID %d in %svxlanCIDR %s: %w", id, key, f.vxlan, err)
+	}
+	if f.nodeIC.IsValid() {
+		if f.nodeIP, err = nodeAddress(f.nodeIC, id, netip.Addr{}); err != nil {
+			return fmt.Errorf("node-interconnect address of node ID %d in %snodeInterconnectCIDR %s: %w", id, key, f.nodeIC, err)
+		}
+	}
+	return nil
 }
 
 // prefixOf checks that a configured subnet is set and masks it; key names
