@@ -39,7 +39,7 @@ func newBasicAuth(next http.Handler, f *Formatter, entries []string) (*basicAuth
 
 func (a *basicAuth) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if user, pass, ok := r.BasicAuth(); ok && a.allowed(user, pass) {
-		a.next.ServeHTTP(w, r)
+		a.next.ServeHTTP(w, withUser(r, user))
 		return
 	}
 	w.Header().Set("WWW-Authenticate", `Basic realm="`+basicAuthRealm+`", charset="UTF-8"`)

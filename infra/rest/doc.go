@@ -35,6 +35,17 @@
 // requires one of the listed user:password pairs (401 with WWW-Authenticate
 // otherwise). There are no default credentials.
 //
+// A handler that must not be served to unauthenticated clients (one that
+// changes state, say) asks Authenticates(its HTTPHandlers dep): true only
+// when the server lets a request through after client-basic-auth or a
+// verified client certificate (ClientAuthenticator, implemented by
+// Plugin; HTTPHandlers itself is unchanged, so fakes need nothing new).
+// Such a handler is registered anyway and refuses (403) naming
+// ClientAuthKeys, so that the client learns how to enable it. ClientOf(r)
+// tells who sent r: the basic-auth user the server checked, the subject
+// common name of the client certificate it verified, and the remote
+// address; a basic-auth header the server did not check names nobody.
+//
 // GET / lists every registered endpoint: JSON ({"endpoints": [{"method",
 // "path", "description"}]}) unless the client's Accept header prefers
 // text/html. Every request is logged at debug level.

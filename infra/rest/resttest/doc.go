@@ -10,4 +10,11 @@
 //     the server started is allowed.
 //  3. Call srv.Get, srv.Put, srv.Post or srv.Do from the test goroutine;
 //     they fail the test on transport errors and return status and body.
+//
+// Authentication: pass rest.UseConf(c) with c from Config() and
+// client-basic-auth set, and send BasicAuth(user, pass) as Do's header.
+// For mutual TLS, pki := NewPKI(t) makes a CA, a server certificate for
+// 127.0.0.1 and their files; rest.UseConf(pki.MutualTLS(Config())) serves
+// HTTPS and requires client certificates, and srv.WithClient(pki.Client(cn))
+// sends with a certificate of subject common name cn.
 package resttest

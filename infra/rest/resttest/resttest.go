@@ -27,10 +27,8 @@ type Server struct {
 // closed when the test ends; a Close error fails the test.
 func New(t testing.TB, opts ...rest.Option) *Server {
 	t.Helper()
-	conf := rest.DefaultConfig()
-	conf.Endpoint = "127.0.0.1:0"
 	base := []rest.Option{
-		rest.UseConf(conf),
+		rest.UseConf(Config()),
 		rest.UseDeps(func(d *rest.Deps) {
 			d.LogRegistry = logging.NewRegistry(logging.WithOutput(io.Discard))
 		}),
@@ -53,8 +51,30 @@ func New(t testing.TB, opts ...rest.Option) *Server {
 	return s
 }
 
-// URL returns the server's base URL, such as "http://127.0.0.1:41234".
-func (s *Server) URL() string { return "http://" + s.Plugin.Addr() }
+// Config is the config New starts with: the defaults on 127.0.0.1:0. Start
+// from it to add TLS or authentication with rest.UseConf.
+func Config() rest.Config {
+	c := rest.DefaultConfig()
+	c.Endpoint = "127.0.0.1:0"
+	return c
+}
+
+// URL returns the server's base URL, such as "http://127.0.0.1:41234"
+// ("https://..." when the server speaks HTTPS).
+func (s *Server) URL() string {
+	if s.Plugin.TLS() {
+		return "https://" + s.Plugin.Addr()
+	}
+	return "http://" + s.Plugin.Addr()
+}
+
+// WithClient returns a Server of the same plugin whose helpers send with
+// c (a PKI client, say); c's idle connections are closed when the test
+// ends.
+func (s *Server) WithClient(c *http.Client) *Server {
+	s.t.Cleanup(c.CloseIdleConnections)
+	return &Server{Plugin: s.Plugin, t: s.t, client: c}
+}
 
 // Client returns the HTTP client the helpers use.
 func (s *Server) Client() *http.Client { return s.client }
