@@ -92,10 +92,11 @@ func TestTheFirstFamilyIsRolledBackWhenTheSecondIsExhausted(t *testing.T) {
 	g.Expect(v4).To(HaveLen(4), "the IPv4 address of the failed pod was given back")
 	g.Expect(v6).To(HaveLen(4))
 	g.Expect(status).To(ContainSubstring("1.2.128.16/28: 4/12 allocated"))
-	// The IPv4 address the failed ADD took is handed out next (next-fit
-	// moved past it, so the next one is .7), and the family stays usable.
-	_, _, err = i.AllocateNext("ipv4", "router")
+	// The rollback left the IPv4 pool as it was, its next-fit cursor
+	// included: the address the failed ADD took is the next one.
+	next, _, err := i.AllocateNext("ipv4", "router")
 	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(next.IP.String()).To(Equal("1.2.128.22"))
 	held, _ := i.IPv4Allocator().Dump()
 	g.Expect(held).To(HaveLen(5))
 }

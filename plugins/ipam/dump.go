@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/contiv-ipam/agent/plugins/ipam/ipalloc"
 	"github.com/contiv-ipam/agent/plugins/ipam/localroutes"
 	podmodel "github.com/contiv-ipam/agent/plugins/ksr/model/pod"
 )
@@ -97,10 +98,11 @@ func (p *Plugin) IPv4Allocator() Allocator { return &familyAllocator{p: p, famil
 // IPv6Allocator is the allocator of the IPv6 addresses.
 func (p *Plugin) IPv6Allocator() Allocator { return &familyAllocator{p: p, family: IPv6} }
 
-// check refuses an address of the other family.
+// check refuses an address of the other family: it is out of this
+// family's range (ipalloc.ErrOutOfRange), as in Cilium's per-family Range.
 func (f *familyAllocator) check(ip net.IP) error {
 	if DeriveFamily(ip) != f.family {
-		return fmt.Errorf("address %s is not %s", ip, f.family)
+		return fmt.Errorf("address %s is not %s: %w", ip, f.family, ipalloc.ErrOutOfRange)
 	}
 	return nil
 }

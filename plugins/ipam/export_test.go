@@ -70,3 +70,9 @@ func submitted(dec reply, final func(ctx context.Context) reply) Submitted {
 		return rep.addr, rep.err
 	}}
 }
+
+// FamilyCount is the number of address families of the node.
+func FamilyCount(p *Plugin) (n int) {
+	p.read(func(st *state) { n = len(st.families()) })
+	return n
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 
@@ -31,6 +32,17 @@ ipamConfig:
   podSubnetCIDR: 10.1.0.0/16
   podSubnetOneNodePrefixLen: 26
   nodeInterconnectCIDR: 192.168.16.0/24
+`
+
+// modelDualConfig adds an IPv6 family of 60 addresses (a /122).
+const modelDualConfig = modelConfig + `
+  dualStack:
+    podSubnetCIDR: fd00:10:1::/96
+    podSubnetOneNodePrefixLen: 122
+    vppHostSubnetCIDR: fd00:30::/96
+    vppHostSubnetOneNodePrefixLen: 120
+    vxlanCIDR: fd00:17::/120
+    serviceCIDR: fd00:96::/112
 `
 
 const (
@@ -61,7 +73,8 @@ func (m *model) kube() api.KubeStateData {
 	defer m.mu.Unlock()
 	ks := kubePods()
 	for id := range m.exist {
-		ks["pod"][podmodel.Key(id.Name, id.Namespace)] = &podmodel.Pod{Name: id.Name, Namespace: id.Namespace, IpAddress: m.acked[id]}
+		all := strings.Split(m.acked[id], ",")
+		ks["pod"][podmodel.Key(id.Name, id.Namespace)] = &podmodel.Pod{Name: id.Name, Namespace: id.Namespace, IpAddress: all[0], IpAddresses: all}
 	}
 	return ks
 }
@@ -100,7 +113,15 @@ func (m *model) create(id podmodel.ID) {
 	m.exist[id] = struct{}{}
 }
 
-func TestModelRandomFaults(t *testing.T) {
+func TestModelRandomFaults(t *testing.T) { runModel(t, modelConfig) }
+
+// TestModelRandomFaultsDualStack runs the model on a dual-stack node, with
+// CNI ADDs that reserve and confirm: every allocation also holds exactly
+// one address of each family, and no address of either family is held
+// twice.
+func TestModelRandomFaultsDualStack(t *testing.T) { runModel(t, modelDualConfig) }
+
+func runModel(t *testing.T, yaml string) {
 	seed := rand.Uint64()
 	t.Logf("seed %d", seed)
 	g := NewWithT(t)
@@ -108,7 +129,7 @@ func TestModelRandomFaults(t *testing.T) {
 	m := newModel()
 	db := openBolt(t, path)
 	fdb := newFaultDB(db)
-	f := mustFixture(t, fixtureOpts{db: fdb, yaml: modelConfig}, nil)
+	f := mustFixture(t, fixtureOpts{db: fdb, yaml: yaml}, nil)
 	rng := rand.New(rand.NewPCG(seed, 1))
 	var rngMu sync.Mutex
 	chance := func(p float64) bool {
@@ -138,7 +159,7 @@ func TestModelRandomFaults(t *testing.T) {
 	db = openBolt(t, path)
 	defer db.Close()
 	ks := m.kube()
-	f = mustFixture(t, fixtureOpts{db: db, yaml: modelConfig}, ks)
+	f = mustFixture(t, fixtureOpts{db: db, yaml: yaml}, ks)
 	checkModel(g, f.ipam, db, m, "after the restart")
 }
 
@@ -190,14 +211,39 @@ func runWorker(i *ipam.Plugin, m *model, w int, seed uint64) error {
 // pod holds one address.
 func modelAllocate(i *ipam.Plugin, id podmodel.ID, cni bool) (string, error) {
 	if !cni {
-		ip, err := i.AllocatePodIP(id, "", "")
-		if err != nil {
+		if _, err := i.AllocatePodIP(id, "", ""); err != nil {
 			return "", err
 		}
-		return ip.String(), nil
+		return allAddresses(i, id), nil
 	}
-	ev, err := addPod(i, id, att(id.Name, "eth0"))
-	return addr(ev), err
+	ev, err := addConfirming(i, id, att(id.Name, "eth0"))
+	if err != nil || len(ev.Interfaces) != 1 {
+		return "", err
+	}
+	if ev.Reservation != "" {
+		if err := i.ConfirmAttachment(context.Background(), att(id.Name, "eth0"), ev.Reservation); err != nil {
+			return "", err
+		}
+	}
+	var all []string
+	for _, ip := range ev.Interfaces[0].IPAddresses {
+		all = append(all, ip.Address.Addr().String())
+	}
+	return strings.Join(all, ","), nil
+}
+
+// allAddresses are the addresses of the pod's allocation, joined with
+// commas (the pod has one allocation in the model).
+func allAddresses(i *ipam.Plugin, id podmodel.ID) string {
+	for _, a := range ipam.AllocationsOf(i).Pods {
+		if a.PodID.Name == id.Name && a.PodID.Namespace == id.Namespace {
+			if len(a.IPs) > 0 {
+				return strings.Join(a.IPs, ",")
+			}
+			return a.MainIP
+		}
+	}
+	return ""
 }
 
 // resyncLoop runs remote DB resyncs and healing resyncs until stop.
@@ -221,29 +267,41 @@ func resyncLoop(i *ipam.Plugin, m *model, stop <-chan struct{}) error {
 
 // checkModel checks the invariants.
 func checkModel(g Gomega, i *ipam.Plugin, db kvdb.Broker, m *model, when string) {
+	families := ipam.FamilyCount(i)
 	mem := map[podmodel.ID]string{}
 	owners := map[string]podmodel.ID{}
 	for _, a := range allocationsOf(g, i) {
 		id := podmodel.ID{Name: a.PodID.Name, Namespace: a.PodID.Namespace}
 		mem[id] = a.MainIP
-		prev, dup := owners[a.MainIP]
-		g.Expect(dup).To(BeFalse(), "%s: %s held by %s and %s in memory", when, a.MainIP, prev, id)
-		owners[a.MainIP] = id
+		all := a.IPs
+		if len(all) == 0 {
+			all = []string{a.MainIP}
+		}
+		g.Expect(all).To(HaveLen(families), "%s: %s holds %v", when, id, all)
+		for _, ip := range all {
+			prev, dup := owners[ip]
+			g.Expect(dup).To(BeFalse(), "%s: %s held by %s and %s in memory", when, ip, prev, id)
+			owners[ip] = id
+		}
 	}
 	rec := map[podmodel.ID]string{}
 	byIP := map[string]string{}
 	for key, r := range storedModel(g, db) {
-		prev, dup := byIP[r.ip]
-		g.Expect(dup).To(BeFalse(), "%s: %s stored for %s and %s", when, r.ip, prev, key)
-		byIP[r.ip] = key
+		g.Expect(r.all).To(HaveLen(families), "%s: record %s holds %v", when, key, r.all)
+		for _, ip := range r.all {
+			prev, dup := byIP[ip]
+			g.Expect(dup).To(BeFalse(), "%s: %s stored for %s and %s", when, ip, prev, key)
+			byIP[ip] = key
+		}
 		rec[r.pod] = r.ip
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	for id, ip := range m.acked {
+	for id, ips := range m.acked {
 		if _, unsure := m.maybe[id]; unsure {
 			continue
 		}
+		ip := strings.Split(ips, ",")[0]
 		g.Expect(rec).To(HaveKeyWithValue(id, ip), "%s: acknowledged allocation of %s not in bolt", when, id)
 		g.Expect(mem).To(HaveKeyWithValue(id, ip), "%s: acknowledged allocation of %s not in memory", when, id)
 	}
@@ -255,7 +313,8 @@ func checkModel(g Gomega, i *ipam.Plugin, db kvdb.Broker, m *model, when string)
 // modelRecord is one stored allocation of the model's pods.
 type modelRecord struct {
 	pod podmodel.ID
-	ip  string
+	ip  string   // the first address
+	all []string // every address
 }
 
 // storedModel reads the pod-keyed and the attachment records by key.
@@ -268,20 +327,26 @@ func storedModel(g Gomega, db kvdb.Broker) map[string]modelRecord {
 		_, err := fmt.Sscanf(kv.Key[len(ipam.AllocationPrefix):], "model/%s", &id.Name)
 		g.Expect(err).NotTo(HaveOccurred())
 		id.Namespace = "model"
-		out[kv.Key] = modelRecord{pod: id, ip: string(kv.Value)}
+		all := strings.Split(string(kv.Value), ",")
+		out[kv.Key] = modelRecord{pod: id, ip: all[0], all: all}
 	}
 	kvs, _, err = db.List(context.Background(), ipam.AttachmentPrefix)
 	g.Expect(err).NotTo(HaveOccurred())
 	for _, kv := range kvs {
 		var v struct {
-			IP  string `json:"ip"`
+			IP  string   `json:"ip"`
+			IPs []string `json:"ips"`
 			Pod struct {
 				Name      string `json:"name"`
 				Namespace string `json:"namespace"`
 			} `json:"pod"`
 		}
 		g.Expect(json.Unmarshal(kv.Value, &v)).To(Succeed())
-		out[kv.Key] = modelRecord{pod: podmodel.ID{Name: v.Pod.Name, Namespace: v.Pod.Namespace}, ip: v.IP}
+		all := v.IPs
+		if len(all) == 0 {
+			all = []string{v.IP}
+		}
+		out[kv.Key] = modelRecord{pod: podmodel.ID{Name: v.Pod.Name, Namespace: v.Pod.Namespace}, ip: v.IP, all: all}
 	}
 	return out
 }

@@ -412,17 +412,31 @@ func (t *table) allSlots() []int {
 // assign hands out k one new address in each slot listed, next-fit, or
 // none: a slot with no address free rolls back the ones taken before it
 // (ErrPoolExhausted names the subnet). It does not index k.
+//
+// A rollback leaves the pools as they were, next-fit cursors included: the
+// address given back is the next one handed out, as if the call had not
+// happened.
 func (t *table) assign(k allocKey, slots []int) (addrs, error) {
 	var as addrs
+	var cursors [2]netip.Addr
+	rollback := func() {
+		t.unassign(k)
+		for i, c := range cursors {
+			if c.IsValid() {
+				_ = t.pools[i].Pool().SetCursor(c) // it was the pool's cursor: inside the prefix
+			}
+		}
+	}
 	for _, i := range slots {
 		p := t.pools[i]
 		if p == nil {
-			t.unassign(k)
+			rollback()
 			return addrs{}, fmt.Errorf("%w: this node has no pod subnet of that family", errFamilyDisabled(t.st, i))
 		}
+		cursors[i] = p.Pool().Cursor()
 		a, _, err := p.Assign(k)
 		if err != nil {
-			t.unassign(k)
+			rollback()
 			return addrs{}, fmt.Errorf("no IP address is free for allocation in the subnet %s: %w", p.Pool().Prefix(), err)
 		}
 		as[i] = a

@@ -90,8 +90,7 @@ const (
 	dRelease   = "D3 release of an address nobody holds: Cilium nil, ours ErrNotAllocated"
 	dExclOut   = "D5 an exclusion outside the pod subnet: Cilium refuses it as excluded, ours as out of range"
 	dExclHeld  = "D5 Cilium holds an excluded address AllocateNext stepped over, ours holds none in Dump"
-	dOtherFam  = "D7 an address of the other family: Cilium's Range says not in range, ours an error of no sentinel"
-	dOtherFamR = "D7 release of an address of the other family: Cilium nil, ours an error of no sentinel"
+	dOtherFamR = "D7 release of an address of the other family: Cilium nil, ours out of range"
 )
 
 // pair is our plugin's Allocator of one family and Cilium's side, run
@@ -281,9 +280,7 @@ func (s *pair) onPurpose(o op, cc, oc class) string {
 		return dReserved
 	case o.kind == opAllocate && o.tgt == "outside" && oc == outOfRange && cc == excluded && s.excl[o.addr]:
 		return dExclOut
-	case o.kind == opAllocate && o.tgt == "other" && oc == wrongFamily && cc == outOfRange:
-		return dOtherFam
-	case o.kind == opRelease && o.tgt == "other" && oc == wrongFamily && cc == ok:
+	case o.kind == opRelease && o.tgt == "other" && oc == outOfRange && cc == ok:
 		return dOtherFamR
 	case o.kind == opRelease && !held && oc == notAllocated && cc == ok:
 		return dRelease
@@ -489,7 +486,7 @@ func TestRandomSequencesAgree(t *testing.T) {
 					t.Errorf("no sequence met %q", k)
 				}
 			}
-			for _, d := range []string{dReserved, dNextFit, dRelease, dExclOut, dExclHeld, dOtherFam, dOtherFamR} {
+			for _, d := range []string{dReserved, dNextFit, dRelease, dExclOut, dExclHeld, dOtherFamR} {
 				if met[d] == 0 {
 					t.Errorf("no sequence met %q", d)
 				}

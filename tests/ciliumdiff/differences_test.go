@@ -139,13 +139,11 @@ func TestDifferencesOnPurpose(t *testing.T) {
 		})
 	})
 
-	// The same next-fit, seen through AllocateNext(""): ours takes the
-	// primary family's address first and, when the second family has
-	// none, releases it again; the cursor stays on it, so the next IPv4
-	// address is the one after it. Cilium takes IPv6 first and never
-	// touches IPv4 here; its next IPv4 address is the lowest free one.
-	// No address is lost: ours hands it out after wrapping around.
-	t.Run("D2 an IPv4 address rolled back by AllocateNext(\"\") counts as handed out for ours' next-fit", func(t *testing.T) {
+	// AllocateNext("") when the second family is full: ours takes the
+	// primary family's address first and gives it back, cursor included
+	// (the rollback leaves the pool as it was); Cilium takes IPv6 first
+	// and never touches IPv4. Both hand out the same IPv4 address next.
+	t.Run("an IPv4 address rolled back by AllocateNext(\"\") is the next one in both", func(t *testing.T) {
 		g := NewWithT(t)
 		s := newPair(t, ipam.IPv6, onBolt)
 		for i := range s.fam.window {
@@ -165,7 +163,7 @@ func TestDifferencesOnPurpose(t *testing.T) {
 		g.Expect(a).To(Equal(x.window[0]))
 		res, err := s.p.IPv4Allocator().AllocateNext("default/after")
 		g.Expect(err).NotTo(HaveOccurred())
-		g.Expect(addrOf(t, res.IP)).To(Equal(x.window[1]))
+		g.Expect(addrOf(t, res.IP)).To(Equal(x.window[0]))
 	})
 
 	// Range.Release is a no-op for an address that is not allocated, and
@@ -372,10 +370,10 @@ func TestDifferencesOnPurpose(t *testing.T) {
 
 	// A per-family Allocator given an address of the other family: in
 	// Cilium it goes to that family's Range, which says ErrNotInRange
-	// (and Release is a no-op, nil). Ours refuses both with an error that
-	// wraps no sentinel ("address ... is not ipv4"); the plugin-level
-	// AllocateIP and ReleaseIP take either family.
-	t.Run("D7 a per-family Allocator given the other family: Cilium not in range (Release nil), ours an error of no sentinel", func(t *testing.T) {
+	// for Allocate (ours too: ErrOutOfRange) and does nothing for Release
+	// (nil; ours ErrOutOfRange, as for any address it does not hold). The
+	// plugin-level AllocateIP and ReleaseIP take either family.
+	t.Run("D7 a per-family Allocator given the other family: Release is nil in Cilium, out of range in ours", func(t *testing.T) {
 		both(t, func(t *testing.T, x fam) {
 			g := NewWithT(t)
 			p := newOurs(t, dualStack, onBolt)
@@ -383,10 +381,10 @@ func TestDifferencesOnPurpose(t *testing.T) {
 			c := newCilium(podV4, podV6)
 
 			_, err := ours.Allocate(ipOf(x.other), "default/pod")
-			g.Expect(ourClass(err)).To(Equal(wrongFamily), "%v", err)
+			g.Expect(ourClass(err)).To(Equal(outOfRange), "%v", err)
 			g.Expect(err).To(MatchError(ContainSubstring("is not %s", x.f)))
 			g.Expect(ciliumClass(c.allocateIP(x.f, x.other, "default/pod"))).To(Equal(outOfRange))
-			g.Expect(ourClass(ours.Release(ipOf(x.other)))).To(Equal(wrongFamily))
+			g.Expect(ourClass(ours.Release(ipOf(x.other)))).To(Equal(outOfRange))
 			g.Expect(c.releaseIP(x.f, x.other)).To(Succeed())
 
 			g.Expect(p.AllocateIP(ipOf(x.other), "default/pod")).To(Succeed())

@@ -82,10 +82,9 @@
 // After one, the sequences check that ours hands out the next-fit address
 // and Cilium's side the first-fit one, then give Cilium's side ours
 // instead (release and allocate by address), so that both go on holding
-// the same addresses. A corollary: the IPv4 address that AllocateNext("")
-// takes and rolls back when IPv6 is full counts as handed out, so the
-// next IPv4 address is the one after it (no address is lost: it comes
-// round again).
+// the same addresses. An IPv4 address that AllocateNext("") takes and
+// rolls back when IPv6 is full is not a release: the rollback restores
+// the cursor too, so both hand it out next.
 //
 // D3. Release of an address nobody holds (free, released already,
 // excluded, reserved, outside the pod subnet) is ErrNotAllocated in ours,
@@ -117,8 +116,8 @@
 //
 // D7. A per-family Allocator given an address of the other family: in
 // Cilium it reaches that family's Range, ErrNotInRange for Allocate and a
-// no-op for Release; ours refuses both with an error that wraps no
-// sentinel ("address ... is not ipv4").
+// no-op for Release; ours says ipalloc.ErrOutOfRange for both (Allocate
+// agrees; Release differs as in D3).
 //
 // Not compared: expiration timers, IPAM pools, ReleaseIPString by owner,
 // ReserveLocalRoutes, and the restore of allocations at a restart.

@@ -361,13 +361,10 @@ const (
 	excluded     class = "excluded"
 	notAllocated class = "not allocated"
 	famDisabled  class = "family disabled"
-	wrongFamily  class = "other family (no sentinel)"
 	unknown      class = "unclassified"
 )
 
-// ourClass classifies an error of our API by its sentinels. The
-// per-family Allocator refuses an address of the other family with an
-// error that wraps none ("address ... is not ipv4"): wrongFamily.
+// ourClass classifies an error of our API by its sentinels.
 func ourClass(err error) class {
 	switch {
 	case err == nil:
@@ -386,8 +383,6 @@ func ourClass(err error) class {
 		return notAllocated
 	case errors.Is(err, ipam.ErrIPv4Disabled), errors.Is(err, ipam.ErrIPv6Disabled):
 		return famDisabled
-	case strings.Contains(err.Error(), " is not ipv"):
-		return wrongFamily
 	}
 	return unknown
 }
