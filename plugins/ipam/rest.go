@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/netip"
 	"slices"
 	"strings"
 	"time"
@@ -24,13 +25,31 @@ const (
 
 // NodeIPAMInfo is the reply of GET /contiv/v1/ipam (the JSON of Contiv's
 // ipnet REST API, read by netctl and the UI).
+//
+// The fields above DualStack are the primary family's (ipamConfig), as
+// in Contiv; DualStack is the second family of a dual-stack node
+// (ipamConfig.dualStack), absent on a single-stack one.
 type NodeIPAMInfo struct {
 	NodeID            uint32                     `json:"nodeId"`
 	NodeName          string                     `json:"nodeName"`
 	NodeIP            string                     `json:"nodeIP"`
 	PodSubnetThisNode string                     `json:"podSubnetThisNode"`
 	VppHostNetwork    string                     `json:"vppHostNetwork"`
+	DualStack         *FamilyInfo                `json:"dualStack,omitempty"`
 	Config            *contivconf.IPAMConfigJSON `json:"config"`
+}
+
+// FamilyInfo is the addressing of this node in the second family of a
+// dual-stack node, cut from the same node ID as the primary one.
+type FamilyInfo struct {
+	PodSubnetThisNode string `json:"podSubnetThisNode"`
+	PodGatewayIP      string `json:"podGatewayIP"`
+	NatLoopbackIP     string `json:"natLoopbackIP"`
+	VppHostNetwork    string `json:"vppHostNetwork"`
+	// NodeIP is the node-interconnect address, absent when
+	// dualStack.nodeInterconnectCIDR is not set.
+	NodeIP  string `json:"nodeIP,omitempty"`
+	VxlanIP string `json:"vxlanIP"`
 }
 
 // PodAllocation is one allocation in GET /contiv/v1/ipam/allocations:
@@ -133,7 +152,8 @@ func conflictOf(key string, value []byte) Conflict {
 
 func (p *Plugin) ipamHandler(f *rest.Formatter) http.HandlerFunc {
 	return func(w http.ResponseWriter, _ *http.Request) {
-		if !p.ready() {
+		st := p.st.Load()
+		if st == nil {
 			f.Error(w, http.StatusServiceUnavailable, p.notReady())
 			return
 		}
@@ -141,7 +161,7 @@ func (p *Plugin) ipamHandler(f *rest.Formatter) http.HandlerFunc {
 			f.Error(w, http.StatusServiceUnavailable, err)
 			return
 		}
-		info := p.nodeInfo()
+		info := p.nodeInfo(st)
 		if info.NodeIP == "" {
 			f.Error(w, http.StatusInternalServerError, errNodeIP)
 			return
@@ -150,44 +170,76 @@ func (p *Plugin) ipamHandler(f *rest.Formatter) http.HandlerFunc {
 	}
 }
 
-// nodeInfo gathers GET /contiv/v1/ipam.
-func (p *Plugin) nodeInfo() NodeIPAMInfo {
-	var info NodeIPAMInfo
-	p.read(func(st *state) {
-		info = NodeIPAMInfo{
-			NodeID:            st.nodeID,
-			NodeName:          st.nodeName,
-			PodSubnetThisNode: st.podThis.String(),
-			VppHostNetwork:    st.hostThis.String(),
-		}
-	})
-	if ip, _, err := p.NodeIPAddress(info.NodeID); err == nil {
-		info.NodeIP = ip.String()
+// nodeInfo gathers GET /contiv/v1/ipam from one addressing state, so
+// that every field is of the same resync.
+func (p *Plugin) nodeInfo(st *state) NodeIPAMInfo {
+	info := NodeIPAMInfo{
+		NodeID:            st.nodeID,
+		NodeName:          st.nodeName,
+		PodSubnetThisNode: st.podThis.String(),
+		VppHostNetwork:    st.hostThis.String(),
+		Config:            p.effectiveConfig(st),
 	}
-	info.Config = p.effectiveConfig()
+	if st.nodeIC.IsValid() {
+		if ip, err := nodeAddress(st.nodeIC, st.nodeID, st.gateway); err == nil {
+			info.NodeIP = ip.String()
+		}
+	}
+	if st.second != nil {
+		info.DualStack = familyInfo(st.second, st.nodeID)
+	}
 	return info
 }
 
+// familyInfo is the addressing of node id in the second family f (the
+// static default gateway is the primary family's: none is stepped over).
+func familyInfo(f *famState, id uint32) *FamilyInfo {
+	fi := &FamilyInfo{
+		PodSubnetThisNode: f.podThis.String(),
+		PodGatewayIP:      f.podGW.String(),
+		NatLoopbackIP:     f.natLoop.String(),
+		VppHostNetwork:    f.hostThis.String(),
+	}
+	if f.nodeIC.IsValid() {
+		if ip, err := nodeAddress(f.nodeIC, id, netip.Addr{}); err == nil {
+			fi.NodeIP = ip.String()
+		}
+	}
+	if ip, err := nodeAddress(f.vxlan, id, netip.Addr{}); err == nil {
+		fi.VxlanIP = ip.String()
+	}
+	return fi
+}
+
 // effectiveConfig is the file's ipamConfig with the subnets and one-node
-// prefix lengths in use (after the contivCIDR split, or the external pod
-// CIDR).
-func (p *Plugin) effectiveConfig() *contivconf.IPAMConfigJSON {
+// prefix lengths in use in st (after the contivCIDR split, or the
+// external pod CIDRs), in both families of a dual-stack node.
+func (p *Plugin) effectiveConfig(st *state) *contivconf.IPAMConfigJSON {
 	c := p.ContivConf.GetIPAMConfigForJSON()
 	if c == nil {
 		c = &contivconf.IPAMConfigJSON{}
 	}
-	p.read(func(st *state) {
-		c.PodSubnetCIDR = st.podAll.String()
-		c.PodSubnetOneNodePrefixLen = st.podThis.Bits()
-		c.VPPHostSubnetCIDR = st.hostAll.String()
-		c.VPPHostSubnetOneNodePrefixLen = st.hostThis.Bits()
-		c.VxlanCIDR = st.vxlan.String()
-		c.NodeInterconnectCIDR = ""
-		if st.nodeIC.IsValid() {
-			c.NodeInterconnectCIDR = st.nodeIC.String()
+	c.PodSubnetCIDR, c.PodSubnetOneNodePrefixLen = st.podAll.String(), st.podThis.Bits()
+	c.VPPHostSubnetCIDR, c.VPPHostSubnetOneNodePrefixLen = st.hostAll.String(), st.hostThis.Bits()
+	c.VxlanCIDR, c.NodeInterconnectCIDR = st.vxlan.String(), nodeICString(st.nodeIC)
+	if f := st.second; f != nil {
+		if c.DualStack == nil {
+			c.DualStack = &contivconf.FamilyJSON{}
 		}
-	})
+		d := c.DualStack // GetIPAMConfigForJSON's copy
+		d.PodSubnetCIDR, d.PodSubnetOneNodePrefixLen = f.podAll.String(), f.podThis.Bits()
+		d.VPPHostSubnetCIDR, d.VPPHostSubnetOneNodePrefixLen = f.hostAll.String(), f.hostThis.Bits()
+		d.VxlanCIDR, d.NodeInterconnectCIDR = f.vxlan.String(), nodeICString(f.nodeIC)
+	}
 	return c
+}
+
+// nodeICString is a node-interconnect subnet, "" when undefined.
+func nodeICString(nodeIC netip.Prefix) string {
+	if nodeIC.IsValid() {
+		return nodeIC.String()
+	}
+	return ""
 }
 
 func (p *Plugin) allocationsHandler(f *rest.Formatter) http.HandlerFunc {

@@ -1,0 +1,88 @@
+package ipam_test
+
+import (
+	"bytes"
+	"log/slog"
+	"sync"
+	"testing"
+
+	"github.com/contiv-ipam/agent/infra/rest"
+	"github.com/contiv-ipam/agent/infra/rest/resttest"
+	"github.com/contiv-ipam/agent/plugins/controller/api"
+	"github.com/contiv-ipam/agent/plugins/ipam"
+)
+
+// restOpts tune newRESTFixture.
+type restOpts struct {
+	yaml   string        // "" = defaultTestConfig
+	nodeID uint32        // 0 = 1
+	rest   []rest.Option // the REST server's options (resttest.New)
+	clock  *fakeClock    // nil = the real clock
+	noSync bool          // no first resync
+}
+
+// restFixture is IPAM served by a real REST plugin on 127.0.0.1:0.
+type restFixture struct {
+	ipam *ipam.Plugin
+	srv  *resttest.Server
+	log  *logBuffer // IPAM's log, Info and above
+}
+
+// newRESTFixture starts the REST server and IPAM on it, and runs IPAM's
+// first resync (unless noSync).
+func newRESTFixture(t *testing.T, o restOpts) *restFixture {
+	t.Helper()
+	if o.yaml == "" {
+		o.yaml = defaultTestConfig
+	}
+	if o.nodeID == 0 {
+		o.nodeID = 1
+	}
+	srv := resttest.New(t, o.rest...)
+	conf, err := newContivConf(t, o.yaml)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := &fakeNodeSync{}
+	ns.id.Store(o.nodeID)
+	f := &restFixture{srv: srv, log: &logBuffer{}}
+	log := slog.New(slog.NewJSONHandler(f.log, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	opts := []ipam.Option{ipam.UseDeps(func(d *ipam.Deps) {
+		d.Log, d.ContivConf, d.NodeSync, d.ServiceLabel, d.HTTP = log, conf, ns, fakeLabel{thisNode}, srv.Plugin
+	})}
+	if o.clock != nil {
+		opts = append(opts, ipam.UseClock(o.clock))
+	}
+	f.ipam = ipam.NewPlugin(opts...)
+	if err := f.ipam.Init(); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.ipam.AfterInit(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = f.ipam.Close() })
+	if !o.noSync {
+		if err := f.ipam.Resync(&api.DBResync{}, api.KubeStateData{}, 1, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return f
+}
+
+// logBuffer collects log lines; safe for concurrent writers.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *logBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
