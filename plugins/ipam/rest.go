@@ -95,6 +95,9 @@ func (p *Plugin) registerHandlers() {
 		p.allocationsHandler, http.MethodGet)
 	rest.RegisterDescribed(p.HTTP, ConflictsPath, "stored allocation records that lost a clash and were moved aside",
 		p.conflictsHandler, http.MethodGet)
+	rest.RegisterDescribed(p.HTTP, DumpPath,
+		"every allocated address and its owner per family, the status one-liner and the debug status (Cilium's Dump, DebugStatus)",
+		p.dumpHandler, http.MethodGet)
 }
 
 // Conflict is a record moved aside in GET /contiv/v1/ipam/conflicts.
