@@ -11,9 +11,13 @@ import (
 
 	. "github.com/onsi/gomega"
 
+	"github.com/contiv-ipam/agent/plugins/controller/api"
+	"github.com/contiv-ipam/agent/plugins/controller/controllertest"
 	"github.com/contiv-ipam/agent/plugins/ipam"
 	"github.com/contiv-ipam/agent/plugins/ipam/ipalloc"
+	"github.com/contiv-ipam/agent/plugins/ksr/model/node"
 	podmodel "github.com/contiv-ipam/agent/plugins/ksr/model/pod"
+	"github.com/contiv-ipam/agent/plugins/nodesync"
 	"github.com/contiv-ipam/agent/plugins/podmanager"
 )
 
@@ -270,4 +274,46 @@ func TestExclusionsFromTheConfig(t *testing.T) {
 	_, _, status := i.Dump()
 	g.Expect(status).To(ContainSubstring("1.2.128.16/28: 1/10 allocated, 2 excluded"))
 	g.Expect(status).To(ContainSubstring("fe10:f00d::8/125: 1/3 allocated, 1 excluded"))
+}
+
+// With an external IPAM, a dual-stack node's pod subnets are its
+// Kubernetes spec.podCIDRs, and a NodeUpdate that moves only the second
+// family's pushes PodCIDRChange.
+func TestExternalIPAMFollowsBothPodCIDRs(t *testing.T) {
+	g := NewWithT(t)
+	yaml := strings.Replace(dualStackConfig, "ipamConfig:\n", "ipamConfig:\n  useExternalIPAM: true\n", 1)
+	ks := api.KubeStateData{"node": {node.Key(thisNode): &node.Node{Name: thisNode, Pod_CIDR: "1.2.200.0/24",
+		Pod_CIDRs: []string{"1.2.200.0/24", "fe10:f00d::1:0/112"}}}}
+	f := mustFixture(t, fixtureOpts{yaml: yaml}, ks)
+	i := f.ipam
+	g.Expect(i.PodSubnetThisNode().String()).To(Equal("1.2.200.0/24"))
+	_, _, status := i.Dump()
+	g.Expect(status).To(ContainSubstring("fe10:f00d::1:0/112: 0 from an external IPAM"))
+
+	ip, err := i.AllocatePodIP(pod1, "host-local", `[{"address":"1.2.200.7/24"},{"address":"fe10:f00d::1:7/112"}]`)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(ip.String()).To(Equal("1.2.200.7"))
+	v4, v6, _ := i.Dump()
+	g.Expect(v4).To(Equal(map[string]string{"1.2.200.7": "default/pod1"}))
+	g.Expect(v6).To(Equal(map[string]string{"fe10:f00d::1:7": "default/pod1"}))
+	_, err = i.AllocatePodIP(pod2, "host-local", `[{"address":"1.2.200.8/24"},{"address":"1.2.200.9/24"}]`)
+	g.Expect(err).To(MatchError(ContainSubstring("of one family")))
+
+	txn := &controllertest.Txn{OnFollowUp: f.loop.PushEvent}
+	moved := &nodesync.NodeUpdate{NodeName: thisNode,
+		NewState: &nodesync.Node{ID: 1, Name: thisNode, PodCIDR: cidr("1.2.200.0/24"),
+			PodCIDRs: []*net.IPNet{cidr("1.2.200.0/24"), cidr("fe10:f00d::2:0/112")}}}
+	change, err := i.Update(moved, txn)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(change).To(ContainSubstring("fe10:f00d::2:0/112"))
+	g.Expect(f.loop.pushed()).To(HaveLen(1))
+	ev := f.loop.pushed()[0].(*ipam.PodCIDRChange)
+	g.Expect(ev.LocalPodCIDRs).To(HaveLen(1))
+	g.Expect(ev.LocalPodCIDRs[0].String()).To(Equal("fe10:f00d::2:0/112"))
+
+	ks["node"][node.Key(thisNode)] = &node.Node{Name: thisNode, Pod_CIDR: "1.2.200.0/24", Pod_CIDRs: []string{"1.2.200.0/24", "fe10:f00d::2:0/112"}}
+	g.Expect(i.Resync(ev, ks, 2, nil)).To(Succeed())
+	_, _, status = i.Dump()
+	g.Expect(status).To(ContainSubstring("fe10:f00d::2:0/112"))
+	g.Expect(i.GetPodIP(pod1)).To(BeNil(), "an allocation with an address outside the new subnets is gone")
 }
