@@ -32,6 +32,7 @@ var scenarios = []report.Scenario{
 	memoryScenario(),
 	fsyncScenario(),
 	durableScenario(),
+	stackScenario(),
 	cniScenario(),
 	resyncScenario(),
 	nodeIDScenario(),
