@@ -99,17 +99,24 @@ func (p *Plugin) GetPodFromIP(podIP net.IP) (id podmodel.ID, found bool) {
 	return id, found
 }
 
-// AttachmentIP implements podmanager.IPAM: the address of the attachment
-// with the pod subnet's prefix length.
-func (p *Plugin) AttachmentIP(key podmanager.AttachmentKey) (pfx netip.Prefix, found bool, err error) {
+// AttachmentIPs implements podmanager.IPAM: the addresses of the
+// attachment (one per family), each with its pod subnet's prefix length.
+func (p *Plugin) AttachmentIPs(key podmanager.AttachmentKey) (pfxs []netip.Prefix, found bool, err error) {
 	err = p.notReadyTryAgain()
 	p.keeper.read(func(t *table) {
 		err = nil
-		if a, ok := t.lookup(attKeyOf(key)); ok {
-			pfx, found = netip.PrefixFrom(a, t.st.podThis.Bits()), true
+		as, ok := t.lookupAll(attKeyOf(key))
+		if !ok {
+			return
+		}
+		found = true
+		for i, a := range as {
+			if a.IsValid() {
+				pfxs = append(pfxs, netip.PrefixFrom(a, t.st.families()[i].podThis.Bits()))
+			}
 		}
 	})
-	return pfx, found, err
+	return pfxs, found, err
 }
 
 // FreeAddresses implements podmanager.IPAM: the free addresses of the pod

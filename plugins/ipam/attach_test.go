@@ -72,12 +72,12 @@ func gcPods(i *ipam.Plugin, network string, valid ...podmanager.AttachmentKey) e
 
 // attIP is the address the attachment holds ("" when none).
 func attIP(g Gomega, i *ipam.Plugin, key podmanager.AttachmentKey) string {
-	pfx, found, err := i.AttachmentIP(key)
+	pfxs, found, err := i.AttachmentIPs(key)
 	g.Expect(err).NotTo(HaveOccurred())
 	if !found {
 		return ""
 	}
-	return pfx.String()
+	return pfxs[0].String()
 }
 
 func TestAddPodRepliesWithThePodSubnetPrefixGatewayAndDefaultRoute(t *testing.T) {
@@ -357,7 +357,7 @@ func TestAttachmentIPAndFreeAddresses(t *testing.T) {
 	g := NewWithT(t)
 	f, err := build(t, fixtureOpts{})
 	g.Expect(err).NotTo(HaveOccurred())
-	_, _, err = f.ipam.AttachmentIP(att("c1", "eth0"))
+	_, _, err = f.ipam.AttachmentIPs(att("c1", "eth0"))
 	g.Expect(err).To(MatchError(podmanager.ErrTryAgain))
 	_, err = f.ipam.FreeAddresses()
 	g.Expect(err).To(MatchError(podmanager.ErrTryAgain))

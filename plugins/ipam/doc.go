@@ -251,7 +251,7 @@
 //     outcome. Their errors wrap podmanager.ErrTryAgain (no node ID or pod
 //     subnet yet), podmanager.ErrBadRequest (an incomplete or too long
 //     attachment key, bad ipamData) or ipalloc.ErrPoolExhausted.
-//     AttachmentIP and FreeAddresses (podmanager.IPAM, for CHECK and
+//     AttachmentIPs and FreeAddresses (podmanager.IPAM, for CHECK and
 //     STATUS) may be called from any goroutine.
 //  6. A store of an unknown newer SchemaVersion makes the first resync
 //     fail fatally: run the newer agent, or move the file aside.

@@ -3,6 +3,7 @@ package ipam_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"path/filepath"
 	"strings"
@@ -75,6 +76,10 @@ func TestADualStackPodGetsOneAddressPerFamilyAndBothRoutes(t *testing.T) {
 		"0.0.0.0/0 via 1.2.128.17", "::/0 via fe10:f00d::9",
 	}))
 	g.Expect(ev.Reservation).To(BeEmpty(), "a client that does not confirm gets no reservation")
+	held, found, err := i.AttachmentIPs(att("c1", "eth0"))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(found).To(BeTrue())
+	g.Expect(fmt.Sprint(held)).To(Equal("[1.2.128.18/28 fe10:f00d::a/125]"), "CHECK sees both")
 	v4, v6, status := i.Dump()
 	g.Expect(v4).To(Equal(map[string]string{"1.2.128.18": "default/pod1 net/c1/eth0"}))
 	g.Expect(v6).To(Equal(map[string]string{"fe10:f00d::a": "default/pod1 net/c1/eth0"}))

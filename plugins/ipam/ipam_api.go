@@ -71,10 +71,11 @@ type API interface {
 	// ReleasePodIP frees every address of the pod (pod-keyed and
 	// attachment-keyed); a pod without one is not an error.
 	ReleasePodIP(podID podmodel.ID) error
-	// AttachmentIP returns the address of a CNI attachment with the pod
-	// subnet's prefix length, false when the key holds none. Before IPAM
+	// AttachmentIPs returns the addresses of a CNI attachment (one per
+	// family of the node), each with its pod subnet's prefix length,
+	// false when the key holds none. Before IPAM
 	// has a pod subnet the error wraps podmanager.ErrTryAgain.
-	AttachmentIP(key podmanager.AttachmentKey) (netip.Prefix, bool, error)
+	AttachmentIPs(key podmanager.AttachmentKey) ([]netip.Prefix, bool, error)
 	// FreeAddresses is the number of pod addresses still free
 	// (math.MaxUint64 with an external IPAM, which hands them out). Before
 	// IPAM has a pod subnet the error wraps podmanager.ErrTryAgain.

@@ -49,7 +49,7 @@ type fakeIPAM struct {
 	freeErr  error              // FreeAddresses fails with it
 	free     *uint64            // FreeAddresses' answer; nil: the unallocated count
 	onUpdate func(ev api.Event) // called first in every Update
-	ipErr    error              // AttachmentIP fails with it
+	ipErr    error              // AttachmentIPs fails with it
 
 	// Reservations: every AddPod whose client Confirms gets a new one
 	// ("res-<n>") when reserve is set, as long as the key is not
@@ -197,14 +197,17 @@ func (f *fakeIPAM) Revert(ev api.Event) error {
 	return nil
 }
 
-func (f *fakeIPAM) AttachmentIP(key podmanager.AttachmentKey) (netip.Prefix, bool, error) {
+func (f *fakeIPAM) AttachmentIPs(key podmanager.AttachmentKey) ([]netip.Prefix, bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.ipErr != nil {
-		return netip.Prefix{}, false, f.ipErr
+		return nil, false, f.ipErr
 	}
 	p, ok := f.held[key]
-	return p, ok, nil
+	if !ok {
+		return nil, false, nil
+	}
+	return []netip.Prefix{p}, true, nil
 }
 
 func (f *fakeIPAM) FreeAddresses() (uint64, error) {

@@ -64,8 +64,9 @@ type API interface {
 // IPAM is what podmanager needs of the IPAM plugin outside the event
 // loop (CHECK and STATUS read; they change nothing).
 type IPAM interface {
-	// AttachmentIP returns the address the key holds, false when none.
-	AttachmentIP(key AttachmentKey) (netip.Prefix, bool, error)
+	// AttachmentIPs returns the addresses the key holds (one per address
+	// family of the node), false when none.
+	AttachmentIPs(key AttachmentKey) ([]netip.Prefix, bool, error)
 	// FreeAddresses is the number of pod addresses still free; an error
 	// when IPAM cannot allocate at all (not ready).
 	FreeAddresses() (uint64, error)

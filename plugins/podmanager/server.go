@@ -214,15 +214,17 @@ func (p *Plugin) check(key AttachmentKey, prevIPs []string) error {
 	if p.IPAM == nil {
 		return errors.New("the agent has no IPAM to check allocations with")
 	}
-	held, ok, err := p.IPAM.AttachmentIP(key)
+	held, ok, err := p.IPAM.AttachmentIPs(key)
 	if err != nil {
 		return fmt.Errorf("reading the allocation of %s: %w", key, err)
 	}
 	if !ok {
 		return fmt.Errorf("%w: no allocation for %s", errCheckFailed, key)
 	}
-	if len(prev) > 0 && !slices.Contains(prev, held.Addr().Unmap()) {
-		return fmt.Errorf("%w: %s holds %s, prevResult has %v", errCheckFailed, key, held.Addr(), prevIPs)
+	for _, h := range held { // dual-stack: every family's address
+		if len(prev) > 0 && !slices.Contains(prev, h.Addr().Unmap()) {
+			return fmt.Errorf("%w: %s holds %s, prevResult has %v", errCheckFailed, key, h.Addr(), prevIPs)
+		}
 	}
 	return nil
 }

@@ -179,7 +179,7 @@ func TestObsoletePodConfigurationDeletesTheOldContainerFirst(t *testing.T) {
 	g.Expect(lp).NotTo(BeNil())
 	g.Expect(lp.ContainerID).To(Equal("c2"))
 	g.Expect(lp.Attachments).To(ConsistOf(keyOf("c2")))
-	held, ok, err := s.ipam.AttachmentIP(keyOf("c1"))
+	held, ok, err := s.ipam.AttachmentIPs(keyOf("c1"))
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(ok).To(BeFalse(), "the old container's address %s is released", held)
 }
@@ -309,7 +309,7 @@ func TestGC(t *testing.T) {
 	g.Expect(s.ipam.calls()).To(ContainElement("gc k8s-pod-network"))
 	g.Expect(s.pm.GetLocalPods()).To(HaveLen(1))
 	g.Expect(s.pm.GetLocalPods()).To(HaveKey(podmodel.ID{Name: "pod-c2", Namespace: "default"}))
-	_, ok, _ := s.ipam.AttachmentIP(keyOf("c1"))
+	_, ok, _ := s.ipam.AttachmentIPs(keyOf("c1"))
 	g.Expect(ok).To(BeFalse())
 
 	for name, req := range map[string]*cni.GCRequest{
