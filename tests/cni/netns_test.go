@@ -4,9 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/netip"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -16,32 +14,6 @@ import (
 
 	"github.com/contiv-ipam/agent/tests/testenv"
 )
-
-const ipForward = "/proc/sys/net/ipv4/ip_forward"
-
-// newNetns creates a network namespace unique to the test and deletes it
-// (with whatever veth ends it holds) at the end. ptp turns IPv4
-// forwarding on; the value found is put back.
-func newNetns(t *testing.T) (name, path string) {
-	t.Helper()
-	forward, err := os.ReadFile(ipForward)
-	if err != nil {
-		t.Fatal(err)
-	}
-	name = uniqueName("contiv-cnitest")
-	if out, err := exec.Command("ip", "netns", "add", name).CombinedOutput(); err != nil {
-		t.Fatalf("ip netns add %s: %v: %s (the suite runs as root)", name, err, out)
-	}
-	t.Cleanup(func() {
-		if out, err := exec.Command("ip", "netns", "del", name).CombinedOutput(); err != nil {
-			t.Errorf("ip netns del %s: %v: %s", name, err, out)
-		}
-		if err := os.WriteFile(ipForward, forward, 0o644); err != nil {
-			t.Errorf("restoring %s to %s: %v", ipForward, forward, err)
-		}
-	})
-	return name, filepath.Join("/var/run/netns", name)
-}
 
 // ipJSON runs `ip -j <args>` and decodes its output.
 func ipJSON(t *testing.T, args ...string) ([]map[string]any, error) {
@@ -78,8 +50,11 @@ func nsAddresses(t *testing.T, ns, dev string) ([]string, error) {
 // TestPTPInNetns: Debian's ptp delegates IPAM to contiv-cni (IPAM mode) in
 // a real network namespace: the veth inside carries the agent's address,
 // the gateway (ptp puts it on the host end) answers ping from inside,
-// CHECK passes, and DEL removes both veth ends and the allocation.
-// TestOracle runs the same round trip with host-local.
+// CHECK passes, and DEL removes both veth ends and the allocation. ptp
+// runs in a "host" namespace the test creates too (nsExec), so the host
+// end, the gateway address, the routes and ip_forward stay out of the
+// machine's own namespace. TestOracle runs the same round trip with
+// host-local.
 func TestPTPInNetns(t *testing.T) {
 	n := startNode(t, testenv.Options{Conf: map[string]string{"contiv.conf": routedConf(t)}})
 	ipam := map[string]any{"type": "contiv-cni", "grpcServer": n.agent.Socket}
@@ -95,16 +70,18 @@ func TestPTPInNetns(t *testing.T) {
 // heldFunc asserts whether the IPAM plugin holds the address of the key.
 type heldFunc func(g Gomega, network string, rt *libcni.RuntimeConf, addr netip.Addr, held bool)
 
-// ptpRoundTrip: ADD through ptp with the ipam section into a new netns,
-// the address on eth0, ping of the gateway, CHECK, DEL, DEL again.
+// ptpRoundTrip: ADD through ptp (run in a new host namespace) with the
+// ipam section into a new pod namespace, the address on eth0 and the
+// gateway on the host end, ping of the gateway, CHECK, DEL, DEL again.
 func ptpRoundTrip(t *testing.T, ipam map[string]any, subnet netip.Prefix, held heldFunc) {
 	t.Helper()
 	g := NewWithT(t)
 	gateway := subnet.Addr().Next()
-	ns, nsPath := newNetns(t)
+	host, _ := newNamespace(t, "contiv-cnihost")
+	ns, nsPath := newNamespace(t, "contiv-cnitest")
 	name := uniqueName("ptp")
 	list := conflist(t, "1.0.0", name, map[string]any{"type": "ptp", "ipMasq": false, "ipam": ipam})
-	ctx, rt := ctxT(t), newRuntime(t)
+	ctx, rt := ctxT(t), libcni.NewCNIConfigWithCacheDir(cniPath(), t.TempDir(), &nsExec{ns: host})
 	att := &libcni.RuntimeConf{ContainerID: uniqueName("ptp-ctr"), NetNS: nsPath, IfName: "eth0"}
 
 	res, err := rt.AddNetworkList(ctx, list, att)
@@ -122,8 +99,9 @@ func ptpRoundTrip(t *testing.T, ipam map[string]any, subnet netip.Prefix, held h
 	g.Expect(subnet.Contains(addr)).To(BeTrue(), "%s in %s", pod, subnet)
 	g.Expect(r.IPs[0].Gateway.String()).To(Equal(gateway.String()))
 
-	t.Logf("%s: eth0 %s, gateway %s on the host end %s", ns, pod, gateway, hostVeth)
+	t.Logf("%s: eth0 %s, gateway %s on the host end %s in %s", ns, pod, gateway, hostVeth, host)
 	g.Expect(nsAddresses(t, ns, "eth0")).To(Equal([]string{pod.String()}), "eth0 inside %s", ns)
+	g.Expect(nsAddresses(t, host, hostVeth)).To(Equal([]string{gateway.String() + "/32"}), "the host end in %s", host)
 	held(g, name, att, addr, true)
 
 	ping := exec.Command("ip", "netns", "exec", ns, "ping", "-c", "3", "-W", "1", gateway.String())
@@ -136,7 +114,7 @@ func ptpRoundTrip(t *testing.T, ipam map[string]any, subnet netip.Prefix, held h
 	g.Expect(rt.DelNetworkList(ctx, list, att)).To(Succeed(), "DEL through ptp")
 	_, err = nsAddresses(t, ns, "eth0")
 	g.Expect(err).To(MatchError(ContainSubstring("does not exist")), "eth0 after DEL")
-	_, err = ipJSON(t, "link", "show", "dev", hostVeth)
+	_, err = ipJSON(t, "-n", host, "link", "show", "dev", hostVeth)
 	g.Expect(err).To(MatchError(ContainSubstring("does not exist")), "host veth %s after DEL", hostVeth)
 	held(g, name, att, addr, false)
 	g.Expect(rt.DelNetworkList(ctx, list, att)).To(Succeed(), "DEL again")
