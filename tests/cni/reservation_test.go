@@ -23,14 +23,25 @@ const reservationTimeout = 2 * time.Second
 // reservationSlack is how far from its deadline a reservation may end.
 const reservationSlack = time.Second
 
-// ipamConfWith is conf/ipam.conf with the lines added.
-func ipamConfWith(t testing.TB, lines ...string) string {
+// ipamConfWith is conf/ipam.conf with a top-level key set to value (the
+// line replaced, or added when the sample has none).
+func ipamConfWith(t testing.TB, key, value string) string {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "conf", "ipam.conf"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return string(data) + strings.Join(lines, "\n") + "\n"
+	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	set := false
+	for i, l := range lines {
+		if strings.HasPrefix(l, key+":") {
+			lines[i], set = key+": "+value, true
+		}
+	}
+	if !set {
+		lines = append(lines, key+": "+value)
+	}
+	return strings.Join(lines, "\n") + "\n"
 }
 
 // agentClient is a client of the agent's RemoteCNI service, as
@@ -141,7 +152,7 @@ func addrStrings(ps []netip.Prefix) []string {
 //     reservation; the first one can no longer be confirmed (102).
 func TestReservationExpiry(t *testing.T) {
 	g := NewWithT(t)
-	n := startDualStack(t, ipamConfWith(t, "cniReservationTimeout: "+reservationTimeout.String()))
+	n := startDualStack(t, ipamConfWith(t, "cniReservationTimeout", reservationTimeout.String()))
 	network := uniqueName("resv")
 	c := newAgentClient(t, n.agent.Socket, network)
 	lost, kept, legacyKey, again := uniqueName("lost"), uniqueName("kept"), uniqueName("legacy"), uniqueName("again")
