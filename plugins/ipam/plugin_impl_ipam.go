@@ -112,12 +112,6 @@ func (st *state) slotOf(a netip.Addr) (int, bool) {
 	return 0, false
 }
 
-// containsPod tells whether a is in one of this node's pod subnets.
-func (st *state) containsPod(a netip.Addr) bool {
-	i, ok := st.slotOf(a)
-	return ok && st.families()[i].podThis.Contains(a)
-}
-
 var (
 	_ infra.Plugin     = (*Plugin)(nil)
 	_ infra.PostInit   = (*Plugin)(nil)
