@@ -159,6 +159,7 @@ func (k *keeper) allocateOwned(t *table, b *batch, oa ownerAlloc, res *[]*Alloca
 		return fmt.Errorf("allocating for owner %q: %w", oa.owner, err)
 	}
 	t.index(key, key.pod)
+	b.cursor = b.cursor || !oa.at.IsValid()
 	d := decision{addrs: as, store: true, fresh: true, undo: func() { t.drop(key) }}
 	rv := k.reserve(key, oa.timeout, &d)
 	b.add(write{op: kvdb.PutOp(key.storeKey(), recordValue(key, key.pod, as, rv)), done: func(o outcome, err error) {

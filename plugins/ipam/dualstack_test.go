@@ -279,6 +279,9 @@ func TestExclusionsFromTheConfig(t *testing.T) {
 	_, _, status := i.Dump()
 	g.Expect(status).To(ContainSubstring("1.2.128.16/28: 1/10 allocated, 2 excluded"))
 	g.Expect(status).To(ContainSubstring("fe10:f00d::8/125: 1/3 allocated, 1 excluded"))
+	_, found := i.GetPodFromIP(net.ParseIP("1.2.128.18"))
+	g.Expect(found).To(BeFalse(), "an excluded address belongs to no pod")
+	g.Expect(i.ReleaseIP(net.ParseIP("1.2.128.18"))).To(MatchError(ipam.ErrNotAllocated))
 }
 
 // With an external IPAM, a dual-stack node's pod subnets are its

@@ -138,14 +138,16 @@ func (t *table) lookup(k allocKey) (netip.Addr, bool) {
 	return as.first(), ok
 }
 
-// owner finds the allocation that holds a.
+// owner finds the allocation that holds a (an excluded address that no
+// allocation holds has none).
 func (t *table) owner(a netip.Addr) (allocKey, bool) {
 	if !t.externalMode() {
 		i, ok := t.slotOf(a)
 		if !ok {
 			return allocKey{}, false
 		}
-		return t.pools[i].Owner(a)
+		k, held := t.pools[i].Owner(a)
+		return k, held && !k.excluded()
 	}
 	for k, as := range t.external {
 		if slices.Contains(as[:], a) {
@@ -272,16 +274,15 @@ func (t *table) unassign(k allocKey) {
 	}
 }
 
-// len is the number of allocations (exclusions are not allocations).
+// len is the number of allocations (exclusions are not allocations, and
+// are not indexed).
 func (t *table) len() int {
 	if t.externalMode() {
 		return len(t.external)
 	}
-	n := len(t.pods)
-	for id, keys := range t.byPod {
-		if len(keys) > 0 && keys[0].podKeyed() && keys[0].pod == id {
-			n++
-		}
+	n := 0
+	for _, keys := range t.byPod {
+		n += len(keys)
 	}
 	return n
 }
