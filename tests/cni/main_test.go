@@ -3,6 +3,7 @@ package cni
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
 
@@ -15,6 +16,12 @@ func TestMain(m *testing.M) {
 	for _, p := range []string{"ptp", "host-local"} {
 		if _, err := os.Stat(filepath.Join(debianPlugins, p)); err != nil {
 			fmt.Fprintf(os.Stderr, "tests/cni: %v: run `make test-deps` (Debian containernetworking-plugins)\n", err)
+			os.Exit(2)
+		}
+	}
+	for _, bin := range []string{"ip", "ping"} {
+		if _, err := exec.LookPath(bin); err != nil {
+			fmt.Fprintf(os.Stderr, "tests/cni: %v: the ptp tests run it (iproute2, iputils-ping)\n", err)
 			os.Exit(2)
 		}
 	}

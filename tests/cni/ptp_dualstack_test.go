@@ -64,8 +64,9 @@ func newNamespace(t *testing.T, prefix string) (name, path string) {
 		}
 	})
 	nsRun(t, name, "ip", "link", "set", "lo", "up")
-	nsRun(t, name, "sysctl", "-q", "-w", "net.ipv6.conf.all.disable_ipv6=0", "net.ipv6.conf.default.disable_ipv6=0",
-		"net.ipv6.conf.all.accept_dad=0", "net.ipv6.conf.default.accept_dad=0")
+	// /proc/sys/net is the namespace's own inside ip netns exec.
+	nsRun(t, name, "sh", "-c", "for c in all default; do echo 0 >/proc/sys/net/ipv6/conf/$c/disable_ipv6 && "+
+		"echo 0 >/proc/sys/net/ipv6/conf/$c/accept_dad || exit 1; done")
 	return name, filepath.Join("/var/run/netns", name)
 }
 
