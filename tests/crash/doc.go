@@ -21,6 +21,14 @@
 //     acknowledged;
 //   - the agent's log has no panic or fatal line.
 //
+// TestReservationRestart (reservation_test.go) kills the agent with
+// expiring CNI reservations in its store (ipam.conf cniReservationTimeout,
+// Adds with confirms that are not yet confirmed): restarted before the
+// deadline, an unconfirmed allocation is still held with its addresses and
+// its stored deadline, can still be confirmed, and is released at the
+// deadline; one whose deadline passed while the agent was down is
+// released once it is ready; confirmed allocations survive every kill.
+//
 // The package itself holds only the ledger and its checker (ledger.go);
 // the clients and the test live in the _test.go files. README.md says how
 // to run it (make crash, CRASH_CYCLES, CRASH_SEED).
