@@ -98,6 +98,7 @@ func (p *Plugin) registerHandlers() {
 	rest.RegisterDescribed(p.HTTP, DumpPath,
 		"every allocated address and its owner per family, the status one-liner and the debug status (Cilium's Dump, DebugStatus)",
 		p.dumpHandler, http.MethodGet)
+	p.registerOperatorHandlers()
 }
 
 // Conflict is a record moved aside in GET /contiv/v1/ipam/conflicts.

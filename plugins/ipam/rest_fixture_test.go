@@ -2,7 +2,10 @@ package ipam_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"log/slog"
+	"net/http"
+	"strings"
 	"sync"
 	"testing"
 
@@ -23,8 +26,10 @@ type restOpts struct {
 
 // restFixture is IPAM served by a real REST plugin on 127.0.0.1:0.
 type restFixture struct {
+	t    *testing.T
 	ipam *ipam.Plugin
 	srv  *resttest.Server
+	sync *fakeNodeSync
 	log  *logBuffer // IPAM's log, Info and above
 }
 
@@ -45,7 +50,7 @@ func newRESTFixture(t *testing.T, o restOpts) *restFixture {
 	}
 	ns := &fakeNodeSync{}
 	ns.id.Store(o.nodeID)
-	f := &restFixture{srv: srv, log: &logBuffer{}}
+	f := &restFixture{t: t, srv: srv, sync: ns, log: &logBuffer{}}
 	log := slog.New(slog.NewJSONHandler(f.log, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	opts := []ipam.Option{ipam.UseDeps(func(d *ipam.Deps) {
 		d.Log, d.ContivConf, d.NodeSync, d.ServiceLabel, d.HTTP = log, conf, ns, fakeLabel{thisNode}, srv.Plugin
@@ -69,6 +74,32 @@ func newRESTFixture(t *testing.T, o restOpts) *restFixture {
 	return f
 }
 
+// basicAuthConf is a REST server with client-basic-auth "admin:s3cret".
+func basicAuthConf() rest.Option {
+	c := resttest.Config()
+	c.ClientBasicAuth = []string{"admin:s3cret"}
+	return rest.UseConf(c)
+}
+
+// admin is the header of the basic-auth user of basicAuthConf.
+func admin() http.Header { return resttest.BasicAuth("admin", "s3cret") }
+
+// jsonHeader adds Content-Type: application/json to h.
+func jsonHeader(h http.Header) http.Header {
+	if h == nil {
+		h = http.Header{}
+	}
+	h.Set("Content-Type", "application/json")
+	return h
+}
+
+// post sends POST path with body as JSON and the header h (admin() and
+// the like), and returns the status and the body.
+func (f *restFixture) post(path, body string, h http.Header) (int, string) {
+	f.t.Helper()
+	return f.srv.Do(http.MethodPost, path, body, jsonHeader(h))
+}
+
 // logBuffer collects log lines; safe for concurrent writers.
 type logBuffer struct {
 	mu  sync.Mutex
@@ -85,4 +116,16 @@ func (b *logBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// records are the log records with message msg, decoded.
+func (b *logBuffer) records(msg string) []map[string]any {
+	var out []map[string]any
+	for _, line := range strings.Split(b.String(), "\n") {
+		var rec map[string]any
+		if json.Unmarshal([]byte(line), &rec) == nil && rec["msg"] == msg {
+			out = append(out, rec)
+		}
+	}
+	return out
 }

@@ -1,0 +1,442 @@
+package ipam
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"net/netip"
+	"time"
+
+	"github.com/contiv-ipam/agent/infra/rest"
+	"github.com/contiv-ipam/agent/plugins/ipam/ipalloc"
+)
+
+// The operator calls: an operator (or a tool of theirs) allocates,
+// reserves, confirms and releases addresses of this node's pod subnets
+// by hand, through the Cilium-style calls (cilium.go, timers.go). They
+// change state, so they are served only by a REST server that
+// authenticates every client (rest.Authenticates): otherwise 403, naming
+// the http.conf keys that turn authentication on. Each is POST only, with
+// a JSON body decoded strictly (rest_body.go), and is logged at Info with
+// its arguments, its outcome and who asked (rest.ClientOf), before the
+// reply is sent.
+//
+// A call is refused, in this order: 403 without client authentication,
+// 415 unless Content-Type is application/json (a browser's cross-site
+// form post needs no CORS preflight, a JSON one does), 413 over 64 KiB,
+// 400 for a bad body, 503 before the first resync (and, for allocate and
+// reserve, once the node ID is lost), then by IPAM (operatorStatus). A
+// call answers once its change is durable. release by ip releases the
+// whole allocation holding the address, whoever holds it (a pod's too),
+// and release by owner every allocation of the owner (ReleaseIPString).
+const (
+	OperatorAllocatePath = "/contiv/v1/ipam/operator/allocate"
+	OperatorReservePath  = "/contiv/v1/ipam/operator/reserve"
+	OperatorConfirmPath  = "/contiv/v1/ipam/operator/confirm"
+	OperatorReleasePath  = "/contiv/v1/ipam/operator/release"
+)
+
+// OperatorAddress is one address of an operator reply (Cilium's
+// AllocationResult): the address, its pod subnet, the pod gateway.
+type OperatorAddress struct {
+	IP        string   `json:"ip"`
+	CIDRs     []string `json:"cidrs"`
+	GatewayIP string   `json:"gatewayIP"`
+}
+
+// OperatorAllocation is the reply of POST .../operator/allocate.
+type OperatorAllocation struct {
+	Owner string `json:"owner"`
+	OperatorAddress
+}
+
+// OperatorReservation is the reply of POST .../operator/reserve: the
+// addresses (one, or one per family of the node for a reservation of the
+// next free addresses without a family) form one allocation with one
+// expiration timer. Unless confirmed (ExpirationUUID, with any of the
+// addresses) before Deadline, the allocation is released then.
+type OperatorReservation struct {
+	Owner          string            `json:"owner"`
+	Addresses      []OperatorAddress `json:"addresses"`
+	ExpirationUUID string            `json:"expirationUUID"`
+	// Deadline is RFC 3339 (UTC); absent when the reservation was
+	// confirmed or released before the reply was made.
+	Deadline string `json:"deadline,omitempty"`
+}
+
+// OperatorConfirmation is the reply of POST .../operator/confirm.
+type OperatorConfirmation struct {
+	IP             string `json:"ip"`
+	ExpirationUUID string `json:"expirationUUID"`
+	Confirmed      bool   `json:"confirmed"`
+}
+
+// OperatorRelease is the reply of POST .../operator/release: the address
+// or the owner the call named.
+type OperatorRelease struct {
+	IP       string `json:"ip,omitempty"`
+	Owner    string `json:"owner,omitempty"`
+	Released bool   `json:"released"`
+}
+
+// OperatorError is the body of every refused operator call: the message
+// (as every error of the REST server) and a reason a client can branch
+// on (see operatorStatus).
+type OperatorError struct {
+	Error  string `json:"error"`
+	Reason string `json:"reason"`
+}
+
+// operatorOp is one operator call.
+type operatorOp struct {
+	name, path, description string
+	fields                  opField                        // accepted in the body
+	check                   func(r *operatorRequest) error // the rules across fields
+	allocates               bool                           // refused while the node ID is lost, and with an external IPAM
+	run                     func(p *Plugin, r *operatorRequest) (any, error)
+}
+
+// operatorOps are the operator calls.
+var operatorOps = []operatorOp{
+	{
+		name: "allocate", path: OperatorAllocatePath, fields: fieldIP | fieldOwner, allocates: true,
+		description: "operator: allocate the address ip to owner (body {ip, owner}); needs client authentication",
+		check:       requireFields(fieldIP | fieldOwner),
+		run:         (*Plugin).operatorAllocate,
+	},
+	{
+		name: "reserve", path: OperatorReservePath, fields: fieldIP | fieldFamily | fieldOwner | fieldTimeout, allocates: true,
+		description: "operator: reserve ip, or the next free address of family, for owner until timeout unless confirmed (body {ip | family, owner, timeout}); needs client authentication",
+		check:       checkReserve,
+		run:         (*Plugin).operatorReserve,
+	},
+	{
+		name: "confirm", path: OperatorConfirmPath, fields: fieldIP | fieldUUID,
+		description: "operator: confirm the reservation uuid of the allocation holding ip (body {ip, uuid}); needs client authentication",
+		check:       requireFields(fieldIP | fieldUUID),
+		run:         (*Plugin).operatorConfirm,
+	},
+	{
+		name: "release", path: OperatorReleasePath, fields: fieldIP | fieldOwner,
+		description: "operator: release the allocation holding ip, or every allocation of owner (body {ip} or {owner}); needs client authentication",
+		check:       checkRelease,
+		run:         (*Plugin).operatorRelease,
+	},
+}
+
+// registerOperatorHandlers registers the operator calls, whether or not
+// the server authenticates its clients (they answer 403 then).
+func (p *Plugin) registerOperatorHandlers() {
+	for i := range operatorOps {
+		op := &operatorOps[i]
+		rest.RegisterDescribed(p.HTTP, op.path, op.description, p.operatorHandler(op), http.MethodPost)
+	}
+}
+
+// requireFields is the check of a call whose fields m are all required.
+func requireFields(m opField) func(r *operatorRequest) error {
+	return func(r *operatorRequest) error {
+		for _, f := range opFields {
+			if m&f.f != 0 && !r.has(f.f) {
+				return &bodyError{field: f.name, msg: "missing"}
+			}
+		}
+		return nil
+	}
+}
+
+// checkReserve: owner and timeout are required; ip and family exclude
+// each other.
+func checkReserve(r *operatorRequest) error {
+	if err := requireFields(fieldOwner | fieldTimeout)(r); err != nil {
+		return err
+	}
+	if r.has(fieldIP) && r.has(fieldFamily) {
+		return &bodyError{field: "family", msg: "given with \"ip\": give the address, or the family of the next free one"}
+	}
+	return nil
+}
+
+// checkRelease: exactly one of ip and owner.
+func checkRelease(r *operatorRequest) error {
+	if r.has(fieldIP) == r.has(fieldOwner) {
+		return &bodyError{msg: "want exactly one of \"ip\" (release the allocation holding it) and \"owner\" (release its allocations)"}
+	}
+	return nil
+}
+
+func (p *Plugin) operatorAllocate(r *operatorRequest) (any, error) {
+	res, err := p.allocateIP(toIP(r.ip), r.owner, 0)
+	if err != nil {
+		return nil, err
+	}
+	return OperatorAllocation{Owner: r.owner, OperatorAddress: operatorAddress(res)}, nil
+}
+
+func (p *Plugin) operatorReserve(r *operatorRequest) (any, error) {
+	var rs []*AllocationResult
+	if r.has(fieldIP) {
+		res, err := p.allocateIP(toIP(r.ip), r.owner, r.timeout)
+		if err != nil {
+			return nil, err
+		}
+		rs = append(rs, res)
+	} else {
+		v4, v6, err := p.AllocateNextWithExpiration(string(r.family), r.owner, r.timeout)
+		if err != nil {
+			return nil, err
+		}
+		for _, res := range []*AllocationResult{v4, v6} {
+			if res != nil {
+				rs = append(rs, res)
+			}
+		}
+	}
+	out := OperatorReservation{Owner: r.owner}
+	for _, res := range rs {
+		out.Addresses = append(out.Addresses, operatorAddress(res))
+	}
+	if len(rs) == 0 {
+		return out, nil
+	}
+	out.ExpirationUUID = rs[0].ExpirationUUID
+	if a, ok := toAddr(rs[0].IP); ok {
+		if dl, ok := p.reservationDeadline(a, out.ExpirationUUID); ok {
+			out.Deadline = dl.UTC().Format(time.RFC3339Nano)
+		}
+	}
+	return out, nil
+}
+
+func (p *Plugin) operatorConfirm(r *operatorRequest) (any, error) {
+	if err := p.StopExpirationTimer(toIP(r.ip), r.uuid); err != nil {
+		return nil, err
+	}
+	return OperatorConfirmation{IP: r.ip.String(), ExpirationUUID: r.uuid, Confirmed: true}, nil
+}
+
+func (p *Plugin) operatorRelease(r *operatorRequest) (any, error) {
+	if r.has(fieldIP) {
+		if err := p.ReleaseIP(toIP(r.ip)); err != nil {
+			return nil, err
+		}
+		return OperatorRelease{IP: r.ip.String(), Released: true}, nil
+	}
+	if err := p.ReleaseIPString(r.owner); err != nil {
+		return nil, err
+	}
+	return OperatorRelease{Owner: r.owner, Released: true}, nil
+}
+
+// operatorAddress is the reply form of res.
+func operatorAddress(res *AllocationResult) OperatorAddress {
+	return OperatorAddress{IP: res.IP.String(), CIDRs: res.CIDRs, GatewayIP: res.GatewayIP}
+}
+
+// reservationDeadline is the deadline of reservation id of the allocation
+// holding a; false when it has none by that id (confirmed or released
+// since).
+func (p *Plugin) reservationDeadline(a netip.Addr, id string) (time.Time, bool) {
+	var deadline time.Time
+	found := false
+	p.keeper.read(func(t *table) {
+		if key, held := t.owner(a); held {
+			if rv, ok := t.resv[key]; ok && rv.id == id {
+				deadline, found = rv.deadline, true
+			}
+		}
+	})
+	return deadline, found
+}
+
+// refusal is an operator call refused before it reaches IPAM, with its
+// status and reason.
+type refusal struct {
+	status int
+	reason string
+	err    error
+}
+
+func (e *refusal) Error() string { return e.err.Error() }
+func (e *refusal) Unwrap() error { return e.err }
+
+// errNoClientAuth refuses an operator call on a server that does not
+// authenticate its clients.
+var errNoClientAuth = fmt.Errorf("the operator calls change IPAM state and need client authentication; "+
+	"set %s in http.conf", rest.ClientAuthKeys)
+
+// errNotJSON refuses a body that is not declared as JSON (a browser's
+// form post, which needs no CORS preflight).
+var errNotJSON = errors.New("want Content-Type: application/json")
+
+// errExternalIPAM refuses an allocation on a node whose pod addresses
+// come from an external IPAM.
+var errExternalIPAM = errors.New("pod addresses come from an external IPAM (ipamConfig.useExternalIPAM): nothing is allocated here")
+
+// operatorHandler serves one operator call.
+func (p *Plugin) operatorHandler(op *operatorOp) rest.HandlerProvider {
+	return func(f *rest.Formatter) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			var req operatorRequest
+			reply, err := p.serveOperator(op, &req, w, r)
+			if err != nil {
+				status, reason := operatorStatus(err)
+				p.logOperator(op, &req, rest.ClientOf(r), status, nil, err)
+				f.JSON(w, status, OperatorError{Error: err.Error(), Reason: reason})
+				return
+			}
+			// Logged before the reply: a client that has it finds it in the log.
+			p.logOperator(op, &req, rest.ClientOf(r), http.StatusOK, reply, nil)
+			f.JSON(w, http.StatusOK, reply)
+		}
+	}
+}
+
+// serveOperator decodes one call into req, runs it and returns its reply.
+func (p *Plugin) serveOperator(op *operatorOp, req *operatorRequest, w http.ResponseWriter, r *http.Request) (any, error) {
+	if !rest.Authenticates(p.HTTP) {
+		return nil, &refusal{http.StatusForbidden, "forbidden", errNoClientAuth}
+	}
+	ct := r.Header.Get("Content-Type")
+	if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
+		return nil, &refusal{http.StatusUnsupportedMediaType, "unsupported-media", fmt.Errorf("Content-Type %s: %w", quote(ct), errNotJSON)}
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxOperatorBody))
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		return nil, &refusal{http.StatusRequestEntityTooLarge, "too-large", fmt.Errorf("body: longer than %d bytes", maxOperatorBody)}
+	case err != nil:
+		return nil, &refusal{http.StatusBadRequest, "bad-request", fmt.Errorf("body: reading: %w", err)}
+	}
+	if *req, err = decodeOperatorBody(body, op.name, op.fields); err != nil {
+		return nil, err
+	}
+	if err := op.check(req); err != nil {
+		return nil, err
+	}
+	st := p.st.Load()
+	if st == nil {
+		return nil, p.notReady()
+	}
+	if op.allocates {
+		if err := p.checkNodeID(); err != nil {
+			return nil, err
+		}
+		if st.cfg.UseExternalIPAM {
+			return nil, errExternalIPAM
+		}
+	}
+	return op.run(p, req)
+}
+
+// operatorStatus maps the error of an operator call to its status and
+// reason:
+//
+//	403 forbidden            the server does not authenticate its clients
+//	415 unsupported-media    Content-Type is not application/json
+//	413 too-large            body over 64 KiB
+//	400 bad-request          not one JSON object of the call's fields, a
+//	                         field given twice or missing, a bad value
+//	404 not-allocated        nobody holds the address, the owner holds none
+//	409 taken                the address is held
+//	409 excluded             the address is excluded (BlacklistIP,
+//	                         excludeIPs, a local route)
+//	409 reservation-mismatch the allocation has no reservation of that uuid
+//	409 timer-exists         the allocation has an expiration timer already
+//	409 exhausted            no address of the family is free
+//	409 external-ipam        the node's pod addresses come from an
+//	                         external IPAM
+//	422 family-disabled      the node has no pod subnet of that family
+//	422 out-of-range         the address is not in this node's pod subnet
+//	422 reserved             the address is the network address, the pod
+//	                         gateway, the NAT loopback or the broadcast
+//	503 not-ready            no resync yet, or IPAM is closing
+//	503 node-id-lost         nodesync no longer holds the node ID the pod
+//	                         subnet was cut with
+//	500 internal             anything else (a store failure)
+func operatorStatus(err error) (int, string) {
+	var ref *refusal
+	if errors.As(err, &ref) {
+		return ref.status, ref.reason
+	}
+	if errors.Is(err, errBadBody) {
+		return http.StatusBadRequest, "bad-request"
+	}
+	for _, m := range operatorErrors {
+		for _, target := range m.errs {
+			if errors.Is(err, target) {
+				return m.status, m.reason
+			}
+		}
+	}
+	return http.StatusInternalServerError, "internal"
+}
+
+// operatorErrors map the errors of the calls, first match first.
+var operatorErrors = []struct {
+	errs   []error
+	status int
+	reason string
+}{
+	{[]error{errNotReady, errClosed}, http.StatusServiceUnavailable, "not-ready"},
+	{[]error{ErrNodeIDLost}, http.StatusServiceUnavailable, "node-id-lost"},
+	{[]error{errExternalIPAM}, http.StatusConflict, "external-ipam"},
+	{[]error{ErrNotAllocated, ipalloc.ErrNotAllocated}, http.StatusNotFound, "not-allocated"},
+	{[]error{ErrExcluded}, http.StatusConflict, "excluded"},
+	{[]error{ipalloc.ErrTaken}, http.StatusConflict, "taken"},
+	{[]error{ErrReservationMismatch}, http.StatusConflict, "reservation-mismatch"},
+	{[]error{ErrTimerExists}, http.StatusConflict, "timer-exists"},
+	{[]error{ipalloc.ErrPoolExhausted}, http.StatusConflict, "exhausted"},
+	{[]error{ErrIPv4Disabled, ErrIPv6Disabled}, http.StatusUnprocessableEntity, "family-disabled"},
+	{[]error{ipalloc.ErrOutOfRange}, http.StatusUnprocessableEntity, "out-of-range"},
+	{[]error{ipalloc.ErrReserved}, http.StatusUnprocessableEntity, "reserved"},
+}
+
+// logOperator logs one operator call at Info (a refusal for want of
+// client authentication at Warn): the call, its arguments, its status and
+// reply or error, and who asked.
+func (p *Plugin) logOperator(op *operatorOp, r *operatorRequest, who rest.Client, status int, reply any, err error) {
+	attrs := []any{"op", op.name}
+	attrs = append(attrs, r.args()...)
+	attrs = append(attrs, "status", status)
+	if err != nil {
+		attrs = append(attrs, "error", err.Error())
+	} else {
+		res, _ := json.Marshal(reply) // the reply types always encode
+		attrs = append(attrs, "result", string(res))
+	}
+	attrs = append(attrs, "user", who.User, "cert-cn", who.CertCN, "remote", who.Remote)
+	switch {
+	case status == http.StatusForbidden:
+		p.Log.Warn("operator call refused: the REST server does not authenticate its clients", attrs...)
+	case err != nil:
+		p.Log.Info("operator call failed", attrs...)
+	default:
+		p.Log.Info("operator call", attrs...)
+	}
+}
+
+// args are the log attributes of the fields present.
+func (r *operatorRequest) args() []any {
+	var out []any
+	if r.has(fieldIP) {
+		out = append(out, "ip", r.ip.String())
+	}
+	if r.has(fieldFamily) {
+		out = append(out, "family", string(r.family))
+	}
+	if r.has(fieldOwner) {
+		out = append(out, "owner", r.owner)
+	}
+	if r.has(fieldTimeout) {
+		out = append(out, "timeout", r.timeout.String())
+	}
+	if r.has(fieldUUID) {
+		out = append(out, "uuid", r.uuid)
+	}
+	return out
+}
