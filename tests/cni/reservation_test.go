@@ -74,9 +74,9 @@ func (c *agentClient) request(containerID string) *cnicodes.CNIRequest {
 	}
 }
 
-// add calls Add (confirms: the promise contiv-cni makes) and returns the
-// reply's addresses and reservation; an ERROR reply fails the test.
-func (c *agentClient) add(t *testing.T, containerID string, confirms bool) (addrs []netip.Prefix, reservation string) {
+// rawAdd calls Add (confirms: the promise contiv-cni makes) and returns
+// the reply; a transport error fails the test.
+func (c *agentClient) rawAdd(t *testing.T, containerID string, confirms bool) *cnicodes.CNIReply {
 	t.Helper()
 	req := c.request(containerID)
 	req.Confirms = confirms
@@ -84,6 +84,14 @@ func (c *agentClient) add(t *testing.T, containerID string, confirms bool) (addr
 	if err != nil {
 		t.Fatalf("Add %s: %v", containerID, err)
 	}
+	return reply
+}
+
+// add is rawAdd returning the reply's addresses and reservation; an
+// ERROR reply fails the test.
+func (c *agentClient) add(t *testing.T, containerID string, confirms bool) (addrs []netip.Prefix, reservation string) {
+	t.Helper()
+	reply := c.rawAdd(t, containerID, confirms)
 	if reply.GetResult() != cnicodes.CNIReply_OK {
 		t.Fatalf("Add %s: code %d: %s", containerID, reply.GetErrorCode(), reply.GetError())
 	}
@@ -106,6 +114,16 @@ func (c *agentClient) confirm(t *testing.T, containerID, reservation string) *cn
 		InterfaceName: "eth0", NetworkName: c.network, Reservation: reservation})
 	if err != nil {
 		t.Fatalf("Confirm %s %s: %v", containerID, reservation, err)
+	}
+	return reply
+}
+
+// status calls Status and returns the reply.
+func (c *agentClient) status(t *testing.T) *cnicodes.CNIReply {
+	t.Helper()
+	reply, err := c.rc.Status(ctxT(t), &cnicodes.StatusRequest{Version: "1.1.0", NetworkName: c.network})
+	if err != nil {
+		t.Fatalf("Status: %v", err)
 	}
 	return reply
 }
@@ -150,6 +168,9 @@ func addrStrings(ps []netip.Prefix) []string {
 //     addresses until twice the timeout, with no deadline.
 //   - A repeated Add of a reserved key gets the same addresses and a new
 //     reservation; the first one can no longer be confirmed (102).
+//   - Unconfirmed Adds that fill the pool make the next Add 101 and
+//     STATUS 50 until they expire; then STATUS passes and an Add gets
+//     addresses again (nothing leaks).
 func TestReservationExpiry(t *testing.T) {
 	g := NewWithT(t)
 	n := startDualStack(t, ipamConfWith(t, "cniReservationTimeout", reservationTimeout.String()))
@@ -209,6 +230,21 @@ func TestReservationExpiry(t *testing.T) {
 		g.Expect(deadline).To(BeEmpty(), "%s does not expire", k.id)
 	}
 
+	// Unconfirmed Adds fill the rest of the /28 (12 pod addresses): the
+	// next Add is 101 until they expire; then an Add gets an address.
+	var fillers []string
+	for len(fillers) <= 12 {
+		id := uniqueName("filler")
+		reply := c.rawAdd(t, id, true)
+		if reply.GetResult() != cnicodes.CNIReply_OK {
+			g.Expect(reply.GetErrorCode()).To(Equal(cnicodes.CodePoolExhausted), "Add into a pool full of reservations: %s", reply.GetError())
+			break
+		}
+		fillers = append(fillers, id)
+	}
+	g.Expect(fillers).To(HaveLen(12-5), "unconfirmed Adds next to lost, kept, legacy, again and the contiv-cni ADD")
+	g.Expect(c.status(t).GetErrorCode()).To(Equal(cnicodes.CodeNotAvailable), "STATUS of a pool full of reservations")
+
 	// The unconfirmed one goes at its deadline, not before, not much after.
 	g.Eventually(func() []string { a, _ := held(t, n.agent, network, lost); return a }).
 		WithTimeout(time.Until(replied.Add(reservationTimeout+reservationSlack))).WithPolling(20*time.Millisecond).
@@ -221,6 +257,13 @@ func TestReservationExpiry(t *testing.T) {
 	reply = c.confirm(t, lost, lostResv)
 	g.Expect(reply.GetErrorCode()).To(Equal(cnicodes.CodeBadRequest), "Confirm after the expiry: %s", reply.GetError())
 	g.Expect(reply.GetError()).To(ContainSubstring(lost))
+	g.Eventually(func() []restAllocation { return restAllocations(t, n.agent) }).
+		WithTimeout(reservationSlack).WithPolling(20*time.Millisecond).
+		ShouldNot(ContainElement(HaveField("ContainerID", HavePrefix("filler-"))), "the unconfirmed fillers expire with lost")
+	g.Expect(c.status(t).GetResult()).To(Equal(cnicodes.CNIReply_OK), "STATUS once the reservations expired")
+	fresh := uniqueName("fresh")
+	_, _ = c.add(t, fresh, false)
+	c.remove(t, fresh)
 
 	// The others are held until well after the timeout.
 	g.Consistently(func(g Gomega) {
