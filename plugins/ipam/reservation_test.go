@@ -17,6 +17,24 @@ import (
 
 const c1Key = ipam.AttachmentPrefix + "net/c1/eth0"
 
+// gatedConfirm starts a dual-stack node with 1-minute reservations, adds
+// c1 from a client that confirms, then gates the next write of c1's
+// record and starts the confirmation in the background: it returns once
+// the confirmation's write waits at the gate.
+func gatedConfirm(t *testing.T, g Gomega, fdb *faultDB, clk *fakeClock) (*ipam.Plugin, *gate, *call) {
+	t.Helper()
+	i := mustFixture(t, fixtureOpts{db: fdb, yaml: dualStackConfig, clock: clk, resv: time.Minute, grace: 100 * time.Hour}, nil).ipam
+	ev, err := addConfirming(i, pod1, att("c1", "eth0"))
+	g.Expect(err).NotTo(HaveOccurred())
+	gt := newGate(c1Key)
+	fdb.setDecide(gt.decide)
+	confirm := async(func() (net.IP, error) {
+		return nil, i.ConfirmAttachment(context.Background(), att("c1", "eth0"), ev.Reservation)
+	})
+	g.Eventually(gt.entered).Should(Receive())
+	return i, gt, confirm
+}
+
 func heldV4(i *ipam.Plugin) int {
 	v4, _, _ := i.Dump()
 	return len(v4)
@@ -59,16 +77,7 @@ func TestTheSweepWaitsForAConfirmInFlight(t *testing.T) {
 	g := NewWithT(t)
 	fdb, db := boltFaults(t)
 	clk := newFakeClock()
-	i := mustFixture(t, fixtureOpts{db: fdb, yaml: dualStackConfig, clock: clk, resv: time.Minute, grace: 100 * time.Hour}, nil).ipam
-	ev, err := addConfirming(i, pod1, att("c1", "eth0"))
-	g.Expect(err).NotTo(HaveOccurred())
-	gt := newGate(c1Key)
-	fdb.setDecide(gt.decide)
-
-	confirm := async(func() (net.IP, error) {
-		return nil, i.ConfirmAttachment(context.Background(), att("c1", "eth0"), ev.Reservation)
-	})
-	g.Eventually(gt.entered).Should(Receive())
+	i, gt, confirm := gatedConfirm(t, g, fdb, clk)
 	clk.Advance(2 * time.Minute)
 	gt.open <- pass
 	g.Expect(confirm.wait(g).err).NotTo(HaveOccurred())
@@ -87,16 +96,7 @@ func TestAFailedConfirmLeavesTheReservationToExpire(t *testing.T) {
 	g := NewWithT(t)
 	fdb, _ := boltFaults(t)
 	clk := newFakeClock()
-	i := mustFixture(t, fixtureOpts{db: fdb, yaml: dualStackConfig, clock: clk, resv: time.Minute, grace: 100 * time.Hour}, nil).ipam
-	ev, err := addConfirming(i, pod1, att("c1", "eth0"))
-	g.Expect(err).NotTo(HaveOccurred())
-	gt := newGate(c1Key)
-	fdb.setDecide(gt.decide)
-
-	confirm := async(func() (net.IP, error) {
-		return nil, i.ConfirmAttachment(context.Background(), att("c1", "eth0"), ev.Reservation)
-	})
-	g.Eventually(gt.entered).Should(Receive())
+	i, gt, confirm := gatedConfirm(t, g, fdb, clk)
 	gt.open <- failBefore
 	g.Expect(confirm.wait(g).err).To(MatchError(ContainSubstring(errInjected.Error())))
 	g.Expect(heldV4(i)).To(Equal(1))

@@ -85,20 +85,26 @@ func BenchmarkGRPCAdd(b *testing.B) {
 // sharing the work; it returns every call's latency and the wall time.
 func addConcurrently(b *testing.B, clients []cni.RemoteCNIClient, network, prefix string, n int) ([]time.Duration, time.Duration) {
 	b.Helper()
+	return timeConcurrently(b, clients, n, func(rc cni.RemoteCNIClient, i int64) error {
+		return call(rc.Add, network, fmt.Sprintf("%s-%d", prefix, i))
+	})
+}
+
+// timeConcurrently runs op for i = 1..n with the clients sharing the
+// work; it returns every op's latency and the wall time. An error fails
+// b and stops that client.
+func timeConcurrently(b *testing.B, clients []cni.RemoteCNIClient, n int, op func(rc cni.RemoteCNIClient, i int64) error) ([]time.Duration, time.Duration) {
+	b.Helper()
 	var next atomic.Int64
 	lats := make([][]time.Duration, len(clients))
 	var wg sync.WaitGroup
 	start := time.Now()
 	for c, rc := range clients {
 		wg.Go(func() {
-			for {
-				i := next.Add(1)
-				if i > int64(n) {
-					return
-				}
+			for i := next.Add(1); i <= int64(n); i = next.Add(1) {
 				t0 := time.Now()
-				if err := call(rc.Add, network, fmt.Sprintf("%s-%d", prefix, i)); err != nil {
-					b.Errorf("Add: %v", err)
+				if err := op(rc, i); err != nil {
+					b.Errorf("%v", err)
 					return
 				}
 				lats[c] = append(lats[c], time.Since(t0))

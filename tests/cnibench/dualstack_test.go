@@ -3,8 +3,6 @@ package cnibench
 import (
 	"context"
 	"fmt"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -47,7 +45,9 @@ func BenchmarkGRPCAddStack(b *testing.B) {
 			}})
 			clients := dialN(b, a.Socket, callers)
 			b.ResetTimer()
-			lat, elapsed := addStackConcurrently(b, clients, tc.confirm, b.N)
+			lat, elapsed := timeConcurrently(b, clients, b.N, func(rc cni.RemoteCNIClient, i int64) error {
+				return addOne(rc, fmt.Sprintf("stack-%d", i), tc.confirm)
+			})
 			b.StopTimer()
 			reportLatency(b, lat)
 			b.ReportMetric(float64(b.N)/elapsed.Seconds(), "adds/s")
@@ -55,38 +55,8 @@ func BenchmarkGRPCAddStack(b *testing.B) {
 	}
 }
 
-// addStackConcurrently adds n keys with the clients sharing the work,
-// checking that each reply holds one address per family of the node, and
-// confirms each reservation when confirm is set.
-func addStackConcurrently(b *testing.B, clients []cni.RemoteCNIClient, confirm bool, n int) ([]time.Duration, time.Duration) {
-	b.Helper()
-	var next atomic.Int64
-	lats := make([][]time.Duration, len(clients))
-	var wg sync.WaitGroup
-	start := time.Now()
-	for c, rc := range clients {
-		wg.Go(func() {
-			for i := next.Add(1); i <= int64(n); i = next.Add(1) {
-				t0 := time.Now()
-				if err := addOne(rc, fmt.Sprintf("stack-%d", i), confirm); err != nil {
-					b.Errorf("Add: %v", err)
-					return
-				}
-				lats[c] = append(lats[c], time.Since(t0))
-			}
-		})
-	}
-	wg.Wait()
-	elapsed := time.Since(start)
-	var all []time.Duration
-	for _, l := range lats {
-		all = append(all, l...)
-	}
-	return all, elapsed
-}
-
-// addOne is one ADD: Add (asking for a reservation when confirm is set)
-// and, with one, its Confirm.
+// addOne is one ADD: Add (asking for a reservation when confirm is set),
+// checked to hold one interface, and, with a reservation, its Confirm.
 func addOne(rc cni.RemoteCNIClient, containerID string, confirm bool) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
