@@ -125,20 +125,9 @@ func TestEveryAcceptedSeedInitialises(t *testing.T) {
 // run). Both outcomes must be well represented, or the generator tests
 // nothing.
 func TestEveryAcceptedRandomConfigInitialises(t *testing.T) {
-	r := rand.New(rand.NewPCG(9, 2024))
-	const n = 600
-	accepted := 0
-	for i := range n {
-		p := randomParams(r)
-		t.Run(fmt.Sprint(i), func(t *testing.T) {
-			if checkAcceptedInitialises(t, p) {
-				accepted++
-			}
-		})
-	}
-	t.Logf("%d of %d random configs accepted (and initialised)", accepted, n)
-	if accepted < n/5 || accepted > n*4/5 {
-		t.Fatalf("%d of %d random configs accepted: the generator no longer covers both sides of the edge", accepted, n)
+	accepted := runRandomConfigs(t, rand.New(rand.NewPCG(9, 2024)), 600, randomParams)
+	if accepted < 600/5 || accepted > 600*4/5 {
+		t.Fatalf("%d of 600 random configs accepted: the generator no longer covers both sides of the edge", accepted)
 	}
 }
 
@@ -147,21 +136,25 @@ func TestEveryAcceptedRandomConfigInitialises(t *testing.T) {
 // largest ID is the smaller of the two families' (and MaxNodeID, which
 // bounds nodesync's claims, must say so).
 func TestEveryAcceptedRandomDualStackConfigInitialises(t *testing.T) {
-	r := rand.New(rand.NewPCG(15, 2026))
-	const n = 300
+	if accepted := runRandomConfigs(t, rand.New(rand.NewPCG(15, 2026)), 300, randomDualStack); accepted < 300/20 {
+		t.Fatalf("%d of 300 random dual-stack configs accepted: the generator no longer covers the accepted side", accepted)
+	}
+}
+
+// runRandomConfigs checks the property on n configs drawn by draw and
+// returns how many were accepted.
+func runRandomConfigs(t *testing.T, r *rand.Rand, n int, draw func(*rand.Rand) ipamParams) int {
 	accepted := 0
 	for i := range n {
-		p := randomDualStack(r)
+		p := draw(r)
 		t.Run(fmt.Sprint(i), func(t *testing.T) {
 			if checkAcceptedInitialises(t, p) {
 				accepted++
 			}
 		})
 	}
-	t.Logf("%d of %d random dual-stack configs accepted (and initialised)", accepted, n)
-	if accepted < n/20 {
-		t.Fatalf("%d of %d random dual-stack configs accepted: the generator no longer covers the accepted side", accepted, n)
-	}
+	t.Logf("%d of %d random configs accepted (and initialised)", accepted, n)
+	return accepted
 }
 
 // FuzzAcceptedConfigInitialises is the property over arbitrary keys.
