@@ -131,7 +131,7 @@ $(CNITOOL):
 	GOBIN=$(BIN) $(GO) install github.com/containernetworking/cni/cnitool@v1.3.1
 
 cni-plugins:
-	@if [ ! -x $(CNI_PLUGINS)/ptp ] || [ ! -x $(CNI_PLUGINS)/host-local ]; then \
+	@if [ ! -x $(CNI_PLUGINS)/ptp ] || [ ! -x $(CNI_PLUGINS)/host-local ] || ! command -v ping >/dev/null || ! command -v ip >/dev/null; then \
 	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq containernetworking-plugins iproute2 iputils-ping; \
 	fi
