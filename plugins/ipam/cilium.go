@@ -49,6 +49,9 @@ var (
 	ErrNotAllocated = errors.New("not allocated")
 	// ErrTimerExists: the allocation has an expiration timer already.
 	ErrTimerExists = errors.New("an expiration timer is registered already")
+	// ErrExternalIPAM: an external IPAM hands out this node's pod
+	// addresses (useExternalIPAM); the agent allocates none itself.
+	ErrExternalIPAM = errors.New("pod addresses come from an external IPAM (useExternalIPAM)")
 )
 
 // AllocationResult is one address handed out.
@@ -141,11 +144,11 @@ type ownerAlloc struct {
 // allocateOwned decides an owner-keyed allocation and adds its record to
 // b; *res is filled once the record is durable, *err otherwise.
 func (k *keeper) allocateOwned(t *table, b *batch, oa ownerAlloc, res *[]*AllocationResult, errp *error) error {
-	if oa.owner == "" {
-		return fmt.Errorf("allocating for an empty owner name: want the owner's name")
+	if err := checkOwner(oa.owner); err != nil {
+		return fmt.Errorf("owner name %.80q %w", oa.owner, err)
 	}
 	if t.externalMode() {
-		return fmt.Errorf("allocating for owner %q: pod addresses come from an external IPAM (useExternalIPAM)", oa.owner)
+		return fmt.Errorf("allocating for owner %q: %w", oa.owner, ErrExternalIPAM)
 	}
 	key := ownerKeyOf(oa.owner, t.seq+1)
 	var as addrs
@@ -242,8 +245,12 @@ func splitResults(rs []*AllocationResult) (v4, v6 *AllocationResult) {
 	return v4, v6
 }
 
-// allocate runs one owner-keyed allocation.
+// allocate runs one owner-keyed allocation; like AllocatePodIP it hands
+// out nothing from a subnet whose node ID this node lost.
 func (p *Plugin) allocate(oa ownerAlloc) ([]*AllocationResult, error) {
+	if err := p.checkNodeID(); err != nil {
+		return nil, err
+	}
 	var res []*AllocationResult
 	var werr error
 	err := p.keeper.exec(func(t *table, b *batch) error {

@@ -52,6 +52,11 @@
 // random start, and exclusions are applied again at every resync rather
 // than kept in the allocator only.
 //
+// REST (rest*.go) serves Dump and DebugStatus at /contiv/v1/ipam/dump and
+// the operator calls (allocate, reserve, confirm, release) under
+// /contiv/v1/ipam/operator/, refused unless the REST server
+// authenticates its clients; each is logged with who asked.
+//
 // Expiring reservations (reservation.go): a reserved allocation carries
 // an ID and a deadline, stored in its record, so a restart keeps the
 // deadline. The sweep timer (absent.go) fires at the earliest deadline

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"fmt"
 	"net"
-	"net/netip"
 	"slices"
 	"strings"
 
@@ -63,25 +62,9 @@ func (t *table) status() string {
 	return fmt.Sprintf("%s; %d reservations awaiting confirmation", strings.Join(parts, "; "), len(t.resv))
 }
 
-// DebugStatus is the status one-liner and one line per allocation, in
-// address order per family.
-func (p *Plugin) DebugStatus() string {
-	v4, v6, status := p.Dump()
-	var b strings.Builder
-	b.WriteString(status)
-	b.WriteByte('\n')
-	for _, m := range []map[string]string{v4, v6} {
-		ips := make([]netip.Addr, 0, len(m))
-		for s := range m {
-			ips = append(ips, netip.MustParseAddr(s))
-		}
-		slices.SortFunc(ips, func(a, b netip.Addr) int { return a.Compare(b) })
-		for _, a := range ips {
-			fmt.Fprintf(&b, "%s\t%s\n", a, m[a.String()])
-		}
-	}
-	return b.String()
-}
+// DebugStatus is the status one-liner and one line per allocated
+// address ("<ip>\t<owner>"), in address order per family.
+func (p *Plugin) DebugStatus() string { return debugStatusOf(p.Dump()) }
 
 // familyAllocator is the Allocator of one family.
 type familyAllocator struct {
