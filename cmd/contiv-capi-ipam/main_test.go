@@ -6,7 +6,6 @@ import (
 	"io"
 	"log/slog"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,6 +18,7 @@ import (
 
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 
+	"github.com/contiv-ipam/agent/infra/logging/logtest"
 	"github.com/contiv-ipam/agent/plugins/capi/api/v1alpha1"
 	"github.com/contiv-ipam/agent/plugins/capi/pool"
 	"github.com/contiv-ipam/agent/tests/kubeenv"
@@ -27,22 +27,7 @@ import (
 func noEnv(string) (string, bool) { return "", false }
 
 // syncBuffer is a buffer the provider writes while the test reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+type syncBuffer = logtest.Buffer
 
 // Bad command lines exit 2 naming the flag; -version and -h exit 0.
 func TestCommandLine(t *testing.T) {

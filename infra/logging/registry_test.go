@@ -1,35 +1,19 @@
 package logging_test
 
 import (
-	"bytes"
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 
 	. "github.com/onsi/gomega"
 
 	"github.com/contiv-ipam/agent/infra/logging"
+	"github.com/contiv-ipam/agent/infra/logging/logtest"
 )
 
 // syncBuffer is a bytes.Buffer safe for concurrent writers.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+type syncBuffer = logtest.Buffer
 
 func TestLevelsPerLogger(t *testing.T) {
 	g := NewWithT(t)

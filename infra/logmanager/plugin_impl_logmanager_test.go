@@ -1,39 +1,23 @@
 package logmanager_test
 
 import (
-	"bytes"
 	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
-	"sync"
 	"testing"
 
 	. "github.com/onsi/gomega"
 
 	"github.com/contiv-ipam/agent/infra/config"
 	"github.com/contiv-ipam/agent/infra/logging"
+	"github.com/contiv-ipam/agent/infra/logging/logtest"
 	"github.com/contiv-ipam/agent/infra/logmanager"
 	"github.com/contiv-ipam/agent/infra/rest/resttest"
 )
 
 // syncBuffer is a bytes.Buffer safe for concurrent writers.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+type syncBuffer = logtest.Buffer
 
 // served builds a logmanager on reg behind a real REST server and runs Init.
 func served(t *testing.T, reg *logging.Registry, opts ...logmanager.Option) *resttest.Server {

@@ -1,36 +1,20 @@
 package rest_test
 
 import (
-	"bytes"
 	"io"
 	"net/http"
-	"sync"
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
 
 	"github.com/contiv-ipam/agent/infra/logging"
+	"github.com/contiv-ipam/agent/infra/logging/logtest"
 	"github.com/contiv-ipam/agent/infra/rest"
 )
 
 // syncBuffer is a bytes.Buffer safe for concurrent writers.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+type syncBuffer = logtest.Buffer
 
 // logTo makes the plugin log into out through a registry of its own.
 func logTo(out io.Writer, level string) rest.Option {

@@ -1,14 +1,13 @@
 package ipam_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"log/slog"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 
+	"github.com/contiv-ipam/agent/infra/logging/logtest"
 	"github.com/contiv-ipam/agent/infra/rest"
 	"github.com/contiv-ipam/agent/infra/rest/resttest"
 	"github.com/contiv-ipam/agent/plugins/controller/api"
@@ -101,22 +100,7 @@ func (f *restFixture) post(path, body string, h http.Header) (int, string) {
 }
 
 // logBuffer collects log lines; safe for concurrent writers.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+type logBuffer struct{ logtest.Buffer }
 
 // records are the log records with message msg, decoded.
 func (b *logBuffer) records(msg string) []map[string]any {

@@ -1,16 +1,15 @@
 package nodesync_test
 
 import (
-	"bytes"
 	"log/slog"
 	"net"
-	"sync"
 	"testing"
 
 	. "github.com/onsi/gomega"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/contiv-ipam/agent/infra/kvdb/etcd/etcdtest"
+	"github.com/contiv-ipam/agent/infra/logging/logtest"
 	"github.com/contiv-ipam/agent/plugins/controller/api"
 	"github.com/contiv-ipam/agent/plugins/ksr/model/node"
 	"github.com/contiv-ipam/agent/plugins/ksr/model/vppnode"
@@ -18,22 +17,7 @@ import (
 )
 
 // logBuffer collects a plugin's log lines; safe for concurrent use.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+type logBuffer = logtest.Buffer
 
 // withLogTo sends the plugin's logs to b.
 func withLogTo(b *logBuffer) nodesync.Option {

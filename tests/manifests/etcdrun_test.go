@@ -1,7 +1,6 @@
 package manifests
 
 import (
-	"bytes"
 	"context"
 	"net"
 	"net/http"
@@ -9,33 +8,18 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
 
+	"github.com/contiv-ipam/agent/infra/logging/logtest"
 	"github.com/contiv-ipam/agent/tests/kubeenv"
 )
 
 // syncBuffer is a buffer the process writes while a failing assertion
 // reads it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.buf.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.buf.String()
-}
+type syncBuffer = logtest.Buffer
 
 // freePort returns a loopback port nothing listens on (now).
 func freePort(t *testing.T) string {

@@ -8,12 +8,13 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
 	"go.etcd.io/bbolt"
+
+	"github.com/contiv-ipam/agent/infra/logging/logtest"
 )
 
 // damagedDBKeys is enough keys for the data bucket to have branch pages.
@@ -172,22 +173,7 @@ func TestDamagedFileFailsInitNamingTheFileAndTheRecovery(t *testing.T) {
 }
 
 // logBuffer collects a plugin's log lines.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+type logBuffer = logtest.Buffer
 
 // recoveryClock is the fixed time the recovery tests move files at.
 var recoveryClock = time.Date(2025, 1, 2, 3, 4, 5, 0, time.FixedZone("CET", 3600))

@@ -1,7 +1,6 @@
 package etcd
 
 import (
-	"bytes"
 	"log/slog"
 	"net"
 	"sync"
@@ -12,27 +11,13 @@ import (
 
 	"github.com/contiv-ipam/agent/infra/config"
 	"github.com/contiv-ipam/agent/infra/health"
+	"github.com/contiv-ipam/agent/infra/logging/logtest"
 )
 
 func noEnv(string) (string, bool) { return "", false }
 
 // syncBuffer is a bytes.Buffer safe for concurrent writers (log output).
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+type syncBuffer = logtest.Buffer
 
 // testLogger sends the plugin's logs to the test output.
 func testLogger(t testing.TB) *slog.Logger {
