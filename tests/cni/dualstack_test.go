@@ -5,9 +5,6 @@ import (
 	"fmt"
 	"math/big"
 	"net/netip"
-	"os"
-	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/containernetworking/cni/libcni"
@@ -15,29 +12,6 @@ import (
 
 	"github.com/contiv-ipam/agent/tests/testenv"
 )
-
-// dualStackConf is conf/contiv-dualstack.conf with small pod subnets: a
-// /28 per node of 10.1.0.0/16 (node ID 1: 10.1.0.16/28) and a /120 per
-// node of fd00:10:1::/112 (node ID 1: fd00:10:1::100/120).
-func dualStackConf(t testing.TB) string {
-	t.Helper()
-	data, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "conf", "contiv-dualstack.conf"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	conf := string(data)
-	for _, r := range []struct{ old, new string }{
-		{"  podSubnetOneNodePrefixLen: 24", "  podSubnetOneNodePrefixLen: 28"},
-		{"    podSubnetCIDR: fd00:10:1::/48", "    podSubnetCIDR: fd00:10:1::/112"},
-		{"    podSubnetOneNodePrefixLen: 64", "    podSubnetOneNodePrefixLen: 120"},
-	} {
-		if !strings.Contains(conf, r.old+" ") && !strings.Contains(conf, r.old+"\n") {
-			t.Fatalf("conf/contiv-dualstack.conf no longer says %q; update dualStackConf", strings.TrimSpace(r.old))
-		}
-		conf = strings.Replace(conf, r.old, r.new, 1)
-	}
-	return conf
-}
 
 // dsNode is an agent serving two address families: the primary (IPv4)
 // of node, and the second (IPv6) pod subnet with its gateway.
@@ -51,7 +25,7 @@ type dsNode struct {
 // when ipamConf is not empty) and reads both pod subnets.
 func startDualStack(t *testing.T, ipamConf string) *dsNode {
 	t.Helper()
-	conf := map[string]string{"contiv.conf": dualStackConf(t)}
+	conf := map[string]string{"contiv.conf": testenv.DualStackConf(t)}
 	if ipamConf != "" {
 		conf["ipam.conf"] = ipamConf
 	}

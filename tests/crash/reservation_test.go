@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"net/netip"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -22,29 +20,6 @@ const resvNetwork = "resvnet"
 
 // resvSlack is how far from its deadline a reservation may end.
 const resvSlack = time.Second
-
-// dualStackConf is conf/contiv-dualstack.conf with small pod subnets (a
-// /28 and a /120 per node): the records kept across the kills hold an
-// address of each family.
-func dualStackConf(t *testing.T) string {
-	t.Helper()
-	data, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "conf", "contiv-dualstack.conf"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	conf := string(data)
-	for _, r := range []struct{ old, new string }{
-		{"  podSubnetOneNodePrefixLen: 24", "  podSubnetOneNodePrefixLen: 28"},
-		{"    podSubnetCIDR: fd00:10:1::/48", "    podSubnetCIDR: fd00:10:1::/112"},
-		{"    podSubnetOneNodePrefixLen: 64", "    podSubnetOneNodePrefixLen: 120"},
-	} {
-		if !strings.Contains(conf, r.old) {
-			t.Fatalf("conf/contiv-dualstack.conf no longer says %q; update dualStackConf", strings.TrimSpace(r.old))
-		}
-		conf = strings.Replace(conf, r.old, r.new, 1)
-	}
-	return conf
-}
 
 // resvIPAMConf is crashIPAMConf with the CNI reservation timeout.
 func resvIPAMConf(timeout time.Duration) string {
@@ -198,7 +173,7 @@ func reservationBeforeDeadline(t *testing.T) {
 	const timeout = 8 * time.Second
 	g := NewWithT(t)
 	a := testenv.StartAgent(t, testenv.Options{Conf: map[string]string{
-		"contiv.conf": dualStackConf(t), "ipam.conf": resvIPAMConf(timeout)}})
+		"contiv.conf": testenv.DualStackConf(t), "ipam.conf": resvIPAMConf(timeout)}})
 	c := newResvClient(t, a)
 
 	pendingAddrs, pendingResv := c.add("pending", true)
@@ -254,7 +229,7 @@ func reservationExpiredWhileDown(t *testing.T) {
 	const timeout = time.Second
 	g := NewWithT(t)
 	a := testenv.StartAgent(t, testenv.Options{Conf: map[string]string{
-		"contiv.conf": dualStackConf(t), "ipam.conf": resvIPAMConf(timeout)}})
+		"contiv.conf": testenv.DualStackConf(t), "ipam.conf": resvIPAMConf(timeout)}})
 	c := newResvClient(t, a)
 
 	confirmedAddrs, confirmedResv := c.add("confirmed", true)

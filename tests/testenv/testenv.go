@@ -473,3 +473,26 @@ func (a *Agent) LogMentions(t testing.TB, words ...string) []string {
 	}
 	return hits
 }
+
+// DualStackConf is conf/contiv-dualstack.conf with small pod subnets: a
+// /28 per node of 10.1.0.0/16 (node ID 1: 10.1.0.16/28) and a /120 per
+// node of fd00:10:1::/112 (node ID 1: fd00:10:1::100/120).
+func DualStackConf(t testing.TB) string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(RepoRoot(), "conf", "contiv-dualstack.conf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	conf := string(data)
+	for _, r := range []struct{ old, new string }{
+		{"  podSubnetOneNodePrefixLen: 24", "  podSubnetOneNodePrefixLen: 28"},
+		{"    podSubnetCIDR: fd00:10:1::/48", "    podSubnetCIDR: fd00:10:1::/112"},
+		{"    podSubnetOneNodePrefixLen: 64", "    podSubnetOneNodePrefixLen: 120"},
+	} {
+		if !strings.Contains(conf, r.old+" ") && !strings.Contains(conf, r.old+"\n") {
+			t.Fatalf("conf/contiv-dualstack.conf no longer says %q; update testenv.DualStackConf", strings.TrimSpace(r.old))
+		}
+		conf = strings.Replace(conf, r.old, r.new, 1)
+	}
+	return conf
+}

@@ -3,6 +3,7 @@ package testenv
 import (
 	"errors"
 	"os/exec"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -36,5 +37,14 @@ func TestAnAgentThatDiesOnItsOwnIsSeenAsEnded(t *testing.T) {
 	a.Start(t)
 	if code, _ := a.Get(t, "/readiness"); code != 200 {
 		t.Fatalf("/readiness after a new Start = %d, want 200", code)
+	}
+}
+
+func TestDualStackConfShrinksThePodSubnets(t *testing.T) {
+	conf := DualStackConf(t)
+	for _, want := range []string{"  podSubnetOneNodePrefixLen: 28", "    podSubnetCIDR: fd00:10:1::/112", "    podSubnetOneNodePrefixLen: 120"} {
+		if !strings.Contains(conf, want+"\n") && !strings.Contains(conf, want+" ") {
+			t.Errorf("DualStackConf lacks %q:\n%s", want, conf)
+		}
 	}
 }
