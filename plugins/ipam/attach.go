@@ -140,6 +140,8 @@ type attachmentRecord struct {
 	ContainerID string             `json:"containerId"`
 	IfName      string             `json:"ifName"`
 	Reservation *reservationRecord `json:"reservation,omitempty"`
+	// At is when the allocation was made (absent in older records).
+	At time.Time `json:"at,omitzero"`
 }
 
 // OwnerPrefix is the bolt key prefix of the owner-keyed allocations (the
@@ -153,6 +155,7 @@ type ownerRecord struct {
 	Seq         uint64             `json:"seq"`
 	IPs         []string           `json:"ips"`
 	Reservation *reservationRecord `json:"reservation,omitempty"`
+	At          time.Time          `json:"at,omitzero"`
 }
 
 // reservationRecord is a stored reservation: its ID and deadline.
@@ -161,9 +164,16 @@ type reservationRecord struct {
 	Deadline time.Time `json:"deadline"`
 }
 
+// recordOf is the stored value of allocation k with its reservation
+// (nil: confirmed or none) and the time it was made.
+func (t *table) recordOf(k allocKey, pod podmodel.ID, as addrs, rv *reservation) []byte {
+	return recordValue(k, pod, as, rv, t.born[k])
+}
+
 // recordValue is the stored value of an allocation with its
-// reservation (nil: confirmed or none).
-func recordValue(k allocKey, pod podmodel.ID, as addrs, rv *reservation) []byte {
+// reservation (nil: confirmed or none) and the time it was made (zero:
+// unknown; a pod-keyed record has no room for it).
+func recordValue(k allocKey, pod podmodel.ID, as addrs, rv *reservation, at time.Time) []byte {
 	var rr *reservationRecord
 	if rv != nil {
 		rr = &reservationRecord{ID: rv.id, Deadline: rv.deadline.UTC()}
@@ -174,13 +184,13 @@ func recordValue(k allocKey, pod podmodel.ID, as addrs, rv *reservation) []byte 
 	}
 	switch {
 	case k.ownerKeyed():
-		v, _ := json.Marshal(ownerRecord{Owner: k.pod.Name, Seq: k.seq, IPs: ips, Reservation: rr})
+		v, _ := json.Marshal(ownerRecord{Owner: k.pod.Name, Seq: k.seq, IPs: ips, Reservation: rr, At: at.UTC()})
 		return v
 	case k.podKeyed():
 		return []byte(as.String())
 	}
 	v := attachmentRecord{IP: ips[0], Pod: recordPod{Name: pod.Name, Namespace: pod.Namespace},
-		Network: k.att.Network, ContainerID: k.att.ContainerID, IfName: k.att.IfName, Reservation: rr}
+		Network: k.att.Network, ContainerID: k.att.ContainerID, IfName: k.att.IfName, Reservation: rr, At: at.UTC()}
 	if len(ips) > 1 {
 		v.IPs = ips
 	}
@@ -214,7 +224,7 @@ func parseAttachment(key string, value []byte) (record, error) {
 	if err != nil {
 		return record{}, err
 	}
-	return record{key: attKeyOf(att), pod: pod, ips: ips, resv: parseReservation(v.Reservation)}, nil
+	return record{key: attKeyOf(att), pod: pod, ips: ips, resv: parseReservation(v.Reservation), at: v.At}, nil
 }
 
 // parseOwner decodes one owner-keyed record.
@@ -231,7 +241,7 @@ func parseOwner(key string, value []byte) (record, error) {
 	if err != nil {
 		return record{}, err
 	}
-	return record{key: k, pod: k.pod, ips: ips, resv: parseReservation(v.Reservation)}, nil
+	return record{key: k, pod: k.pod, ips: ips, resv: parseReservation(v.Reservation), at: v.At}, nil
 }
 
 // parseIPs parses a record's addresses: one or two, of different

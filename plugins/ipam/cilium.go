@@ -163,9 +163,10 @@ func (k *keeper) allocateOwned(t *table, b *batch, oa ownerAlloc, res *[]*Alloca
 	}
 	t.index(key, key.pod)
 	b.cursor = b.cursor || !oa.at.IsValid()
+	t.born[key] = k.clock.Now()
 	d := decision{addrs: as, store: true, fresh: true, undo: func() { t.drop(key) }}
 	rv := k.reserve(key, oa.timeout, &d)
-	b.add(write{op: kvdb.PutOp(key.storeKey(), recordValue(key, key.pod, as, rv)), done: func(o outcome, err error) {
+	b.add(write{op: kvdb.PutOp(key.storeKey(), t.recordOf(key, key.pod, as, rv)), done: func(o outcome, err error) {
 		switch o {
 		case durable:
 			*res = t.results(as, rv.idOf())

@@ -44,6 +44,9 @@ func (k *keeper) allocate(r *request, b *batch) {
 		r.answer(reply{err: fmt.Errorf("%s: %w", describe(key, r.pod), err)})
 		return
 	}
+	if d.fresh {
+		t.born[key] = k.clock.Now()
+	}
 	rv := k.reserve(key, r.timeout, &d)
 	if !d.store {
 		k.acknowledged(pod) // again
@@ -51,7 +54,7 @@ func (k *keeper) allocate(r *request, b *batch) {
 		return
 	}
 	b.cursor = b.cursor || !t.externalMode()
-	b.add(write{op: kvdb.PutOp(key.storeKey(), recordValue(key, pod, d.addrs, rv)), done: k.allocated(r, key, pod, d)})
+	b.add(write{op: kvdb.PutOp(key.storeKey(), t.recordOf(key, pod, d.addrs, rv)), done: k.allocated(r, key, pod, d)})
 	if d.adopted != nil {
 		b.add(write{op: kvdb.DeleteOp(d.adopted.storeKey()), done: k.adoptedDone(*d.adopted)})
 	}

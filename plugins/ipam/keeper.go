@@ -41,6 +41,9 @@ type keeper struct {
 	young map[podmodel.ID]time.Time
 	retry map[string]struct{} // stale records whose delete failed
 	sweep sweepTimer
+	// last is the input of the last resync (ImportCheckpoint resyncs
+	// with its Kubernetes state).
+	last *resyncInput
 }
 
 // kubeView is what the keeper knows of the Kubernetes pods.

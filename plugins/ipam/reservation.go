@@ -128,7 +128,7 @@ func (k *keeper) confirm(r *request, b *batch) {
 		return
 	}
 	pod := t.podOf(key)
-	b.add(write{op: kvdb.PutOp(key.storeKey(), recordValue(key, pod, as, nil)), done: func(o outcome, err error) {
+	b.add(write{op: kvdb.PutOp(key.storeKey(), t.recordOf(key, pod, as, nil)), done: func(o outcome, err error) {
 		switch o {
 		case durable:
 			if cur, still := t.resv[key]; still && cur.id == rv.id {

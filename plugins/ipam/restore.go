@@ -56,6 +56,7 @@ type record struct {
 	ips  []netip.Addr // as stored: one or two, of different families
 	addr addrs        // ips by slot (set by slotted)
 	resv *reservation
+	at   time.Time // when it was made (zero: unknown)
 	rev  int64
 }
 
@@ -99,6 +100,7 @@ func (k *keeper) resync(in *resyncInput) error {
 	if err != nil {
 		return err
 	}
+	k.last = in
 	recs, cursor, err := k.load()
 	if err != nil {
 		return err
@@ -253,6 +255,9 @@ func (k *keeper) claimRecords(p *plan, recs []record, kube []kubePod) {
 		if r.resv != nil {
 			p.t.resv[r.key] = *r.resv
 		}
+		if !r.at.IsZero() {
+			p.t.born[r.key] = r.at
+		}
 	}
 }
 
@@ -380,7 +385,7 @@ func (k *keeper) tidyWrites(p *plan) []write {
 		}})
 	}
 	for id, a := range p.learned {
-		ws = append(ws, write{op: kvdb.PutOp(podKey(id), recordValue(podKeyOf(id), id, a, nil)), done: func(o outcome, err error) {
+		ws = append(ws, write{op: kvdb.PutOp(podKey(id), recordValue(podKeyOf(id), id, a, nil, time.Time{})), done: func(o outcome, err error) {
 			if o != durable {
 				p.t.unsure[podKeyOf(id)] = struct{}{}
 				k.log.Warn("storing a pod allocation learned from Kubernetes failed", "pod", id.String(), "error", err)
@@ -507,7 +512,7 @@ func (k *keeper) memRecords() ([]record, cursors, error) {
 	}
 	var recs []record
 	k.tab.each(func(key allocKey, pod podmodel.ID, as addrs) bool {
-		r := record{key: key, pod: pod, ips: as.list()}
+		r := record{key: key, pod: pod, ips: as.list(), at: k.tab.born[key]}
 		if rv, ok := k.tab.resv[key]; ok {
 			r.resv = &rv
 		}

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/contiv-ipam/agent/plugins/ipam/ipalloc"
 	podmodel "github.com/contiv-ipam/agent/plugins/ksr/model/pod"
@@ -80,6 +81,8 @@ type table struct {
 	excl exclusions
 	// seq is the last sequence number of an owner-keyed allocation.
 	seq uint64
+	// born is when each allocation was made, when known.
+	born map[allocKey]time.Time
 }
 
 // newTable returns an empty table for the pod subnets of st: the
@@ -88,7 +91,7 @@ type table struct {
 func newTable(st *state) (*table, error) {
 	t := &table{st: st, external: map[allocKey]addrs{}, pods: map[allocKey]podmodel.ID{},
 		byPod: map[podmodel.ID][]allocKey{}, unsure: map[allocKey]struct{}{}, resv: map[allocKey]reservation{},
-		excl: newExclusions()}
+		excl: newExclusions(), born: map[allocKey]time.Time{}}
 	if st.cfg.UseExternalIPAM {
 		return t, nil
 	}
@@ -249,6 +252,7 @@ func (t *table) forget(k allocKey) (addrs, bool) {
 	delete(t.unsure, k)
 	delete(t.pods, k)
 	delete(t.resv, k)
+	delete(t.born, k)
 	keys := t.byPod[pod]
 	if i, found := slices.BinarySearchFunc(keys, k, compareKeys); found {
 		if len(keys) == 1 {
@@ -447,11 +451,18 @@ func (t *table) assign(k allocKey, slots []int) (addrs, error) {
 
 // adopt moves the addresses of the pod-keyed allocation old to k.
 func (t *table) adopt(k, old allocKey, pod podmodel.ID, as addrs) decision {
+	born, known := t.born[old]
 	t.forget(old)
 	_ = t.claim(k, pod, as) // the addresses were just freed: it cannot fail
+	if known {
+		t.born[k] = born
+	}
 	undo := func() {
 		t.forget(k)
 		_ = t.claim(old, pod, as)
+		if known {
+			t.born[old] = born
+		}
 	}
 	return decision{addrs: as, store: true, adopted: &old, undo: undo}
 }

@@ -65,7 +65,7 @@ func (p *Plugin) changeTimer(ip net.IP, next func(t *table, key allocKey) (*rese
 			return err
 		}
 		as, _ := t.lookupAll(key)
-		b.add(write{op: kvdb.PutOp(key.storeKey(), recordValue(key, t.podOf(key), as, rv)), done: func(o outcome, err error) {
+		b.add(write{op: kvdb.PutOp(key.storeKey(), t.recordOf(key, t.podOf(key), as, rv)), done: func(o outcome, err error) {
 			if o != durable {
 				werr = fmt.Errorf("expiration timer of %s: not stored: %w", key, err)
 				if o == unknown {
