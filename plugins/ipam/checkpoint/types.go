@@ -39,7 +39,7 @@ type Entry struct {
 	Pools []string `json:"pools,omitempty"`
 	// AllocatedAt is when the allocation was made (zero when unknown:
 	// addresses learned from Kubernetes, records older than the field).
-	AllocatedAt time.Time `json:"allocatedAt,omitempty"`
+	AllocatedAt time.Time `json:"allocatedAt,omitzero"`
 	// Reservation is set while the allocation awaits its confirmation.
 	Reservation *Reservation `json:"reservation,omitempty"`
 	// Metadata is free-form, for the operator (not interpreted).
