@@ -70,6 +70,9 @@ func (k *keeper) armSweep() {
 	var first time.Time
 	if k.tab != nil {
 		first = k.tab.earliestDeadline()
+		if w := k.tab.earliestWarm(); !w.IsZero() && (first.IsZero() || w.Before(first)) {
+			first = w
+		}
 	}
 	if k.view.live {
 		for _, since := range k.absent {
@@ -159,7 +162,7 @@ func (k *keeper) reclaimDone(t *table, key allocKey, reason string) func(outcome
 				"pod", id.String(), "key", key.String(), "ip", a.String(), "reason", reason, "error", err)
 			return
 		}
-		t.drop(key)
+		k.released(t, key)
 		if len(t.byPod[id]) == 0 {
 			delete(k.absent, id)
 			delete(k.young, id)

@@ -28,13 +28,19 @@ type Config struct {
 	// plugin died mid-ADD) they are released then. 0 makes every ADD
 	// confirmed at once (no reservation).
 	CNIReservationTimeout time.Duration `json:"cniReservationTimeout"`
+	// AddressCooldown is how long a released address is not handed out
+	// again (unless no other address is free): peers may still route to
+	// it, and a crash-looping pod does not get its predecessor's address.
+	// 0 frees it at once. Cooling addresses count as used.
+	AddressCooldown time.Duration `json:"addressCooldown"`
 }
 
 // DefaultConfig returns the defaults: a 10-minute grace period, 10 s per
 // store operation, CNI reservations of 10 minutes (Cilium's default
-// IPAM expiration).
+// IPAM expiration), a 30 s address cooldown (the AWS VPC CNI's).
 func DefaultConfig() Config {
-	return Config{AbsentPodGracePeriod: 10 * time.Minute, StoreTimeout: 10 * time.Second, CNIReservationTimeout: 10 * time.Minute}
+	return Config{AbsentPodGracePeriod: 10 * time.Minute, StoreTimeout: 10 * time.Second, CNIReservationTimeout: 10 * time.Minute,
+		AddressCooldown: 30 * time.Second}
 }
 
 // Validate names every bad key and value.
@@ -42,6 +48,9 @@ func (c *Config) Validate() error {
 	var errs []error
 	if c.AbsentPodGracePeriod < 0 {
 		errs = append(errs, fmt.Errorf("absentPodGracePeriod %s: want a duration >= 0", c.AbsentPodGracePeriod))
+	}
+	if c.AddressCooldown < 0 {
+		errs = append(errs, fmt.Errorf("addressCooldown %s: want a duration >= 0", c.AddressCooldown))
 	}
 	if c.CNIReservationTimeout < 0 {
 		errs = append(errs, fmt.Errorf("cniReservationTimeout %s: want a duration >= 0", c.CNIReservationTimeout))

@@ -169,7 +169,7 @@ func (k *keeper) releaseDone(key allocKey, what string, j *join) func(outcome, e
 	return func(o outcome, err error) {
 		switch o {
 		case durable:
-			t.drop(key)
+			k.released(t, key)
 			k.forgetIfFree(pod)
 			if k.log.Enabled(context.Background(), slog.LevelDebug) || what != "released" {
 				k.log.Info("pod IP "+what, "pod", pod.String(), "key", key.String(), "ip", as.String())
@@ -184,6 +184,16 @@ func (k *keeper) releaseDone(key allocKey, what string, j *join) func(outcome, e
 			k.log.Warn("releasing an address failed; it stays held", "error", err)
 		}
 		j.done(a, err)
+	}
+}
+
+// released forgets a released allocation of t; its addresses cool down
+// for Config.AddressCooldown (the sweep frees them).
+func (k *keeper) released(t *table, key allocKey) {
+	now := k.clock.Now()
+	t.release(key, now, k.cfg.AddressCooldown)
+	if k.cfg.AddressCooldown > 0 {
+		k.expiryNear(now.Add(k.cfg.AddressCooldown))
 	}
 }
 

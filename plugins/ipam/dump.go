@@ -56,8 +56,8 @@ func (t *table) status() string {
 			parts = append(parts, fmt.Sprintf("%s: %d from an external IPAM", f.podThis, t.count(i)))
 			continue
 		}
-		parts = append(parts, fmt.Sprintf("%s: %d/%d allocated, %d excluded", f.podThis, t.count(i),
-			t.size(i)-uint64(t.excludedCount(i)), t.excludedCount(i)))
+		parts = append(parts, fmt.Sprintf("%s: %d/%d allocated, %d excluded, %d cooling down", f.podThis, t.count(i),
+			t.size(i)-uint64(t.excludedCount(i)), t.excludedCount(i), t.coolingCount(i)))
 	}
 	return fmt.Sprintf("%s; %d reservations awaiting confirmation", strings.Join(parts, "; "), len(t.resv))
 }

@@ -11,6 +11,7 @@ type ipamMetrics struct {
 	invalid   *prometheus.CounterVec
 	size      *prometheus.Desc
 	allocated *prometheus.Desc
+	states    *prometheus.Desc
 }
 
 func newIPAMMetrics(p *Plugin) *ipamMetrics {
@@ -32,6 +33,9 @@ func newIPAMMetrics(p *Plugin) *ipamMetrics {
 			"Addresses of this node's pod subnet that can be handed out to pods.", []string{"subnet"}, nil),
 		allocated: prometheus.NewDesc("contiv_ipam_pod_ips_allocated",
 			"Pod addresses allocated on this node.", []string{"subnet"}, nil),
+		states: prometheus.NewDesc("contiv_ipam_pod_ip_pool_addresses",
+			"Addresses of this node's pod subnet by state: assigned, cooldown (released, not handed out again yet), excluded, free.",
+			[]string{"subnet", "state"}, nil),
 	}
 }
 
@@ -42,6 +46,7 @@ func (m *ipamMetrics) Describe(ch chan<- *prometheus.Desc) {
 	m.invalid.Describe(ch)
 	ch <- m.size
 	ch <- m.allocated
+	ch <- m.states
 }
 
 // Collect implements prometheus.Collector.
@@ -54,6 +59,13 @@ func (m *ipamMetrics) Collect(ch chan<- prometheus.Metric) {
 			subnet := f.podThis.String()
 			ch <- prometheus.MustNewConstMetric(m.size, prometheus.GaugeValue, float64(t.size(i)), subnet)
 			ch <- prometheus.MustNewConstMetric(m.allocated, prometheus.GaugeValue, float64(t.count(i)), subnet)
+			if t.externalMode() {
+				continue
+			}
+			s := t.poolStats(i)
+			for state, n := range map[string]uint64{"assigned": s.Assigned, "cooldown": s.Cooldown, "excluded": s.Excluded, "free": s.Free} {
+				ch <- prometheus.MustNewConstMetric(m.states, prometheus.GaugeValue, float64(n), subnet, state)
+			}
 		}
 	})
 }

@@ -151,6 +151,9 @@ func (k *keeper) advance() {
 		p.sweepDue, p.rearm = false, true
 		k.releaseAbsent()
 		k.releaseExpired()
+		if k.tab != nil {
+			k.tab.warmUp(k.clock.Now())
+		}
 	}
 }
 

@@ -25,8 +25,8 @@ func TestRESTDumpIsNotReadyBeforeTheFirstResync(t *testing.T) {
 	g.Expect(body).To(MatchJSON(`{
 		"ipv4": {},
 		"ipv6": {},
-		"status": "1.2.128.8/29: 0/4 allocated, 0 excluded; 0 reservations awaiting confirmation",
-		"debugStatus": "1.2.128.8/29: 0/4 allocated, 0 excluded; 0 reservations awaiting confirmation\n"
+		"status": "1.2.128.8/29: 0/4 allocated, 0 excluded, 0 cooling down; 0 reservations awaiting confirmation",
+		"debugStatus": "1.2.128.8/29: 0/4 allocated, 0 excluded, 0 cooling down; 0 reservations awaiting confirmation\n"
 	}`))
 }
 
@@ -42,7 +42,7 @@ func TestRESTDumpShowsBothFamiliesAndTheirOwners(t *testing.T) {
 
 	status, body := f.srv.Get(ipam.DumpPath)
 	g.Expect(status).To(Equal(http.StatusOK))
-	const line = "1.2.128.16/28: 3/12 allocated, 0 excluded; fe10:f00d::8/125: 2/4 allocated, 0 excluded; 1 reservations awaiting confirmation"
+	const line = "1.2.128.16/28: 3/12 allocated, 0 excluded, 0 cooling down; fe10:f00d::8/125: 2/4 allocated, 0 excluded, 0 cooling down; 1 reservations awaiting confirmation"
 	g.Expect(body).To(MatchJSON(`{
 		"ipv4": {"1.2.128.18": "default/pod1 net/c1/eth0", "1.2.128.19": "router", "1.2.128.20": "health"},
 		"ipv6": {"fe10:f00d::a": "default/pod1 net/c1/eth0", "fe10:f00d::b": "router"},

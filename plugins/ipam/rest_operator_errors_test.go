@@ -126,7 +126,7 @@ func TestOperatorRefusals(t *testing.T) {
 	g := NewWithT(t)
 	v4, _, status := f.ipam.Dump()
 	g.Expect(v4).To(Equal(map[string]string{"1.2.128.10": "held"}))
-	g.Expect(status).To(Equal("1.2.128.8/29: 1/3 allocated, 1 excluded; 0 reservations awaiting confirmation"))
+	g.Expect(status).To(Equal("1.2.128.8/29: 1/3 allocated, 1 excluded, 0 cooling down; 0 reservations awaiting confirmation"))
 	g.Expect(f.log.records("operator call failed")).To(HaveLen(len(cases)), "every refusal is logged")
 	g.Expect(f.log.records("operator call")).To(BeEmpty())
 }

@@ -83,6 +83,9 @@ type table struct {
 	seq uint64
 	// born is when each allocation was made, when known.
 	born map[allocKey]time.Time
+	// cool holds the released addresses through their cooldown
+	// (cooldown.go).
+	cool cooldowns
 }
 
 // newTable returns an empty table for the pod subnets of st: the
@@ -91,7 +94,7 @@ type table struct {
 func newTable(st *state) (*table, error) {
 	t := &table{st: st, external: map[allocKey]addrs{}, pods: map[allocKey]podmodel.ID{},
 		byPod: map[podmodel.ID][]allocKey{}, unsure: map[allocKey]struct{}{}, resv: map[allocKey]reservation{},
-		excl: newExclusions(), born: map[allocKey]time.Time{}}
+		excl: newExclusions(), born: map[allocKey]time.Time{}, cool: newCooldowns()}
 	if st.cfg.UseExternalIPAM {
 		return t, nil
 	}
@@ -150,7 +153,7 @@ func (t *table) owner(a netip.Addr) (allocKey, bool) {
 			return allocKey{}, false
 		}
 		k, held := t.pools[i].Owner(a)
-		return k, held && !k.excluded()
+		return k, held && !k.excluded() && !k.cooling()
 	}
 	for k, as := range t.external {
 		if slices.Contains(as[:], a) {
@@ -304,7 +307,7 @@ func (t *table) count(i int) int {
 		return n
 	}
 	if p := t.pools[i]; p != nil {
-		return p.Len() - t.excludedCount(i)
+		return p.Len() - t.excludedCount(i) - t.coolingCount(i)
 	}
 	return 0
 }
@@ -346,7 +349,7 @@ func (t *table) each(fn func(k allocKey, pod podmodel.ID, as addrs) bool) {
 		}
 		more := true
 		p.Range(func(k allocKey, _ netip.Addr) bool {
-			if k.excluded() {
+			if k.excluded() || k.cooling() {
 				return true
 			}
 			if i > 0 {
@@ -439,7 +442,7 @@ func (t *table) assign(k allocKey, slots []int) (addrs, error) {
 			return addrs{}, fmt.Errorf("%w: this node has no pod subnet of that family", errFamilyDisabled(t.st, i))
 		}
 		cursors[i] = p.Pool().Cursor()
-		a, _, err := p.Assign(k)
+		a, err := t.assignSlot(k, i)
 		if err != nil {
 			rollback()
 			return addrs{}, fmt.Errorf("no IP address is free for allocation in the subnet %s: %w", p.Pool().Prefix(), err)
@@ -447,6 +450,26 @@ func (t *table) assign(k allocKey, slots []int) (addrs, error) {
 		as[i] = a
 	}
 	return as, nil
+}
+
+// assignSlot hands k the next free address of slot i, next-fit; with
+// none free, the address whose cooldown ends first (a cooldown never
+// makes an allocation fail while an address could be handed out).
+func (t *table) assignSlot(k allocKey, i int) (netip.Addr, error) {
+	a, _, err := t.pools[i].Assign(k)
+	if err == nil {
+		return a, nil
+	}
+	c, ok := t.coolestOf(i)
+	if !ok {
+		return netip.Addr{}, err
+	}
+	t.unCool(c)
+	if err := t.pools[i].AssignAddr(k, c); err != nil {
+		return netip.Addr{}, err
+	}
+	t.cool.reused++
+	return c, nil
 }
 
 // adopt moves the addresses of the pod-keyed allocation old to k.

@@ -1,0 +1,73 @@
+package ipam_test
+
+import (
+	"net"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+
+	"github.com/contiv-ipam/agent/plugins/ipam"
+)
+
+// A released address cools down for addressCooldown (30 s by default):
+// next-fit skips it even after wrapping, it counts as used, and it is
+// handed out again only once its time is up, or when no other address is
+// free (a cooldown never fails an allocation).
+func TestAReleasedAddressCoolsDown(t *testing.T) {
+	g := NewWithT(t)
+	clk := newFakeClock()
+	// defaultTestConfig: node 1 has 1.2.128.8/29, pods .10 to .13.
+	i := mustFixture(t, fixtureOpts{clock: clk}, nil).ipam
+	next := func() string {
+		a, err := i.AllocateNextFamily("ipv4", "probe")
+		g.Expect(err).NotTo(HaveOccurred())
+		return a.IP.String()
+	}
+	g.Expect([]string{next(), next()}).To(Equal([]string{"1.2.128.10", "1.2.128.11"}))
+	g.Expect(i.ReleaseIP(net.ParseIP("1.2.128.10"))).To(Succeed())
+	_, _, status := i.Dump()
+	g.Expect(status).To(ContainSubstring("1/4 allocated, 0 excluded, 1 cooling down"))
+	free, err := i.FreeAddresses()
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(free).To(Equal(uint64(2)), "a cooling address is not free")
+
+	g.Expect([]string{next(), next()}).To(Equal([]string{"1.2.128.12", "1.2.128.13"}))
+	g.Expect(next()).To(Equal("1.2.128.10"), "nothing else is free: the cooling address is handed out rather than fail")
+	stats, err := i.Stats()
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(stats.Pools).To(Equal([]ipam.PoolStats{{CIDR: "1.2.128.8/29", Family: ipam.IPv4, Total: 4, Assigned: 4}}))
+	g.Expect(stats.CooldownReused).To(Equal(uint64(1)))
+
+	g.Expect(i.ReleaseIP(net.ParseIP("1.2.128.12"))).To(Succeed())
+	stats, err = i.Stats()
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(stats.Pools[0]).To(Equal(ipam.PoolStats{CIDR: "1.2.128.8/29", Family: ipam.IPv4, Total: 4, Assigned: 3, Cooldown: 1}))
+	g.Expect([]uint64{stats.Total, stats.Assigned, stats.Cooldown, stats.Free}).To(Equal([]uint64{4, 3, 1, 0}))
+	clk.Advance(29 * time.Second)
+	g.Consistently(func() string { _, _, s := i.Dump(); return s }, "50ms").Should(ContainSubstring("1 cooling down"))
+	clk.Advance(time.Second)
+	g.Eventually(func() string { _, _, s := i.Dump(); return s }).Should(ContainSubstring("0 cooling down"))
+	free, err = i.FreeAddresses()
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(free).To(Equal(uint64(1)))
+	g.Expect(next()).To(Equal("1.2.128.12"))
+}
+
+// Several cooling addresses and a full pool: the one whose cooldown ends
+// first is handed out first.
+func TestTheCoolestAddressIsReusedFirst(t *testing.T) {
+	g := NewWithT(t)
+	clk := newFakeClock()
+	i := mustFixture(t, fixtureOpts{clock: clk}, nil).ipam
+	for range 4 {
+		_, err := i.AllocateNextFamily("ipv4", "probe")
+		g.Expect(err).NotTo(HaveOccurred())
+	}
+	g.Expect(i.ReleaseIP(net.ParseIP("1.2.128.12"))).To(Succeed())
+	clk.Advance(time.Second)
+	g.Expect(i.ReleaseIP(net.ParseIP("1.2.128.11"))).To(Succeed())
+	a, err := i.AllocateNextFamily("ipv4", "probe")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(a.IP.String()).To(Equal("1.2.128.12"), "released first, so it cools down first")
+}
