@@ -99,6 +99,7 @@ func (p *Plugin) registerHandlers() {
 		"every allocated address and its owner per family, the status one-liner and the debug status (Cilium's Dump, DebugStatus)",
 		p.dumpHandler, http.MethodGet)
 	p.registerOperatorHandlers()
+	p.registerCheckpointHandlers()
 }
 
 // Conflict is a record moved aside in GET /contiv/v1/ipam/conflicts.
