@@ -110,9 +110,9 @@ func (p *Plugin) AttachmentIPs(key podmanager.AttachmentKey) (pfxs []netip.Prefi
 			return
 		}
 		found = true
-		for i, a := range as {
-			if a.IsValid() {
-				pfxs = append(pfxs, netip.PrefixFrom(a, t.st.families()[i].podThis.Bits()))
+		for _, a := range as {
+			if b, _, ok := t.blockOf(a); ok {
+				pfxs = append(pfxs, netip.PrefixFrom(a, b.prefix.Bits()))
 			}
 		}
 	})

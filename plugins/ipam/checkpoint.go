@@ -43,10 +43,10 @@ func (p *Plugin) ExportCheckpoint() (checkpoint.Data, error) {
 // entryOf is the checkpoint entry of one allocation.
 func (t *table) entryOf(k allocKey, pod podmodel.ID, as addrs) checkpoint.Entry {
 	e := checkpoint.Entry{AllocatedAt: t.born[k].UTC()}
-	for i, a := range as {
-		if a.IsValid() {
+	for _, a := range as {
+		if b, _, ok := t.blockOf(a); ok {
 			e.IPs = append(e.IPs, a.String())
-			e.Pools = append(e.Pools, t.st.families()[i].podThis.String())
+			e.Pools = append(e.Pools, b.prefix.String())
 		}
 	}
 	switch {
@@ -149,7 +149,7 @@ func importWrite(t *table, e checkpoint.Entry) (write, error) {
 		}
 		a = a.Unmap()
 		i, ok := t.slotOf(a)
-		if !ok || !t.st.families()[i].podThis.Contains(a) || as[i].IsValid() {
+		if !ok || !t.inPool(a) || as[i].IsValid() {
 			return write{}, fmt.Errorf("ip %s: not in a pod subnet of this node (%s)", a, describeCIDRs(t.st.podCIDRs()))
 		}
 		as[i] = a

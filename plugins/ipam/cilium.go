@@ -190,8 +190,12 @@ func (t *table) claimAddr(key allocKey, a netip.Addr) (addrs, error) {
 	if !ok {
 		return addrs{}, fmt.Errorf("address %s: %w", a, disabledErr(a.Is6()))
 	}
-	if f := t.st.families()[i]; f.podThis.Contains(a) && !t.pools[i].Pool().Contains(a) {
-		return addrs{}, fmt.Errorf("address %s is the %s of the pod subnet %s: %w", a, f.role(a), f.podThis, ipalloc.ErrReserved)
+	b, _, inBlock := t.blockOf(a)
+	switch {
+	case !inBlock:
+		return addrs{}, fmt.Errorf("allocate %s: outside the pod subnets %s: %w", a, t.blockList(i), ipalloc.ErrOutOfRange)
+	case !b.pool.Pool().Contains(a):
+		return addrs{}, fmt.Errorf("address %s is the %s of the pod subnet %s: %w", a, b.role(a), b.prefix, ipalloc.ErrReserved)
 	}
 	if owner, ex := t.excludedBy(a); ex {
 		return addrs{}, fmt.Errorf("address %s (excluded by %q): %w", a, owner, ErrExcluded)
@@ -200,36 +204,23 @@ func (t *table) claimAddr(key allocKey, a netip.Addr) (addrs, error) {
 		return addrs{}, fmt.Errorf("address %s is held by %s: %w", a, other, ipalloc.ErrTaken)
 	}
 	var as addrs
-	if err := t.pools[i].AssignAddr(key, a); err != nil {
+	if err := b.pool.AssignAddr(key, a); err != nil {
 		return addrs{}, err
 	}
 	as[i] = a
 	return as, nil
 }
 
-// role names an address of the pod subnet that is never handed out.
-func (f *famState) role(a netip.Addr) string {
-	switch a {
-	case f.podThis.Addr():
-		return "network address"
-	case f.podGW:
-		return "gateway"
-	case f.natLoop:
-		return "NAT loopback"
-	}
-	return "broadcast address"
-}
-
 // results are the AllocationResults of as.
 func (t *table) results(as addrs, expiration string) []*AllocationResult {
 	var out []*AllocationResult
-	for i, a := range as {
-		if !a.IsValid() {
+	for _, a := range as {
+		b, _, ok := t.blockOf(a)
+		if !ok {
 			continue
 		}
-		f := t.st.families()[i]
-		out = append(out, &AllocationResult{IP: toIP(a), CIDRs: []string{f.podThis.String()},
-			GatewayIP: f.podGW.String(), ExpirationUUID: expiration})
+		out = append(out, &AllocationResult{IP: toIP(a), CIDRs: []string{b.prefix.String()},
+			GatewayIP: b.gw.String(), ExpirationUUID: expiration})
 	}
 	return out
 }

@@ -41,15 +41,16 @@ func (k allocKey) cooling() bool { return k.seq != 0 && k.pod.Namespace == coold
 // coolDown holds the addresses just released until until; an excluded
 // one is excluded instead.
 func (t *table) coolDown(as addrs, until time.Time) {
-	for i, a := range as {
-		if !a.IsValid() || t.pools[i] == nil {
+	for _, a := range as {
+		p := t.poolOf(a)
+		if !a.IsValid() || p == nil {
 			continue
 		}
 		if _, ex := t.excl.owners[a]; ex {
-			t.takeExcluded(i, a)
+			t.takeExcluded(a)
 			continue
 		}
-		if t.pools[i].AssignAddr(t.coolKey(), a) == nil {
+		if p.AssignAddr(t.coolKey(), a) == nil {
 			t.cool.until[a] = until
 		}
 	}
@@ -84,9 +85,9 @@ func (t *table) warmUp(now time.Time) int {
 // unCool frees a cooling address.
 func (t *table) unCool(a netip.Addr) {
 	delete(t.cool.until, a)
-	if i, ok := t.slotOf(a); ok && t.pools[i] != nil {
-		if k, held := t.pools[i].Owner(a); held && k.cooling() {
-			t.pools[i].Unassign(k)
+	if p := t.poolOf(a); p != nil {
+		if k, held := p.Owner(a); held && k.cooling() {
+			p.Unassign(k)
 		}
 	}
 }

@@ -50,7 +50,7 @@ func (k *keeper) allocate(r *request, b *batch) {
 	rv := k.reserve(key, r.timeout, &d)
 	if !d.store {
 		k.acknowledged(pod) // again
-		r.answer(reply{addr: d.addrs.first(), addrs: d.addrs})
+		r.answer(t.replyOf(d.addrs, ""))
 		return
 	}
 	b.cursor = b.cursor || !t.externalMode()
@@ -61,7 +61,7 @@ func (k *keeper) allocate(r *request, b *batch) {
 	for _, old := range k.obsolete(key, pod) {
 		b.add(write{op: kvdb.DeleteOp(old.storeKey()), done: k.releaseDone(old, "released as obsolete", nil)})
 	}
-	r.decided(reply{addr: d.addrs.first(), addrs: d.addrs, resv: rv.idOf()})
+	r.decided(t.replyOf(d.addrs, rv.idOf()))
 }
 
 // allocated completes the store of an allocation's record.
@@ -73,7 +73,7 @@ func (k *keeper) allocated(r *request, key allocKey, pod podmodel.ID, d decision
 			delete(t.unsure, key)
 			k.acknowledged(pod)
 			k.noteHeld(pod)
-			r.answer(reply{addr: d.addrs.first(), addrs: d.addrs, resv: t.resvID(key)})
+			r.answer(t.replyOf(d.addrs, t.resvID(key)))
 		case failed:
 			d.undo()
 			k.metrics.failed.Inc()

@@ -48,28 +48,40 @@ func (t *table) exclude(e exclusion) (int, error) {
 	if !ok || t.externalMode() {
 		return 0, nil
 	}
-	sub := t.st.families()[slot].podThis
+	n := 0
+	for _, b := range t.blocks[slot] {
+		m, err := t.excludeIn(b, pfx, e.owner)
+		if err != nil {
+			return n, err
+		}
+		n += m
+	}
+	return n, nil
+}
+
+// excludeIn excludes the addresses of pfx inside block b.
+func (t *table) excludeIn(b *block, pfx netip.Prefix, owner string) (int, error) {
 	switch {
-	case !sub.Overlaps(pfx):
+	case !b.prefix.Overlaps(pfx):
 		return 0, nil
-	case pfx.Bits() <= sub.Bits():
-		return 0, fmt.Errorf("exclusion %s (owner %q) covers the whole pod subnet %s: %w", pfx, e.owner, sub, ErrExclusionTooBig)
+	case pfx.Bits() <= b.prefix.Bits():
+		return 0, fmt.Errorf("exclusion %s (owner %q) covers the whole pod subnet %s: %w", pfx, owner, b.prefix, ErrExclusionTooBig)
 	case cidr.HostBits(pfx) > maxExcludedBits:
-		return 0, fmt.Errorf("exclusion %s (owner %q) covers more than 2^%d addresses of the pod subnet %s: %w", pfx, e.owner, maxExcludedBits, sub, ErrExclusionTooBig)
+		return 0, fmt.Errorf("exclusion %s (owner %q) covers more than 2^%d addresses of the pod subnet %s: %w", pfx, owner, maxExcludedBits, b.prefix, ErrExclusionTooBig)
 	}
 	n := 0
 	for a := pfx.Addr(); a.IsValid() && pfx.Contains(a); a = a.Next() {
 		if _, done := t.excl.owners[a]; done {
 			continue
 		}
-		if !t.pools[slot].Pool().Contains(a) {
+		if !b.pool.Pool().Contains(a) {
 			continue // the network address, the gateway, the NAT loopback, the broadcast
 		}
-		t.excl.owners[a] = e.owner
-		if _, held := t.pools[slot].Owner(a); held {
+		t.excl.owners[a] = owner
+		if _, held := b.pool.Owner(a); held {
 			continue
 		}
-		if t.takeExcluded(slot, a) {
+		if t.takeExcluded(a) {
 			n++
 		}
 	}
@@ -77,10 +89,14 @@ func (t *table) exclude(e exclusion) (int, error) {
 }
 
 // takeExcluded holds a free excluded address by an exclusion key.
-func (t *table) takeExcluded(slot int, a netip.Addr) bool {
+func (t *table) takeExcluded(a netip.Addr) bool {
+	p := t.poolOf(a)
+	if p == nil {
+		return false
+	}
 	t.excl.seq++
 	key := allocKey{pod: podmodel.ID{Namespace: excludedNamespace, Name: t.excl.owners[a]}, seq: t.excl.seq}
-	return t.pools[slot].AssignAddr(key, a) == nil
+	return p.AssignAddr(key, a) == nil
 }
 
 // excludeFreed takes the excluded ones of addresses just freed.
@@ -88,9 +104,9 @@ func (t *table) excludeFreed(as addrs) {
 	if len(t.excl.owners) == 0 {
 		return
 	}
-	for slot, a := range as {
+	for _, a := range as {
 		if _, ok := t.excl.owners[a]; ok && a.IsValid() {
-			t.takeExcluded(slot, a)
+			t.takeExcluded(a)
 		}
 	}
 }
@@ -108,8 +124,10 @@ func (t *table) excludedCount(i int) int {
 	n := 0
 	for a := range t.excl.owners {
 		if slot, ok := t.slotOf(a); ok && slot == i {
-			if k, held := t.pools[i].Owner(a); held && k.excluded() {
-				n++
+			if p := t.poolOf(a); p != nil {
+				if k, held := p.Owner(a); held && k.excluded() {
+					n++
+				}
 			}
 		}
 	}

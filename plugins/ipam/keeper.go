@@ -114,6 +114,10 @@ type reply struct {
 	addr  netip.Addr // the first of addrs
 	addrs addrs      // allocate: every address of the allocation
 	resv  string     // allocate: the ID of its reservation, "" when none
+	// nets and gws are the pod subnet and the gateway of each address
+	// (internal mode; with an external IPAM the node's pod subnets).
+	nets [2]netip.Prefix
+	gws  [2]netip.Addr
 	held  bool       // release: the pod held an address
 	err   error
 }

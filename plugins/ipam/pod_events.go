@@ -36,19 +36,17 @@ func (p *Plugin) addPod(ev *podmanager.AddPod) (string, error) {
 	if dec.err != nil {
 		return "", p.cniError(dec.err)
 	}
-	st := p.st.Load()
 	iface := podmanager.PodInterface{Name: ev.Key.IfName, Sandbox: ev.NetworkNamespace}
 	ev.Routes = nil
 	for i, a := range dec.addrs {
 		if !a.IsValid() {
 			continue
 		}
-		if st == nil || i >= len(st.families()) || !st.families()[i].podThis.Contains(a) {
+		if !dec.nets[i].Contains(a) {
 			return "", fmt.Errorf("%w: the pod subnet changed while %s was allocated", podmanager.ErrTryAgain, ev.Key)
 		}
-		f := st.families()[i]
-		iface.IPAddresses = append(iface.IPAddresses, podmanager.IPWithGateway{Address: netip.PrefixFrom(a, f.podThis.Bits()), Gateway: f.podGW})
-		ev.Routes = append(ev.Routes, podmanager.Route{Dst: defaultRoute(a), Gw: f.podGW})
+		iface.IPAddresses = append(iface.IPAddresses, podmanager.IPWithGateway{Address: netip.PrefixFrom(a, dec.nets[i].Bits()), Gateway: dec.gws[i]})
+		ev.Routes = append(ev.Routes, podmanager.Route{Dst: defaultRoute(a), Gw: dec.gws[i]})
 	}
 	ev.Interfaces = []podmanager.PodInterface{iface}
 	ev.Reservation = dec.resv

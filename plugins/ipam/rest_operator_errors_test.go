@@ -102,7 +102,7 @@ func TestOperatorRefusals(t *testing.T) {
 		{"address of a family the node lacks", ipam.OperatorAllocatePath, `{"ip": "fe10:f00d::a", "owner": "x"}`, "", 422, "family-disabled",
 			`allocating for owner "x": address fe10:f00d::a: IPv6 allocation disabled`},
 		{"address outside the pod subnet", ipam.OperatorAllocatePath, `{"ip": "1.2.200.7", "owner": "x"}`, "", 422, "out-of-range",
-			`allocating for owner "x": assign to owner "x" allocation 2: allocate 1.2.200.7: outside 1.2.128.10-1.2.128.13 of 1.2.128.8/29: address out of range`},
+			`allocating for owner "x": allocate 1.2.200.7: outside the pod subnets 1.2.128.8/29: address out of range`},
 		{"the gateway", ipam.OperatorAllocatePath, `{"ip": "1.2.128.9", "owner": "x"}`, "", 422, "reserved",
 			`allocating for owner "x": address 1.2.128.9 is the gateway of the pod subnet 1.2.128.8/29: address is reserved`},
 	}

@@ -60,14 +60,19 @@ type record struct {
 	rev  int64
 }
 
-// slotted sets r.addr from r.ips: every address in the pod subnet of its
-// family; false when one is not (the record is dropped).
-func (r *record) slotted(st *state) bool {
+// slotted sets r.addr from r.ips: every address in a pod subnet of its
+// family in t; false when one is not (the record is dropped).
+func (r *record) slotted(t *table) bool {
 	r.addr = addrs{}
 	for _, a := range r.ips {
-		i, ok := st.slotOf(a)
-		if !ok || !st.families()[i].podThis.Contains(a) {
+		_, i, ok := t.blockOf(a)
+		if !ok && !t.externalMode() {
 			return false
+		}
+		if t.externalMode() {
+			if i, ok = t.slotOf(a); !ok || !t.st.families()[i].podThis.Contains(a) {
+				return false
+			}
 		}
 		r.addr[i] = a
 	}
@@ -111,7 +116,7 @@ func (k *keeper) resync(in *resyncInput) error {
 	}
 	p := &plan{t: t, learned: map[podmodel.ID]addrs{}, reclaim: map[podmodel.ID]string{},
 		absent: map[podmodel.ID]time.Time{}, inKube: map[podmodel.ID]struct{}{}}
-	kube := k.kubePods(in)
+	kube := k.kubePods(in, t)
 	k.claimRecords(p, recs, kube)
 	k.claimKube(p, kube)
 	k.applyExclusions(t, in)
@@ -147,7 +152,7 @@ func kubeSource(live bool) string {
 // key and value disagree on its name or namespace is logged and skipped;
 // so is the address of a pod that runs on this node (its host address is
 // this node's) outside this node's pod subnet.
-func (k *keeper) kubePods(in *resyncInput) []kubePod {
+func (k *keeper) kubePods(in *resyncInput, t *table) []kubePod {
 	keys := make([]string, 0, len(in.ks[podResource]))
 	for key := range in.ks[podResource] {
 		keys = append(keys, key)
@@ -164,7 +169,7 @@ func (k *keeper) kubePods(in *resyncInput) []kubePod {
 			k.log.Warn("skipping a pod of the Kubernetes state whose key and value disagree", "key", key, "pod", kp.id.String())
 			continue
 		}
-		kp.addr = k.kubeAddrs(in, pod)
+		kp.addr = k.kubeAddrs(in, t, pod)
 		out = append(out, kp)
 	}
 	return out
@@ -174,7 +179,7 @@ func (k *keeper) kubePods(in *resyncInput) []kubePod {
 // by slot; the address of a pod that runs on this node outside its pod
 // subnet is logged and skipped, and so is an address of a family the
 // node does not have, or a second one of a family.
-func (k *keeper) kubeAddrs(in *resyncInput, pod *podmodel.Pod) addrs {
+func (k *keeper) kubeAddrs(in *resyncInput, t *table, pod *podmodel.Pod) addrs {
 	list := pod.GetIpAddresses()
 	if len(list) == 0 {
 		list = []string{pod.GetIpAddress()}
@@ -190,10 +195,10 @@ func (k *keeper) kubeAddrs(in *resyncInput, pod *podmodel.Pod) addrs {
 		if !ok || as[i].IsValid() {
 			continue
 		}
-		if sub := in.st.families()[i].podThis; !sub.Contains(a) {
+		if inPool := t.inPool(a) || t.externalMode() && in.st.families()[i].podThis.Contains(a); !inPool {
 			if k.runsHere(in, pod) {
-				k.log.Warn("ignoring the address of a pod of this node outside its pod subnet", "pod", podmodel.GetID(pod).String(),
-					"ip", a.String(), "pod-subnet", sub.String())
+				k.log.Warn("ignoring the address of a pod of this node outside its pod subnets", "pod", podmodel.GetID(pod).String(),
+					"ip", a.String(), "pod-subnets", describeCIDRs(in.st.podCIDRs()))
 			}
 			continue
 		}
@@ -225,7 +230,7 @@ func (k *keeper) claimRecords(p *plan, recs []record, kube []kubePod) {
 	}
 	kept := recs[:0]
 	for _, r := range recs {
-		if !r.slotted(p.t.st) {
+		if !r.slotted(p.t) {
 			p.dropped++
 			p.stale = append(p.stale, r.key.storeKey())
 			continue

@@ -64,10 +64,11 @@ func (as addrs) String() string {
 // next allocation stores the record again before it is acknowledged.
 type table struct {
 	st *state
-	// pools hand out the addresses in the internal mode, one per family
-	// of the node (nil with an external IPAM, and pools[1] on a
-	// single-stack node).
-	pools [2]*ipalloc.Keyed[allocKey]
+	// blocks are the pod subnets of each slot in the internal mode (none
+	// with an external IPAM, and none in slot 1 on a single-stack node):
+	// blocks[i][0] is the subnet cut from the node ID, the others were
+	// added (AddPool), in the order they are tried.
+	blocks [2][]*block
 	// external holds the addresses an external IPAM gave (external mode).
 	external map[allocKey]addrs
 	// pods is the pod of each allocation that is not pod-keyed; byPod
@@ -99,16 +100,16 @@ func newTable(st *state) (*table, error) {
 		return t, nil
 	}
 	for i, f := range st.families() {
-		pool, err := ipalloc.NewKeyed[allocKey](ipalloc.Config{Prefix: f.podThis, ReserveLow: 2, ReserveHigh: 2})
+		b, err := newBlock(f.podThis)
 		if err != nil {
-			return nil, fmt.Errorf("pod address pool of %s: %w", f.podThis, err)
+			return nil, err
 		}
-		t.pools[i] = pool
+		t.blocks[i] = []*block{b}
 	}
 	return t, nil
 }
 
-func (t *table) externalMode() bool { return t.pools[0] == nil }
+func (t *table) externalMode() bool { return len(t.blocks[0]) == 0 }
 
 // slots is the number of families of the node.
 func (t *table) slots() int { return len(t.st.families()) }
@@ -117,8 +118,14 @@ func (t *table) slots() int { return len(t.st.families()) }
 // family.
 func (t *table) slotOf(a netip.Addr) (int, bool) { return t.st.slotOf(a) }
 
-// pool is the pool of slot i (nil in the external mode).
-func (t *table) pool(i int) *ipalloc.Keyed[allocKey] { return t.pools[i] }
+// pool is the pool of the first block of slot i (the subnet cut from the
+// node ID; nil in the external mode).
+func (t *table) pool(i int) *ipalloc.Keyed[allocKey] {
+	if len(t.blocks[i]) == 0 {
+		return nil
+	}
+	return t.blocks[i][0].pool
+}
 
 // lookupAll finds the allocation's addresses.
 func (t *table) lookupAll(k allocKey) (as addrs, ok bool) {
@@ -126,12 +133,12 @@ func (t *table) lookupAll(k allocKey) (as addrs, ok bool) {
 		as, ok = t.external[k]
 		return as, ok
 	}
-	for i, p := range t.pools {
-		if p == nil {
-			continue
-		}
-		if a, found := p.Lookup(k); found {
-			as[i], ok = a, true
+	for i, bs := range t.blocks {
+		for _, b := range bs {
+			if a, found := b.pool.Lookup(k); found {
+				as[i], ok = a, true
+				break
+			}
 		}
 	}
 	return as, ok
@@ -148,11 +155,11 @@ func (t *table) lookup(k allocKey) (netip.Addr, bool) {
 // allocation holds has none).
 func (t *table) owner(a netip.Addr) (allocKey, bool) {
 	if !t.externalMode() {
-		i, ok := t.slotOf(a)
-		if !ok {
+		p := t.poolOf(a)
+		if p == nil {
 			return allocKey{}, false
 		}
-		k, held := t.pools[i].Owner(a)
+		k, held := p.Owner(a)
 		return k, held && !k.excluded() && !k.cooling()
 	}
 	for k, as := range t.external {
@@ -197,15 +204,16 @@ func (t *table) podAddr(id podmodel.ID) (allocKey, netip.Addr, bool) {
 // Kubernetes): all of its addresses, or none.
 func (t *table) claim(k allocKey, pod podmodel.ID, as addrs) error {
 	if !t.externalMode() {
-		for i, a := range as {
+		for _, a := range as {
 			if !a.IsValid() {
 				continue
 			}
-			if t.pools[i] == nil {
+			p := t.poolOf(a)
+			if p == nil {
 				t.unassign(k)
-				return fmt.Errorf("address %s of %s: this node has no pod subnet of its family", a, k)
+				return fmt.Errorf("address %s of %s: not in a pod subnet of this node", a, k)
 			}
-			if err := t.pools[i].AssignAddr(k, a); err != nil {
+			if err := p.AssignAddr(k, a); err != nil {
 				t.unassign(k)
 				return err
 			}
@@ -274,9 +282,9 @@ func (t *table) forget(k allocKey) (addrs, bool) {
 
 // unassign frees k's addresses in every pool.
 func (t *table) unassign(k allocKey) {
-	for _, p := range t.pools {
-		if p != nil {
-			p.Unassign(k)
+	for _, bs := range t.blocks {
+		for _, b := range bs {
+			b.pool.Unassign(k)
 		}
 	}
 }
@@ -306,33 +314,36 @@ func (t *table) count(i int) int {
 		}
 		return n
 	}
-	if p := t.pools[i]; p != nil {
-		return p.Len() - t.excludedCount(i) - t.coolingCount(i)
+	for _, b := range t.blocks[i] {
+		n += b.pool.Len()
 	}
-	return 0
+	return n - t.excludedCount(i) - t.coolingCount(i)
 }
 
 // size is the number of addresses the internal pool of slot i can hand
 // out (0 with an external IPAM or without the family).
 func (t *table) size(i int) uint64 {
-	if t.externalMode() || t.pools[i] == nil {
-		return 0
+	var n uint64
+	for _, b := range t.blocks[i] {
+		n += b.pool.Pool().Size()
 	}
-	return t.pools[i].Pool().Size()
+	return n
 }
 
 // free is the number of free addresses of slot i: excluded ones are
 // taken.
 func (t *table) free(i int) uint64 {
-	if t.externalMode() || t.pools[i] == nil {
-		return 0
+	var n uint64
+	for _, b := range t.blocks[i] {
+		n += b.pool.Pool().Free()
 	}
-	return t.pools[i].Pool().Free()
+	return n
 }
 
-// each calls fn for every allocation (in the order of the first family's
-// addresses in the internal mode, in no order with an external IPAM)
-// until fn returns false. Exclusions are not allocations.
+// each calls fn for every allocation (in the order of its first
+// address, block by block, in the internal mode; in no order with an
+// external IPAM) until fn returns false. Exclusions and cooling
+// addresses are not allocations.
 func (t *table) each(fn func(k allocKey, pod podmodel.ID, as addrs) bool) {
 	if t.externalMode() {
 		for k, as := range t.external {
@@ -343,28 +354,24 @@ func (t *table) each(fn func(k allocKey, pod podmodel.ID, as addrs) bool) {
 		return
 	}
 	seen := map[allocKey]struct{}{}
-	for i, p := range t.pools {
-		if p == nil {
-			continue
-		}
-		more := true
-		p.Range(func(k allocKey, _ netip.Addr) bool {
-			if k.excluded() || k.cooling() {
-				return true
-			}
-			if i > 0 {
+	for _, bs := range t.blocks {
+		for _, b := range bs {
+			more := true
+			b.pool.Range(func(k allocKey, _ netip.Addr) bool {
+				if k.excluded() || k.cooling() {
+					return true
+				}
 				if _, ok := seen[k]; ok {
 					return true
 				}
-			} else if t.pools[1] != nil {
 				seen[k] = struct{}{}
+				as, _ := t.lookupAll(k)
+				more = fn(k, t.podOf(k), as)
+				return more
+			})
+			if !more {
+				return
 			}
-			as, _ := t.lookupAll(k)
-			more = fn(k, t.podOf(k), as)
-			return more
-		})
-		if !more {
-			return
 		}
 	}
 }
@@ -426,46 +433,73 @@ func (t *table) allSlots() []int {
 // happened.
 func (t *table) assign(k allocKey, slots []int) (addrs, error) {
 	var as addrs
-	var cursors [2]netip.Addr
+	type mark struct {
+		pool   *ipalloc.Pool
+		cursor netip.Addr
+	}
+	var marks []mark
+	for _, i := range slots {
+		for _, b := range t.blocks[i] {
+			marks = append(marks, mark{b.pool.Pool(), b.pool.Pool().Cursor()})
+		}
+	}
 	rollback := func() {
 		t.unassign(k)
-		for i, c := range cursors {
-			if c.IsValid() {
-				_ = t.pools[i].Pool().SetCursor(c) // it was the pool's cursor: inside the prefix
-			}
+		for _, m := range marks {
+			_ = m.pool.SetCursor(m.cursor) // it was the pool's cursor: inside the prefix
 		}
 	}
 	for _, i := range slots {
-		p := t.pools[i]
-		if p == nil {
+		if len(t.blocks[i]) == 0 {
 			rollback()
 			return addrs{}, fmt.Errorf("%w: this node has no pod subnet of that family", errFamilyDisabled(t.st, i))
 		}
-		cursors[i] = p.Pool().Cursor()
 		a, err := t.assignSlot(k, i)
 		if err != nil {
 			rollback()
-			return addrs{}, fmt.Errorf("no IP address is free for allocation in the subnet %s: %w", p.Pool().Prefix(), err)
+			return addrs{}, fmt.Errorf("no IP address is free for allocation in the %s: %w", t.blockWords(i), err)
 		}
 		as[i] = a
 	}
 	return as, nil
 }
 
-// assignSlot hands k the next free address of slot i, next-fit; with
-// none free, the address whose cooldown ends first (a cooldown never
-// makes an allocation fail while an address could be handed out).
+// blockWords names the pod subnets of slot i: "subnet 10.1.1.0/24", or
+// "subnets 10.1.1.0/24,10.2.0.0/26".
+func (t *table) blockWords(i int) string {
+	if len(t.blocks[i]) == 1 {
+		return "subnet " + t.blockList(i)
+	}
+	return "subnets " + t.blockList(i)
+}
+
+// blockList names the blocks of slot i.
+func (t *table) blockList(i int) string {
+	var out []string
+	for _, b := range t.blocks[i] {
+		out = append(out, b.prefix.String())
+	}
+	return strings.Join(out, ",")
+}
+
+// assignSlot hands k the next free address of slot i: next-fit in the
+// first block with one free; with none free in any block, the address
+// whose cooldown ends first (a cooldown never makes an allocation fail
+// while an address could be handed out).
 func (t *table) assignSlot(k allocKey, i int) (netip.Addr, error) {
-	a, _, err := t.pools[i].Assign(k)
-	if err == nil {
-		return a, nil
+	var err error
+	for _, b := range t.blocks[i] {
+		var a netip.Addr
+		if a, _, err = b.pool.Assign(k); err == nil {
+			return a, nil
+		}
 	}
 	c, ok := t.coolestOf(i)
 	if !ok {
 		return netip.Addr{}, err
 	}
 	t.unCool(c)
-	if err := t.pools[i].AssignAddr(k, c); err != nil {
+	if err := t.poolOf(c).AssignAddr(k, c); err != nil {
 		return netip.Addr{}, err
 	}
 	t.cool.reused++
