@@ -118,8 +118,8 @@ type reply struct {
 	// (internal mode; with an external IPAM the node's pod subnets).
 	nets [2]netip.Prefix
 	gws  [2]netip.Addr
-	held  bool       // release: the pod held an address
-	err   error
+	held bool // release: the pod held an address
+	err  error
 }
 
 // decided sends the in-memory decision of r, once; a request whose
