@@ -55,16 +55,14 @@ func (m *ipamMetrics) Collect(ch chan<- prometheus.Metric) {
 	m.reclaimed.Collect(ch)
 	m.invalid.Collect(ch)
 	m.p.keeper.read(func(t *table) {
-		for i, f := range t.st.families() {
-			subnet := f.podThis.String()
-			ch <- prometheus.MustNewConstMetric(m.size, prometheus.GaugeValue, float64(t.size(i)), subnet)
-			ch <- prometheus.MustNewConstMetric(m.allocated, prometheus.GaugeValue, float64(t.count(i)), subnet)
+		for _, s := range t.stats() {
+			ch <- prometheus.MustNewConstMetric(m.size, prometheus.GaugeValue, float64(s.Total), s.CIDR)
+			ch <- prometheus.MustNewConstMetric(m.allocated, prometheus.GaugeValue, float64(s.Assigned), s.CIDR)
 			if t.externalMode() {
 				continue
 			}
-			s := t.poolStats(i)
 			for state, n := range map[string]uint64{"assigned": s.Assigned, "cooldown": s.Cooldown, "excluded": s.Excluded, "free": s.Free} {
-				ch <- prometheus.MustNewConstMetric(m.states, prometheus.GaugeValue, float64(n), subnet, state)
+				ch <- prometheus.MustNewConstMetric(m.states, prometheus.GaugeValue, float64(n), s.CIDR, state)
 			}
 		}
 	})

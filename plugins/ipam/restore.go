@@ -106,6 +106,7 @@ func (k *keeper) resync(in *resyncInput) error {
 		return err
 	}
 	k.last = in
+	k.restoreBlocks(t)
 	recs, cursor, err := k.load()
 	if err != nil {
 		return err

@@ -1,5 +1,7 @@
 package ipam
 
+import "net/netip"
+
 // PoolStats counts the addresses of one pod subnet (the AWS datastore's
 // GetStats, per pool): Total can be handed out at all (the subnet minus
 // its network address, gateway, NAT loopback and broadcast); each of them
@@ -29,22 +31,57 @@ type NodeStats struct {
 	CooldownReused uint64 `json:"cooldownReused"`
 }
 
-// poolStats are the stats of slot i.
+// poolStats are the stats of slot i's first block (the subnet cut from
+// the node ID; the node's pod subnet with an external IPAM).
 func (t *table) poolStats(i int) PoolStats {
-	f := t.st.families()[i]
-	s := PoolStats{CIDR: f.podThis.String(), Family: IPv4}
-	if f.podThis.Addr().Is6() {
-		s.Family = IPv6
-	}
-	s.Assigned = uint64(t.count(i))
 	if t.externalMode() {
-		return s
+		f := t.st.families()[i]
+		return PoolStats{CIDR: f.podThis.String(), Family: familyOf(f.podThis), Assigned: uint64(t.count(i))}
 	}
-	s.Total = t.size(i)
-	s.Cooldown = uint64(t.coolingCount(i))
-	s.Excluded = uint64(t.excludedCount(i))
-	s.Free = t.free(i)
+	return t.blockStats(t.blocks[i][0])
+}
+
+// blockStats are the stats of one block.
+func (t *table) blockStats(b *block) PoolStats {
+	s := PoolStats{CIDR: b.prefix.String(), Family: familyOf(b.prefix), Total: b.pool.Pool().Size(), Free: b.pool.Pool().Free()}
+	for a := range t.cool.until {
+		if b.prefix.Contains(a) {
+			s.Cooldown++
+		}
+	}
+	for a := range t.excl.owners {
+		if k, held := b.pool.Owner(a); held && k.excluded() && b.prefix.Contains(a) {
+			s.Excluded++
+		}
+	}
+	s.Assigned = uint64(b.pool.Len()) - s.Cooldown - s.Excluded
 	return s
+}
+
+// familyOf is the family of p.
+func familyOf(p netip.Prefix) Family {
+	if p.Addr().Is6() {
+		return IPv6
+	}
+	return IPv4
+}
+
+// stats are the stats of every block of the node.
+func (t *table) stats() []PoolStats {
+	if t.externalMode() {
+		var out []PoolStats
+		for i := range t.slots() {
+			out = append(out, t.poolStats(i))
+		}
+		return out
+	}
+	var out []PoolStats
+	for _, bs := range t.blocks {
+		for _, b := range bs {
+			out = append(out, t.blockStats(b))
+		}
+	}
+	return out
 }
 
 // Stats are the stats of every pool of this node (the pools of both
@@ -52,8 +89,7 @@ func (t *table) poolStats(i int) PoolStats {
 func (p *Plugin) Stats() (NodeStats, error) {
 	var ns NodeStats
 	err := p.keeper.exec(func(t *table, _ *batch) error {
-		for i := range t.slots() {
-			s := t.poolStats(i)
+		for _, s := range t.stats() {
 			ns.Pools = append(ns.Pools, s)
 			ns.Total += s.Total
 			ns.Assigned += s.Assigned

@@ -1,0 +1,292 @@
+package ipam
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+
+	"github.com/contiv-ipam/agent/infra/kvdb"
+	"github.com/contiv-ipam/agent/plugins/ipam/cidr"
+	podmodel "github.com/contiv-ipam/agent/plugins/ksr/model/pod"
+)
+
+// BlocksKey holds the pod subnets added to this node (AddPool), in the
+// order they are tried: JSON ["10.2.0.0/26", ...]. The subnet cut from
+// the node ID is not in it.
+const BlocksKey = "/contiv-agent/ipam/blocks"
+
+// Errors of the pool calls that callers branch on.
+var (
+	// ErrPoolInUse: RemovePool without force of a pool with assigned
+	// addresses.
+	ErrPoolInUse = errors.New("the pool has assigned addresses")
+	// ErrNoSuchPool: the node has no pool of that prefix.
+	ErrNoSuchPool = errors.New("no such pool on this node")
+)
+
+// AddPool adds a pod subnet to this node (the AWS datastore's AddENI, a
+// block that nodeipam granted): its addresses are handed out once the
+// blocks before it are full. It must be of a family of the node and
+// overlap none of its pod subnets. The pool list is durable when it
+// returns, and a restart keeps it.
+func (p *Plugin) AddPool(prefix netip.Prefix) error {
+	if !prefix.IsValid() {
+		return fmt.Errorf("adding a pool: invalid prefix %q", prefix)
+	}
+	prefix = prefix.Masked()
+	return p.keeper.exec(func(t *table, _ *batch) error {
+		if t.externalMode() {
+			return fmt.Errorf("adding pool %s: %w", prefix, ErrExternalIPAM)
+		}
+		i, ok := t.slotOf(prefix.Addr())
+		if !ok {
+			return fmt.Errorf("adding pool %s: %w", prefix, disabledErr(prefix.Addr().Is6()))
+		}
+		for _, b := range t.blocks[i] {
+			if b.prefix.Overlaps(prefix) {
+				return fmt.Errorf("adding pool %s: it overlaps the pod subnet %s of this node", prefix, b.prefix)
+			}
+		}
+		b, err := newBlock(prefix)
+		if err != nil {
+			return fmt.Errorf("adding pool %s: %w", prefix, err)
+		}
+		if err := p.keeper.storeBlocks(append(t.added(), prefix)); err != nil {
+			return fmt.Errorf("adding pool %s: %w", prefix, err)
+		}
+		t.blocks[i] = append(t.blocks[i], b)
+		p.keeper.excludeIn(t, b)
+		p.Log.Info("pod address pool added", "pool", prefix.String(), "pools", t.blockList(i))
+		return nil
+	})
+}
+
+// RemovePool removes a pool added by AddPool (the AWS datastore's
+// RemoveENIFromDataStore). A pool with assigned addresses is refused
+// (ErrPoolInUse) unless force: then every allocation holding an address
+// of it is released (all of its addresses), each logged, and the names
+// of the released allocations are returned. Its cooling and excluded
+// addresses go with it. The subnet cut from the node ID cannot be
+// removed.
+func (p *Plugin) RemovePool(prefix netip.Prefix, force bool) (released []string, err error) {
+	prefix = prefix.Masked()
+	err = p.keeper.exec(func(t *table, _ *batch) error {
+		i, j, ok := t.findBlock(prefix)
+		switch {
+		case !ok:
+			return fmt.Errorf("removing pool %s: %w", prefix, ErrNoSuchPool)
+		case j == 0:
+			return fmt.Errorf("removing pool %s: it is the pod subnet cut from the node ID, which stays", prefix)
+		}
+		keys := t.keysIn(t.blocks[i][j])
+		if len(keys) > 0 && !force {
+			return fmt.Errorf("removing pool %s: %d allocations hold addresses of it: %w", prefix, len(keys), ErrPoolInUse)
+		}
+		var ws []write
+		for _, key := range keys {
+			as, _ := t.lookupAll(key)
+			released = append(released, fmt.Sprintf("%s %s", describe(key, t.podOf(key)), as))
+			p.Log.Warn("pool removed with force: allocation released", "pool", prefix.String(), "key", key.String(),
+				"pod", t.podOf(key).String(), "ip", as.String())
+			ws = append(ws, write{op: kvdb.DeleteOp(key.storeKey()), done: p.keeper.releaseDone(key, "released with its pool", nil)})
+		}
+		if err := p.keeper.commitAll(ws); err != nil {
+			return fmt.Errorf("removing pool %s: releasing its allocations: %w", prefix, err)
+		}
+		rest := slices.DeleteFunc(t.added(), func(q netip.Prefix) bool { return q == prefix })
+		if err := p.keeper.storeBlocks(rest); err != nil {
+			return fmt.Errorf("removing pool %s: %w", prefix, err)
+		}
+		t.dropBlock(i, j)
+		p.Log.Info("pod address pool removed", "pool", prefix.String(), "released", len(keys))
+		return nil
+	})
+	return released, err
+}
+
+// FreeableIPs lists the addresses of a pool that can be handed out now:
+// neither assigned, cooling down nor excluded (the AWS datastore's
+// FreeableIPs, per pool).
+func (p *Plugin) FreeableIPs(prefix netip.Prefix) (free []netip.Addr, err error) {
+	prefix = prefix.Masked()
+	err = p.keeper.exec(func(t *table, _ *batch) error {
+		i, j, ok := t.findBlock(prefix)
+		if !ok {
+			return fmt.Errorf("pool %s: %w", prefix, ErrNoSuchPool)
+		}
+		pool := t.blocks[i][j].pool.Pool()
+		if cidr.HostBits(prefix) > maxExcludedBits {
+			return fmt.Errorf("pool %s has more than 2^%d addresses: read its counts in Stats instead", prefix, maxExcludedBits)
+		}
+		for a := pool.AddrAt(0); a.IsValid() && prefix.Contains(a); a = a.Next() {
+			if pool.Contains(a) && !pool.IsAllocated(a) {
+				free = append(free, a)
+			}
+		}
+		return nil
+	})
+	return free, err
+}
+
+// PodIPInfo is one allocated address (the AWS datastore's
+// AllocatedIPs).
+type PodIPInfo struct {
+	Key  string
+	Pod  podmodel.ID
+	IP   netip.Addr
+	Pool netip.Prefix
+}
+
+// AllocatedIPs lists every allocated address with its allocation, pod
+// and pool.
+func (p *Plugin) AllocatedIPs() (out []PodIPInfo, err error) {
+	err = p.keeper.exec(func(t *table, _ *batch) error {
+		t.each(func(k allocKey, pod podmodel.ID, as addrs) bool {
+			for _, a := range as.list() {
+				info := PodIPInfo{Key: k.String(), Pod: pod, IP: a}
+				if b, _, ok := t.blockOf(a); ok {
+					info.Pool = b.prefix
+				}
+				out = append(out, info)
+			}
+			return true
+		})
+		return nil
+	})
+	return out, err
+}
+
+// findBlock finds the block of prefix: its slot and index.
+func (t *table) findBlock(prefix netip.Prefix) (int, int, bool) {
+	for i, bs := range t.blocks {
+		for j, b := range bs {
+			if b.prefix == prefix {
+				return i, j, true
+			}
+		}
+	}
+	return 0, 0, false
+}
+
+// added lists the blocks added to the node (not those cut from its node
+// ID), in the order they are tried.
+func (t *table) added() []netip.Prefix {
+	var out []netip.Prefix
+	for _, bs := range t.blocks {
+		for j, b := range bs {
+			if j > 0 {
+				out = append(out, b.prefix)
+			}
+		}
+	}
+	return out
+}
+
+// keysIn lists the allocations that hold an address of b.
+func (t *table) keysIn(b *block) []allocKey {
+	var keys []allocKey
+	b.pool.Range(func(k allocKey, _ netip.Addr) bool {
+		if !k.excluded() && !k.cooling() {
+			keys = append(keys, k)
+		}
+		return true
+	})
+	return keys
+}
+
+// dropBlock forgets block j of slot i with its cooling and excluded
+// addresses (no allocation holds one of its addresses any more).
+func (t *table) dropBlock(i, j int) {
+	b := t.blocks[i][j]
+	for a := range t.cool.until {
+		if b.prefix.Contains(a) {
+			delete(t.cool.until, a)
+		}
+	}
+	for a := range t.excl.owners {
+		if b.prefix.Contains(a) {
+			delete(t.excl.owners, a)
+		}
+	}
+	t.blocks[i] = slices.Delete(slices.Clone(t.blocks[i]), j, j+1)
+}
+
+// storeBlocks stores the list of added blocks (nothing in flight: the
+// caller is a barrier). Without a store, memory is the store.
+func (k *keeper) storeBlocks(list []netip.Prefix) error {
+	if k.db == nil {
+		return nil
+	}
+	v, _ := json.Marshal(list)
+	ctx, cancel := k.ctx()
+	defer cancel()
+	if err := k.db.Put(ctx, BlocksKey, v); err != nil {
+		return fmt.Errorf("storing the pool list %s: %w", BlocksKey, err)
+	}
+	return nil
+}
+
+// restoreBlocks adds the stored blocks to a new table; a block that does
+// not fit (another family, an overlap, unreadable) is logged and left out.
+func (k *keeper) restoreBlocks(t *table) {
+	if t.externalMode() {
+		return
+	}
+	for _, pfx := range k.loadBlocks() {
+		i, ok := t.slotOf(pfx.Addr())
+		if !ok {
+			k.log.Warn("stored pool not restored: this node has no pod subnet of its family", "pool", pfx.String())
+			continue
+		}
+		if slices.ContainsFunc(t.blocks[i], func(b *block) bool { return b.prefix.Overlaps(pfx) }) {
+			k.log.Warn("stored pool not restored: it overlaps a pod subnet of this node", "pool", pfx.String(), "pools", t.blockList(i))
+			continue
+		}
+		b, err := newBlock(pfx)
+		if err != nil {
+			k.log.Warn("stored pool not restored", "pool", pfx.String(), "error", err)
+			continue
+		}
+		t.blocks[i] = append(t.blocks[i], b)
+	}
+}
+
+// loadBlocks reads the stored list of added blocks; in memory mode the
+// current table's.
+func (k *keeper) loadBlocks() []netip.Prefix {
+	if k.db == nil {
+		if k.tab == nil {
+			return nil
+		}
+		return k.tab.added()
+	}
+	ctx, cancel := k.ctx()
+	defer cancel()
+	kv, found, err := k.db.Get(ctx, BlocksKey)
+	if err != nil || !found {
+		if err != nil {
+			k.log.Warn("reading the pool list failed; only the node's own pod subnets are used", "key", BlocksKey, "error", err)
+		}
+		return nil
+	}
+	var list []netip.Prefix
+	if err := json.Unmarshal(kv.Value, &list); err != nil {
+		k.log.Warn("the pool list does not parse; only the node's own pod subnets are used", "key", BlocksKey, "value", string(kv.Value), "error", err)
+		return nil
+	}
+	return list
+}
+
+// excludeIn applies the exclusions of the last resync to a new block.
+func (k *keeper) excludeIn(t *table, b *block) {
+	if k.last == nil {
+		return
+	}
+	for _, e := range k.last.exclusions {
+		if _, err := t.excludeIn(b, e.prefix.Masked(), e.owner); err != nil {
+			k.log.Warn("exclusion not applied", "error", err)
+		}
+	}
+}
