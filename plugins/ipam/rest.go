@@ -100,6 +100,7 @@ func (p *Plugin) registerHandlers() {
 		p.dumpHandler, http.MethodGet)
 	p.registerOperatorHandlers()
 	p.registerCheckpointHandlers()
+	p.registerPoolsHandler()
 }
 
 // Conflict is a record moved aside in GET /contiv/v1/ipam/conflicts.
