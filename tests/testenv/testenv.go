@@ -37,6 +37,8 @@ type Bins struct {
 	Agent string // contiv-agent
 	CNI   string // contiv-cni
 	KSR   string // contiv-ksr
+	// NetCtl is contiv-netctl.
+	NetCtl string
 }
 
 var bins Bins
@@ -70,13 +72,14 @@ func BenchMain(m *testing.M) {
 	Main(m)
 }
 
-// Build builds contiv-agent, contiv-cni (static, CGO_ENABLED=0) and
-// contiv-ksr into dir with the go command of PATH; the compiler's output
-// goes to stderr.
+// Build builds contiv-agent, contiv-cni (static, CGO_ENABLED=0),
+// contiv-ksr and contiv-netctl into dir with the go command of PATH; the
+// compiler's output goes to stderr.
 func Build(dir string) (Bins, error) {
 	b := Bins{Dir: dir, Agent: filepath.Join(dir, "contiv-agent"), CNI: filepath.Join(dir, "contiv-cni"),
-		KSR: filepath.Join(dir, "contiv-ksr")}
-	for _, t := range []struct{ out, pkg string }{{b.Agent, "cmd/contiv-agent"}, {b.CNI, "cmd/contiv-cni"}, {b.KSR, "cmd/contiv-ksr"}} {
+		KSR: filepath.Join(dir, "contiv-ksr"), NetCtl: filepath.Join(dir, "contiv-netctl")}
+	for _, t := range []struct{ out, pkg string }{{b.Agent, "cmd/contiv-agent"}, {b.CNI, "cmd/contiv-cni"}, {b.KSR, "cmd/contiv-ksr"},
+		{b.NetCtl, "cmd/contiv-netctl"}} {
 		build := exec.Command("go", "build", "-o", t.out, "./"+t.pkg)
 		build.Dir = RepoRoot()
 		if t.out == b.CNI {
@@ -121,6 +124,10 @@ type Options struct {
 	Conf map[string]string
 	// Env adds environment variables.
 	Env []string
+	// BasicAuth, "user:password", makes the REST server require it
+	// (client-basic-auth in http.conf, unless Conf names http.conf) and
+	// the helpers (the readiness wait, Get) send it.
+	BasicAuth string
 }
 
 // Agent is a contiv-agent process on a config directory.
@@ -169,6 +176,9 @@ func (a *Agent) writeConfig(t testing.TB) {
 	files, err := AgentConfig(a.Dir, a.Socket)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if a.opts.BasicAuth != "" {
+		files["http.conf"] += fmt.Sprintf("client-basic-auth: [%q]\n", a.opts.BasicAuth)
 	}
 	for name, content := range a.opts.Conf {
 		files[name] = content
@@ -336,7 +346,7 @@ func (a *Agent) waitReadiness(t testing.TB, base string) {
 	client := &http.Client{Timeout: 2 * time.Second}
 	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) {
-		resp, err := client.Get(base + "/readiness")
+		resp, err := client.Do(a.request(t, base+"/readiness"))
 		if err == nil {
 			_ = resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
@@ -405,11 +415,24 @@ func (a *Agent) Stop(t testing.TB) error {
 	}
 }
 
+// request is GET url with the agent's basic authentication, if any.
+func (a *Agent) request(t testing.TB, url string) *http.Request {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if user, pass, ok := strings.Cut(a.opts.BasicAuth, ":"); ok {
+		req.SetBasicAuth(user, pass)
+	}
+	return req
+}
+
 // Get fetches a REST path and returns the status and the body.
 func (a *Agent) Get(t testing.TB, path string) (int, []byte) {
 	t.Helper()
 	client := &http.Client{Timeout: 10 * time.Second}
-	resp, err := client.Get(a.REST + path)
+	resp, err := client.Do(a.request(t, a.REST+path))
 	if err != nil {
 		t.Fatalf("GET %s: %v", path, err)
 	}

@@ -1,0 +1,44 @@
+// Command contiv-netctl is the operator's command line over the agent's
+// REST API. One binary, command groups as in kubectl or etcdctl:
+//
+//	contiv-netctl [global flags] ipam checkpoint export [-o file]
+//	contiv-netctl [global flags] ipam checkpoint import [-replace] file|-
+//
+// Global flags (-h lists them): -server (env CONTIV_NETCTL_SERVER, default
+// http://127.0.0.1:9999), -user user:password (env CONTIV_NETCTL_USER;
+// HTTP basic authentication), -cacert, -cert, -key (HTTPS: the CA of the
+// server's certificate, the client certificate and its key), -timeout
+// (each request; default 30s). A flag wins over its environment variable.
+//
+// Exit codes (only main chooses them, from run's result): 0 done; 1 the
+// command failed, the reason on stderr naming what failed (the server
+// unreachable, a refusal with the server's status and message, a file
+// that cannot be read or written, a document that does not decode); 2 a
+// usage error, the reason and the usage on stderr. -h prints the usage on
+// stdout and exits 0.
+//
+// Layout: main.go is thin (signals, exit code); run parses the command
+// line so that tests call it with their own streams and environment;
+// command.go holds the global flags and the dispatch, client.go the HTTP
+// client, one file per command group (ipam.go), file.go the atomic write.
+//
+// The checkpoint commands, step by step:
+//
+// export: GET /contiv/v1/ipam/checkpoint; the document is decoded
+// (plugins/ipam/checkpoint) so that a broken reply is never saved (one of
+// a newer format is saved, with a warning that this contiv-netctl cannot
+// import it); then written to stdout, or with -o to a temporary file in
+// the target's directory, synced and renamed over the target (the target
+// holds its old content or the whole document, never a part; mode 0600:
+// the document names every pod of the node).
+//
+// import: the file (or stdin) is read, at most 16 MiB, and decoded first:
+// a bad document, or one of a newer format, is refused naming the problem
+// before anything is sent; then POSTed unchanged to
+// /contiv/v1/ipam/checkpoint?replace=true|false; the counts the agent
+// answers (imported, skipped, each skipped entry's reason) are printed.
+//
+// contiv-netctl imports no plugin but the checkpoint codec: the REST paths
+// and reply shapes it needs are copied, and its tests check them against
+// plugins/ipam.
+package main

@@ -1,0 +1,141 @@
+package main
+
+import (
+	"bytes"
+	"encoding/base64"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// result is what one run of contiv-netctl did.
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+// netctl runs contiv-netctl with args, the environment env (nothing else
+// of the process's) and stdin.
+func netctl(t *testing.T, env map[string]string, stdin string, args ...string) result {
+	t.Helper()
+	var out, errb bytes.Buffer
+	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+	code := run(t.Context(), args, strings.NewReader(stdin), &out, &errb, lookup)
+	return result{code: code, stdout: out.String(), stderr: errb.String()}
+}
+
+// request is one request the fake agent received.
+type request struct {
+	method, path, query string
+	header              http.Header
+	body                string
+}
+
+// fakeAgent serves the two checkpoint calls as the agent would, with
+// the replies a test sets, and records every request.
+type fakeAgent struct {
+	*httptest.Server
+	mu       sync.Mutex
+	requests []request
+	// status and body of GET and POST /contiv/v1/ipam/checkpoint.
+	exportStatus int
+	exportBody   string
+	importStatus int
+	importBody   string
+	delay        time.Duration
+}
+
+func newFakeAgent(t *testing.T) *fakeAgent {
+	t.Helper()
+	f := &fakeAgent{exportStatus: http.StatusOK, exportBody: sampleDoc, importStatus: http.StatusOK,
+		importBody: `{"imported": 2, "skipped": 0, "skippedReasons": []}`}
+	f.Server = httptest.NewServer(http.HandlerFunc(f.serve))
+	t.Cleanup(f.Close)
+	return f
+}
+
+// newFakeTLSAgent is newFakeAgent over HTTPS, unstarted: the test sets
+// its TLS config and starts it.
+func newFakeTLSAgent(t *testing.T) *fakeAgent {
+	t.Helper()
+	f := &fakeAgent{exportStatus: http.StatusOK, exportBody: sampleDoc, importStatus: http.StatusOK,
+		importBody: `{"imported": 2, "skipped": 0, "skippedReasons": []}`}
+	f.Server = httptest.NewUnstartedServer(http.HandlerFunc(f.serve))
+	t.Cleanup(f.Close)
+	return f
+}
+
+func (f *fakeAgent) serve(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	f.mu.Lock()
+	f.requests = append(f.requests, request{method: r.Method, path: r.URL.Path, query: r.URL.RawQuery, header: r.Header.Clone(), body: string(body)})
+	status, reply, delay := f.exportStatus, f.exportBody, f.delay
+	if r.Method == http.MethodPost {
+		status, reply = f.importStatus, f.importBody
+	}
+	f.mu.Unlock()
+	if delay > 0 {
+		select {
+		case <-time.After(delay):
+		case <-r.Context().Done():
+			return
+		}
+	}
+	if r.URL.Path != checkpointPath {
+		http.NotFound(w, r)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = io.WriteString(w, reply)
+}
+
+// received are the requests so far.
+func (f *fakeAgent) received() []request {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]request(nil), f.requests...)
+}
+
+// basic is the Authorization header of basic authentication.
+func basic(user, pass string) string {
+	return "Basic " + base64.StdEncoding.EncodeToString([]byte(user+":"+pass))
+}
+
+// sampleDoc is a checkpoint document as the agent writes it.
+const sampleDoc = `{
+  "version": "contiv-ipam/2",
+  "node": "worker-1",
+  "takenAt": "2026-11-25T14:50:00Z",
+  "allocations": [
+    {
+      "network": "net",
+      "containerId": "c1",
+      "ifName": "eth0",
+      "pod": {
+        "name": "web-0",
+        "namespace": "default"
+      },
+      "ips": [
+        "10.1.1.2",
+        "fd00:10:1:1::2"
+      ],
+      "pools": [
+        "10.1.1.0/24",
+        "fd00:10:1:1::/64"
+      ]
+    },
+    {
+      "owner": "router",
+      "seq": 1,
+      "ips": [
+        "10.1.1.3"
+      ]
+    }
+  ]
+}
+`

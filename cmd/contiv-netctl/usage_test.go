@@ -1,0 +1,116 @@
+package main
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	. "github.com/onsi/gomega"
+
+	"github.com/contiv-ipam/agent/plugins/ipam"
+)
+
+// Command lines that cannot run: exit 2, the reason and the usage on
+// stderr, nothing on stdout, nothing sent.
+func TestUsageErrors(t *testing.T) {
+	agent := newFakeAgent(t)
+	srv := "-server=" + agent.URL
+	for _, tc := range []struct {
+		name  string
+		env   map[string]string
+		args  []string
+		msg   string // on stderr's first line
+		usage string // the usage printed after it
+	}{
+		{"nothing", nil, nil, "no command given", "Usage: contiv-netctl [global flags] <command>"},
+		{"unknown command", nil, []string{"pods"}, `unknown command "pods" (the commands: ipam)`, "Usage: contiv-netctl [global flags] <command>"},
+		{"unknown global flag", nil, []string{"-servr", "x", "ipam"}, "flag provided but not defined: -servr", "Global flags:"},
+		{"global flag without value", nil, []string{"-server"}, "flag needs an argument: -server", "Global flags:"},
+		{"bad timeout", nil, []string{"-timeout", "soon", "ipam", "checkpoint", "export"}, `invalid value "soon" for flag -timeout`, "Global flags:"},
+		{"ipam alone", nil, []string{"ipam"}, "ipam: no command given (the commands: checkpoint)", "contiv-netctl [global flags] ipam <command>"},
+		{"ipam unknown", nil, []string{"ipam", "dump"}, `ipam: unknown command "dump"`, "contiv-netctl [global flags] ipam <command>"},
+		{"checkpoint alone", nil, []string{"ipam", "checkpoint"}, "ipam checkpoint: no command given (the commands: export, import)", "ipam checkpoint import [-replace] file|-"},
+		{"checkpoint unknown", nil, []string{"ipam", "checkpoint", "save"}, `ipam checkpoint: unknown command "save"`, "ipam checkpoint export [-o file]"},
+		{"export argument", nil, []string{srv, "ipam", "checkpoint", "export", "out.json"}, `ipam checkpoint export: unexpected argument "out.json"`, "-o file"},
+		{"export unknown flag", nil, []string{srv, "ipam", "checkpoint", "export", "-f", "x"}, "flag provided but not defined: -f", "-o file"},
+		{"import no file", nil, []string{srv, "ipam", "checkpoint", "import"}, "ipam checkpoint import: no file given (- reads stdin)", "-replace"},
+		{"import two files", nil, []string{srv, "ipam", "checkpoint", "import", "a", "b"}, `ipam checkpoint import: 2 arguments ["a" "b"]: want one file`, "-replace"},
+		{"import flag after file", nil, []string{srv, "ipam", "checkpoint", "import", "a", "-replace"}, `2 arguments ["a" "-replace"]: want one file (and -replace before it)`, "-replace"},
+		{"zero timeout", nil, []string{srv, "-timeout", "0s", "ipam", "checkpoint", "export"}, "-timeout 0s: want a positive duration", "-o file"},
+		{"server not http", nil, []string{"-server", "ftp://h:1", "ipam", "checkpoint", "export"}, `-server "ftp://h:1": want http://host:port or https://host:port`, "-o file"},
+		{"server without scheme", nil, []string{"-server", "127.0.0.1:9999", "ipam", "checkpoint", "export"}, `-server "127.0.0.1:9999"`, "-o file"},
+		{"server with a query", nil, []string{"-server", "http://h:1/?x=1", "ipam", "checkpoint", "export"}, `want no query and no fragment`, "-o file"},
+		{"server with credentials", nil, []string{"-server", "http://admin:s3cret@h:1", "ipam", "checkpoint", "export"}, `credentials in the URL: give them with -user or CONTIV_NETCTL_USER`, "-o file"},
+		{"bad server from env", map[string]string{envServer: "nowhere"}, []string{"ipam", "checkpoint", "export"}, `env CONTIV_NETCTL_SERVER "nowhere"`, "-o file"},
+		{"user without password", nil, []string{srv, "-user", "admin", "ipam", "checkpoint", "export"}, "-user: want user:password (the value is not shown)", "-o file"},
+		{"user from env without colon", map[string]string{envUser: "admin"}, []string{srv, "ipam", "checkpoint", "export"}, "env CONTIV_NETCTL_USER: want user:password", "-o file"},
+		{"empty user name", nil, []string{srv, "-user", ":pw", "ipam", "checkpoint", "export"}, "-user: want user:password", "-o file"},
+		{"cert without key", nil, []string{"-server", "https://h:1", "-cert", "c.pem", "ipam", "checkpoint", "export"}, "-cert and -key go together", "-o file"},
+		{"key without cert", nil, []string{"-server", "https://h:1", "-key", "k.pem", "ipam", "checkpoint", "export"}, "-cert and -key go together", "-o file"},
+		{"TLS flags over http", nil, []string{srv, "-cacert", "ca.pem", "ipam", "checkpoint", "import", "-"}, "-cacert, -cert and -key are for an https:// server", "-replace"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			res := netctl(t, tc.env, "", tc.args...)
+			g.Expect(res.code).To(Equal(exitUsage), "stderr: %s", res.stderr)
+			g.Expect(res.stdout).To(BeEmpty())
+			first, rest, _ := strings.Cut(res.stderr, "\n")
+			g.Expect(first).To(HavePrefix("contiv-netctl: "))
+			g.Expect(first).To(ContainSubstring(tc.msg))
+			g.Expect(rest).To(ContainSubstring(tc.usage))
+			g.Expect(res.stderr).NotTo(ContainSubstring("s3cret"), "a password is never shown")
+		})
+	}
+	NewWithT(t).Expect(agent.received()).To(BeEmpty(), "nothing was sent")
+}
+
+// -h prints the usage of the level it is given at, on stdout, exit 0.
+func TestHelp(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"-h"}, []string{"Usage: contiv-netctl [global flags] <command>", "ipam checkpoint export [-o file]",
+			"ipam checkpoint import [-replace] file|-", "-server url", "CONTIV_NETCTL_SERVER", "-user user:password",
+			"CONTIV_NETCTL_USER", "-cacert file", "-cert file", "-key file", "-timeout duration", "(default 30s)",
+			`(default "http://127.0.0.1:9999")`, "Exit codes: 0 done, 1 the command failed (the reason on stderr), 2 usage error."}},
+		{[]string{"-help"}, []string{"Usage: contiv-netctl [global flags] <command>"}},
+		{[]string{"help"}, []string{"Usage: contiv-netctl [global flags] <command>"}},
+		{[]string{"ipam", "-h"}, []string{"Usage: contiv-netctl [global flags] ipam <command>", "checkpoint export"}},
+		{[]string{"ipam", "checkpoint", "-h"}, []string{"contiv-netctl [global flags] ipam checkpoint export [-o file]",
+			"contiv-netctl [global flags] ipam checkpoint import [-replace] file|-", "renamed over file", "-replace"}},
+		{[]string{"ipam", "checkpoint", "help"}, []string{"ipam checkpoint export [-o file]"}},
+		{[]string{"ipam", "checkpoint", "export", "-h"}, []string{"ipam checkpoint export [-o file]", "-o file", "mode 0600"}},
+		{[]string{"ipam", "checkpoint", "import", "-h"}, []string{"ipam checkpoint import [-replace] file|-", "-replace"}},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			g := NewWithT(t)
+			res := netctl(t, nil, "", tc.args...)
+			g.Expect(res.code).To(Equal(exitOK), res.stderr)
+			g.Expect(res.stderr).To(BeEmpty())
+			for _, w := range tc.want {
+				g.Expect(res.stdout).To(ContainSubstring(w))
+			}
+		})
+	}
+}
+
+func TestVersion(t *testing.T) {
+	g := NewWithT(t)
+	res := netctl(t, nil, "", "-version")
+	g.Expect(res.code).To(Equal(exitOK))
+	g.Expect(res.stdout).To(Equal("contiv-netctl dev (commit unknown, built unknown)\n"))
+}
+
+// The REST path and reply contiv-netctl copies are the agent's.
+func TestTheAgentsPathAndReply(t *testing.T) {
+	g := NewWithT(t)
+	g.Expect(checkpointPath).To(Equal(ipam.CheckpointPath))
+	// The same fields (a conversion compiles only then), and the same JSON.
+	reply := ipam.CheckpointImport{Imported: 1, Skipped: 2, SkippedReasons: []string{"x"}}
+	a, err := json.Marshal(reply)
+	g.Expect(err).NotTo(HaveOccurred())
+	b, err := json.Marshal(importReply(reply))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(string(b)).To(Equal(string(a)))
+}
