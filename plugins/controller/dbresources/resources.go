@@ -12,6 +12,7 @@ import (
 	"github.com/contiv-ipam/agent/plugins/ksr/model/namespace"
 	"github.com/contiv-ipam/agent/plugins/ksr/model/node"
 	"github.com/contiv-ipam/agent/plugins/ksr/model/pod"
+	"github.com/contiv-ipam/agent/plugins/ksr/model/poolblock"
 	"github.com/contiv-ipam/agent/plugins/ksr/model/vppnode"
 )
 
@@ -46,6 +47,8 @@ var resources = []Resource{
 	structResource("servicefunctionchain", "k8s/servicefunctionchain/"),
 	structResource("custom-ipam", "custom-ipam/"),
 	structResource("idalloc", "idalloc/"),
+	structResource(poolblock.ClaimKeyword, poolblock.ClaimPrefix),
+	structResource(poolblock.GrantKeyword, poolblock.GrantPrefix),
 }
 
 // structResource is a resource whose values are any JSON object.
