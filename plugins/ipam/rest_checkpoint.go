@@ -70,6 +70,7 @@ type checkpointCall struct {
 	op      string // "export", "import"
 	replace bool
 	doc     checkpoint.Data // the document exported or imported
+	body    []byte          // the document exported
 	bytes   int
 	result  ImportResult
 }
@@ -84,7 +85,7 @@ func (p *Plugin) checkpointHandler(f *rest.Formatter) http.HandlerFunc {
 		if !rest.Authenticates(p.HTTP) {
 			err = &refusal{http.StatusForbidden, "forbidden", errCheckpointNoClientAuth}
 		} else if call.op == "export" {
-			err = p.serveExport(&call, w)
+			err = p.serveExport(&call)
 		} else {
 			err = p.serveImport(&call, w, r)
 		}
@@ -96,18 +97,20 @@ func (p *Plugin) checkpointHandler(f *rest.Formatter) http.HandlerFunc {
 		}
 		// Logged before the reply: a client that has it finds it in the log.
 		p.logCheckpoint(&call, rest.ClientOf(r), http.StatusOK, nil)
-		if call.op == "import" {
-			reasons := call.result.SkippedReasons
-			if reasons == nil {
-				reasons = []string{}
-			}
-			f.JSON(w, http.StatusOK, CheckpointImport{Imported: call.result.Imported, Skipped: call.result.Skipped, SkippedReasons: reasons})
+		if call.op == "export" {
+			p.writeExport(w, &call)
+			return
 		}
+		reasons := call.result.SkippedReasons
+		if reasons == nil {
+			reasons = []string{}
+		}
+		f.JSON(w, http.StatusOK, CheckpointImport{Imported: call.result.Imported, Skipped: call.result.Skipped, SkippedReasons: reasons})
 	}
 }
 
-// serveExport writes the document; nothing is written on error.
-func (p *Plugin) serveExport(call *checkpointCall, w http.ResponseWriter) error {
+// serveExport takes the document; the handler writes it.
+func (p *Plugin) serveExport(call *checkpointCall) error {
 	if p.st.Load() == nil {
 		return p.notReady()
 	}
@@ -119,17 +122,21 @@ func (p *Plugin) serveExport(call *checkpointCall, w http.ResponseWriter) error 
 	if err != nil {
 		return fmt.Errorf("exporting the checkpoint: %w", err)
 	}
-	call.doc, call.bytes = d, len(body)
+	call.doc, call.body = d, body
+	return nil
+}
+
+// writeExport writes the exported document as a file download.
+func (p *Plugin) writeExport(w http.ResponseWriter, call *checkpointCall) {
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
-	h.Set("Content-Disposition", fmt.Sprintf("attachment; filename=%q", checkpointFileName(d.Node, d.TakenAt)))
+	h.Set("Content-Disposition", fmt.Sprintf("attachment; filename=%q", checkpointFileName(call.doc.Node, call.doc.TakenAt)))
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(http.StatusOK)
-	if _, err := w.Write(body); err != nil {
+	if _, err := w.Write(call.body); err != nil {
 		p.Log.Debug("writing the checkpoint failed", "error", err)
 	}
-	return nil
 }
 
 // checkpointFileName is the file name GET suggests:
@@ -245,8 +252,8 @@ func (p *Plugin) logCheckpoint(c *checkpointCall, who rest.Client, status int, e
 		attrs = append(attrs, "replace", c.replace)
 	}
 	attrs = append(attrs, "status", status)
-	if c.bytes > 0 {
-		attrs = append(attrs, "bytes", c.bytes)
+	if n := max(c.bytes, len(c.body)); n > 0 {
+		attrs = append(attrs, "bytes", n)
 	}
 	if c.doc.Version != "" {
 		attrs = append(attrs, "node", c.doc.Node, "taken-at", c.doc.TakenAt.Format(time.RFC3339Nano), "allocations", len(c.doc.Allocations))
