@@ -70,8 +70,10 @@ func (k *keeper) armSweep() {
 	var first time.Time
 	if k.tab != nil {
 		first = k.tab.earliestDeadline()
-		if w := k.tab.earliestWarm(); !w.IsZero() && (first.IsZero() || w.Before(first)) {
-			first = w
+		for _, w := range []time.Time{k.tab.earliestWarm(), k.nextShrink()} {
+			if !w.IsZero() && (first.IsZero() || w.Before(first)) {
+				first = w
+			}
 		}
 	}
 	if k.view.live {

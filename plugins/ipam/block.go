@@ -95,3 +95,8 @@ func (t *table) poolOf(a netip.Addr) *ipalloc.Keyed[allocKey] {
 	}
 	return nil
 }
+
+// errOverlap says that pfx overlaps the pod subnet other of the node.
+func errOverlap(pfx, other netip.Prefix) error {
+	return fmt.Errorf("%s overlaps the pod subnet %s of this node", pfx, other)
+}

@@ -33,6 +33,16 @@ type Config struct {
 	// it, and a crash-looping pod does not get its predecessor's address.
 	// 0 frees it at once. Cooling addresses count as used.
 	AddressCooldown time.Duration `json:"addressCooldown"`
+	// WarmTarget turns on elastic pools (with the agent's pool claimer):
+	// when the free addresses of a family fall below it, the agent asks
+	// nodeipam for one more block (poolblock.Claim). 0: off.
+	WarmTarget int `json:"warmTarget"`
+	// MinFreeTarget: an empty added block is given back only if its
+	// family keeps at least this many free addresses without it.
+	MinFreeTarget int `json:"minimumFreeTarget"`
+	// BlockCooldown is how long an added block must stay empty (nothing
+	// assigned, nothing cooling down) before it is given back.
+	BlockCooldown time.Duration `json:"blockCooldown"`
 }
 
 // DefaultConfig returns the defaults: a 10-minute grace period, 10 s per
@@ -40,7 +50,7 @@ type Config struct {
 // IPAM expiration), a 30 s address cooldown (the AWS VPC CNI's).
 func DefaultConfig() Config {
 	return Config{AbsentPodGracePeriod: 10 * time.Minute, StoreTimeout: 10 * time.Second, CNIReservationTimeout: 10 * time.Minute,
-		AddressCooldown: 30 * time.Second}
+		AddressCooldown: 30 * time.Second, BlockCooldown: time.Minute}
 }
 
 // Validate names every bad key and value.
@@ -48,6 +58,12 @@ func (c *Config) Validate() error {
 	var errs []error
 	if c.AbsentPodGracePeriod < 0 {
 		errs = append(errs, fmt.Errorf("absentPodGracePeriod %s: want a duration >= 0", c.AbsentPodGracePeriod))
+	}
+	if c.WarmTarget < 0 || c.MinFreeTarget < 0 {
+		errs = append(errs, fmt.Errorf("warmTarget %d, minimumFreeTarget %d: want counts >= 0", c.WarmTarget, c.MinFreeTarget))
+	}
+	if c.BlockCooldown < 0 {
+		errs = append(errs, fmt.Errorf("blockCooldown %s: want a duration >= 0", c.BlockCooldown))
 	}
 	if c.AddressCooldown < 0 {
 		errs = append(errs, fmt.Errorf("addressCooldown %s: want a duration >= 0", c.AddressCooldown))

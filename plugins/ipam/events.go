@@ -7,10 +7,13 @@ import (
 	"net/netip"
 	"strings"
 
+	"google.golang.org/protobuf/types/known/structpb"
+
 	"github.com/contiv-ipam/agent/infra/health"
 	"github.com/contiv-ipam/agent/plugins/contivconf"
 	"github.com/contiv-ipam/agent/plugins/controller/api"
 	podmodel "github.com/contiv-ipam/agent/plugins/ksr/model/pod"
+	"github.com/contiv-ipam/agent/plugins/ksr/model/poolblock"
 	"github.com/contiv-ipam/agent/plugins/nodesync"
 	"github.com/contiv-ipam/agent/plugins/podmanager"
 )
@@ -29,7 +32,7 @@ func (p *Plugin) HandlesEvent(ev api.Event) bool {
 	case *nodesync.NodeUpdate:
 		return p.externalIPAM() && e.NodeName == p.ServiceLabel.GetAgentLabel()
 	case *api.KubeStateChange:
-		return e.Resource == podResource
+		return e.Resource == podResource || e.Resource == poolblock.GrantKeyword && e.Key == poolblock.GrantKey(p.ServiceLabel.GetAgentLabel())
 	}
 	return false
 }
@@ -288,6 +291,9 @@ func describeCIDRs(ps podCIDRs) string {
 // deleted pod gives its addresses back (once the delete of its record is
 // durable); a pod that is there stops its grace period.
 func (p *Plugin) podChange(e *api.KubeStateChange) (string, error) {
+	if e.Resource == poolblock.GrantKeyword {
+		return p.grantChange(e)
+	}
 	if e.NewValue != nil {
 		if pod, ok := e.NewValue.(*podmodel.Pod); ok {
 			return "", p.keeper.do(&request{kind: reqPodSeen, pod: podmodel.GetID(pod)}).err
@@ -304,6 +310,27 @@ func (p *Plugin) podChange(e *api.KubeStateChange) (string, error) {
 		return "", rep.err
 	}
 	return fmt.Sprintf("released the address %s of deleted pod %s", rep.addr, id), nil
+}
+
+// grantChange makes the node's pools follow its changed grant.
+func (p *Plugin) grantChange(e *api.KubeStateChange) (string, error) {
+	v, ok := e.NewValue.(*structpb.Struct)
+	if !ok {
+		return "", nil // deleted: the blocks in use stay until released
+	}
+	g, ok := grantFromStruct(v)
+	if !ok {
+		p.invalidValue("poolgrant", fmt.Errorf("pool grant %s: not a grant", e.Key), p.st.Load())
+		return "", nil
+	}
+	err := p.keeper.exec(func(t *table, _ *batch) error {
+		p.keeper.applyGrant(t, g)
+		return nil
+	})
+	if errors.Is(err, errNotReady) {
+		return "", nil // the first resync reads the grant
+	}
+	return fmt.Sprintf("pool grant: %v", g.Blocks), err
 }
 
 // Revert undoes an AddPod (a later handler failed): the attachment's

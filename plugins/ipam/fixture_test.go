@@ -135,6 +135,8 @@ type fixtureOpts struct {
 	clock   *fakeClock           // nil: the real clock
 	grace   time.Duration        // absentPodGracePeriod; 0: the default
 	resv    time.Duration        // cniReservationTimeout; 0: the default
+	conf    func(*ipam.Config)   // more ipam.conf changes
+	claims  ipam.PoolClaimer     // the pool claimer (elastic pools)
 	health  *healthtest.Recorder // nil: no StatusCheck
 	metrics *prometheus.Registry
 }
@@ -176,12 +178,18 @@ func build(t testing.TB, o fixtureOpts) (*fixture, error) {
 		if o.metrics != nil {
 			d.Metrics = fakeMetrics{o.metrics}
 		}
+		if o.claims != nil {
+			d.PoolClaims = o.claims
+		}
 	})}
 	if o.clock != nil {
 		opts = append(opts, ipam.UseClock(o.clock))
 	}
-	if o.grace != 0 || o.resv != 0 {
+	if o.grace != 0 || o.resv != 0 || o.conf != nil {
 		c := ipam.DefaultConfig()
+		if o.conf != nil {
+			o.conf(&c)
+		}
 		if o.grace != 0 {
 			c.AbsentPodGracePeriod = o.grace
 		}

@@ -44,6 +44,8 @@ type keeper struct {
 	// last is the input of the last resync (ImportCheckpoint resyncs
 	// with its Kubernetes state).
 	last *resyncInput
+	// el is the state of the elastic pools (elastic.go).
+	el elastic
 }
 
 // kubeView is what the keeper knows of the Kubernetes pods.
@@ -167,6 +169,7 @@ func newKeeper(db kvdb.Broker, cfg Config, log *slog.Logger, clk clock, m *ipamM
 		retry:   map[string]struct{}{},
 		sweep:   sweepTimer{clock: clk},
 		pipe:    newPipeline(),
+		el:      newElastic(),
 	}
 }
 
@@ -291,6 +294,9 @@ func (k *keeper) decide(r *request, b *batch) {
 		r.answer(reply{})
 	case r.kind == reqAllocate:
 		k.allocate(r, b)
+		for i := range k.tab.slots() {
+			k.checkWarm(i)
+		}
 	case r.kind == reqConfirm:
 		k.confirm(r, b)
 	default:

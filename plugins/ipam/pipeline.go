@@ -153,6 +153,7 @@ func (k *keeper) advance() {
 		k.releaseExpired()
 		if k.tab != nil {
 			k.tab.warmUp(k.clock.Now())
+			k.shrink()
 		}
 	}
 }

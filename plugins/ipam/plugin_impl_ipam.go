@@ -1,6 +1,7 @@
 package ipam
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -39,6 +40,9 @@ type Deps struct {
 	// not ready before the first resync, nor while it waits for a valid
 	// pod CIDR of this node.
 	StatusCheck health.Reporter
+	// PoolClaims writes this node's pool claim for the elastic pools
+	// (optional; with ipam.conf warmTarget > 0).
+	PoolClaims PoolClaimer
 }
 
 // Plugin is the IPAM plugin.
@@ -62,6 +66,11 @@ type Plugin struct {
 	// each resync.
 	exclMu      sync.Mutex
 	runtimeExcl []exclusion
+
+	// The claimer goroutine (elastic pools): started by AfterInit,
+	// stopped by Close.
+	stopClaimer context.CancelFunc
+	claimerDone chan struct{}
 }
 
 // state is the addressing derived at a resync; it is never modified
@@ -163,6 +172,15 @@ func (p *Plugin) Init() error {
 // its own AfterInit, which runs later).
 func (p *Plugin) AfterInit() error {
 	p.keeper.start()
+	if p.PoolClaims != nil && p.cfg.WarmTarget > 0 {
+		ctx, cancel := context.WithCancel(context.Background())
+		p.stopClaimer = cancel
+		p.claimerDone = make(chan struct{})
+		go func() {
+			defer close(p.claimerDone)
+			p.runClaimer(ctx, p.keeper.el.claims)
+		}()
+	}
 	return nil
 }
 
@@ -173,6 +191,10 @@ func (p *Plugin) AfterInit() error {
 func (p *Plugin) Close() error {
 	if p.keeper != nil {
 		p.keeper.close()
+	}
+	if p.stopClaimer != nil {
+		p.stopClaimer()
+		<-p.claimerDone
 	}
 	return nil
 }

@@ -131,6 +131,12 @@ func (k *keeper) resync(in *resyncInput) error {
 		}
 	}
 	k.setCursors(cursor)
+	if g, ok := grantOf(in.ks, in.st.nodeName); ok {
+		k.applyGrant(t, g)
+	}
+	for i := range t.slots() {
+		k.checkWarm(i)
+	}
 	k.commit(k.tidyWrites(p))
 	k.moveAside(p.conflicts)
 	if p.dropped > 0 {

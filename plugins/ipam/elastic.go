@@ -1,0 +1,230 @@
+package ipam
+
+import (
+	"context"
+	"net/netip"
+	"slices"
+	"time"
+
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/contiv-ipam/agent/plugins/controller/api"
+	"github.com/contiv-ipam/agent/plugins/ksr/model/poolblock"
+)
+
+// PoolClaimer writes this node's pool claim (poolblock.ClaimKey in etcd);
+// the agent wires it. Put may be called again with a newer claim at any
+// time; the last one is what counts.
+type PoolClaimer interface {
+	PutClaim(ctx context.Context, c poolblock.Claim) error
+}
+
+// elastic is the keeper's part of the elastic pools (owned by the
+// keeper's goroutine): how many added blocks each slot wants, the blocks
+// being given back, and since when each added block is empty.
+type elastic struct {
+	want       [2]int
+	releasing  []netip.Prefix
+	emptySince map[netip.Prefix]time.Time
+	// claims carries the newest claim to the claimer goroutine (one
+	// slot: a newer claim replaces one not sent yet).
+	claims chan poolblock.Claim
+}
+
+func newElastic() elastic {
+	return elastic{emptySince: map[netip.Prefix]time.Time{}, claims: make(chan poolblock.Claim, 1)}
+}
+
+// on tells whether elastic pools are configured.
+func (k *keeper) elasticOn() bool {
+	return k.cfg.WarmTarget > 0 && k.tab != nil && !k.tab.externalMode()
+}
+
+// checkWarm asks for one more block of slot i when its free addresses
+// (cooling ones count as used) fell below the warm target and no request
+// is pending.
+func (k *keeper) checkWarm(i int) {
+	t := k.tab
+	if !k.elasticOn() || i >= t.slots() || t.free(i) >= uint64(k.cfg.WarmTarget) {
+		return
+	}
+	if k.el.want[i] > len(t.blocks[i])-1 {
+		return // a request is pending
+	}
+	k.el.want[i] = len(t.blocks[i])
+	k.log.Info("free pod addresses below the warm target: asking for a pool", "free", t.free(i),
+		"warm-target", k.cfg.WarmTarget, "pools", t.blockList(i))
+	k.sendClaim()
+}
+
+// sendClaim hands the current claim to the claimer goroutine.
+func (k *keeper) sendClaim() {
+	c := poolblock.Claim{Node: k.tab.st.nodeName, Want: map[string]int{}, Release: slices.Clone(k.el.releasing)}
+	for i, f := range k.tab.st.families() {
+		if n := k.el.want[i]; n > 0 {
+			c.Want[poolblock.Family(f.podThis)] = n
+		}
+	}
+	select {
+	case <-k.el.claims: // replaced by the newer one
+	default:
+	}
+	k.el.claims <- c
+}
+
+// applyGrant makes the added blocks follow the node's grant: a granted
+// block the node does not hold is added (unless the node is giving it
+// back); a released block the grant no longer lists is forgotten.
+func (k *keeper) applyGrant(t *table, g poolblock.Grant) {
+	if t.externalMode() {
+		return
+	}
+	granted := map[netip.Prefix]bool{}
+	for _, pfx := range g.Blocks {
+		granted[pfx] = true
+		if _, _, held := t.findBlock(pfx); held || slices.Contains(k.el.releasing, pfx) {
+			continue
+		}
+		if err := k.addBlock(t, pfx); err != nil {
+			k.log.Warn("granted pool not added", "pool", pfx.String(), "error", err)
+		}
+	}
+	k.el.releasing = slices.DeleteFunc(k.el.releasing, func(p netip.Prefix) bool { return !granted[p] })
+	for i := range t.slots() {
+		k.el.want[i] = max(k.el.want[i], len(t.blocks[i])-1)
+	}
+}
+
+// addBlock adds a block to t and stores the list of added blocks.
+func (k *keeper) addBlock(t *table, pfx netip.Prefix) error {
+	i, ok := t.slotOf(pfx.Addr())
+	if !ok {
+		return disabledErr(pfx.Addr().Is6())
+	}
+	for _, b := range t.blocks[i] {
+		if b.prefix.Overlaps(pfx) {
+			return errOverlap(pfx, b.prefix)
+		}
+	}
+	b, err := newBlock(pfx)
+	if err != nil {
+		return err
+	}
+	if err := k.storeBlocks(append(t.added(), pfx)); err != nil {
+		return err
+	}
+	t.blocks[i] = append(t.blocks[i], b)
+	k.excludeIn(t, b)
+	k.log.Info("pod address pool added", "pool", pfx.String(), "pools", t.blockList(i))
+	return nil
+}
+
+// shrink gives back the added blocks that have been empty (nothing
+// assigned, nothing cooling down) for the block cooldown, as long as the
+// free addresses of their family stay at the minimum free target without
+// them. It runs in the sweep.
+func (k *keeper) shrink() {
+	if !k.elasticOn() {
+		return
+	}
+	t, now := k.tab, k.clock.Now()
+	for i := range t.slots() {
+		for j := len(t.blocks[i]) - 1; j > 0; j-- {
+			b := t.blocks[i][j]
+			s := t.blockStats(b)
+			if s.Assigned > 0 || s.Cooldown > 0 {
+				delete(k.el.emptySince, b.prefix)
+				continue
+			}
+			since, ok := k.el.emptySince[b.prefix]
+			if !ok {
+				k.el.emptySince[b.prefix] = now
+				continue
+			}
+			if now.Sub(since) < k.cfg.BlockCooldown || t.free(i)-s.Free < uint64(k.cfg.MinFreeTarget) {
+				continue
+			}
+			k.giveBack(t, i, j)
+		}
+	}
+}
+
+// giveBack removes empty block j of slot i and tells nodeipam.
+func (k *keeper) giveBack(t *table, i, j int) {
+	b := t.blocks[i][j]
+	rest := slices.DeleteFunc(t.added(), func(p netip.Prefix) bool { return p == b.prefix })
+	if err := k.storeBlocks(rest); err != nil {
+		k.log.Warn("giving back an empty pool failed; retrying later", "pool", b.prefix.String(), "error", err)
+		return
+	}
+	t.dropBlock(i, j)
+	delete(k.el.emptySince, b.prefix)
+	k.el.releasing = append(k.el.releasing, b.prefix)
+	k.el.want[i] = len(t.blocks[i]) - 1
+	k.log.Info("empty pod address pool given back", "pool", b.prefix.String(), "empty-for", k.cfg.BlockCooldown.String())
+	k.sendClaim()
+}
+
+// nextShrink is when the sweep must run for the block cooldowns, zero
+// when no block is waiting.
+func (k *keeper) nextShrink() time.Time {
+	var first time.Time
+	for _, since := range k.el.emptySince {
+		if at := since.Add(k.cfg.BlockCooldown); first.IsZero() || at.Before(first) {
+			first = at
+		}
+	}
+	return first
+}
+
+// grantOf reads this node's grant from the Kubernetes state.
+func grantOf(ks api.KubeStateData, node string) (poolblock.Grant, bool) {
+	v, ok := ks[poolblock.GrantKeyword][poolblock.GrantKey(node)].(*structpb.Struct)
+	if !ok {
+		return poolblock.Grant{}, false
+	}
+	return grantFromStruct(v)
+}
+
+// grantFromStruct decodes a grant carried as a generic struct.
+func grantFromStruct(v *structpb.Struct) (poolblock.Grant, bool) {
+	b, err := protojson.Marshal(v)
+	if err != nil {
+		return poolblock.Grant{}, false
+	}
+	g, err := poolblock.ParseGrant(b)
+	return g, err == nil
+}
+
+// runClaimer sends the claims the keeper decides, newest first, until ctx
+// ends; a failed write is retried with backoff (a newer claim replaces
+// the one being retried).
+func (p *Plugin) runClaimer(ctx context.Context, claims <-chan poolblock.Claim) {
+	var pending *poolblock.Claim
+	retry := time.Duration(0)
+	for {
+		var timer <-chan time.Time
+		if pending != nil {
+			timer = time.After(retry)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case c := <-claims:
+			pending, retry = &c, 0
+			continue
+		case <-timer:
+		}
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err := p.PoolClaims.PutClaim(cctx, *pending)
+		cancel()
+		if err == nil {
+			p.Log.Info("pool claim written", "want", pending.Want, "release", pending.Release)
+			pending = nil
+			continue
+		}
+		retry = min(max(2*retry, 250*time.Millisecond), 10*time.Second)
+		p.Log.Warn("writing the pool claim failed; retrying", "in", retry.String(), "error", err)
+	}
+}

@@ -1,0 +1,112 @@
+package ipam_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/netip"
+	"sync"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/contiv-ipam/agent/plugins/controller/api"
+	"github.com/contiv-ipam/agent/plugins/ipam"
+	podmodel "github.com/contiv-ipam/agent/plugins/ksr/model/pod"
+	"github.com/contiv-ipam/agent/plugins/ksr/model/poolblock"
+)
+
+// fakeClaimer records the claims the agent writes.
+type fakeClaimer struct {
+	mu     sync.Mutex
+	claims []poolblock.Claim
+}
+
+func (c *fakeClaimer) PutClaim(_ context.Context, cl poolblock.Claim) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.claims = append(c.claims, cl)
+	return nil
+}
+
+func (c *fakeClaimer) last() (poolblock.Claim, int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.claims) == 0 {
+		return poolblock.Claim{}, 0
+	}
+	return c.claims[len(c.claims)-1], len(c.claims)
+}
+
+// grant delivers a grant of this node, as the DB watcher would.
+func grant(g Gomega, i *ipam.Plugin, blocks ...string) {
+	gr := poolblock.Grant{Node: thisNode}
+	for _, b := range blocks {
+		gr.Blocks = append(gr.Blocks, netip.MustParsePrefix(b))
+	}
+	raw, err := json.Marshal(gr)
+	g.Expect(err).NotTo(HaveOccurred())
+	var m map[string]any
+	g.Expect(json.Unmarshal(raw, &m)).To(Succeed())
+	v, err := structpb.NewStruct(m)
+	g.Expect(err).NotTo(HaveOccurred())
+	ev := &api.KubeStateChange{Resource: poolblock.GrantKeyword, Key: poolblock.GrantKey(thisNode), NewValue: v}
+	g.Expect(i.HandlesEvent(ev)).To(BeTrue())
+	_, err = i.Update(ev, nil)
+	g.Expect(err).NotTo(HaveOccurred())
+}
+
+// Below the warm target the agent claims a block; the granted block is
+// used once the first is full; empty for the block cooldown (after its
+// addresses' cooldown), it is given back with a claim that releases it.
+func TestElasticPoolsGrowAndShrink(t *testing.T) {
+	g := NewWithT(t)
+	clk := newFakeClock()
+	claims := &fakeClaimer{}
+	i := mustFixture(t, fixtureOpts{clock: clk, claims: claims, grace: 100 * time.Hour, conf: func(c *ipam.Config) {
+		c.WarmTarget, c.BlockCooldown, c.AddressCooldown = 2, time.Minute, 30*time.Second
+	}}, nil).ipam // 1.2.128.8/29: 4 pod addresses
+	pods := make([]podmodel.ID, 6)
+	for n := range pods {
+		pods[n] = podmodel.ID{Name: "p" + string(rune('a'+n)), Namespace: "default"}
+	}
+	for _, p := range pods[:3] {
+		_, err := addPod(i, p, att(p.Name, "eth0"))
+		g.Expect(err).NotTo(HaveOccurred())
+	}
+	g.Eventually(func() map[string]int { c, _ := claims.last(); return c.Want }).Should(Equal(map[string]int{"ipv4": 1}),
+		"1 free address left, below the warm target of 2")
+	_, sent := claims.last()
+
+	grant(g, i, "1.2.200.0/29")
+	for _, p := range pods[3:] {
+		_, err := addPod(i, p, att(p.Name, "eth0"))
+		g.Expect(err).NotTo(HaveOccurred(), "no ADD fails: the granted pool serves")
+	}
+	stats, err := i.Stats()
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(stats.Pools).To(HaveLen(2))
+	g.Expect(stats.Pools[1]).To(Equal(ipam.PoolStats{CIDR: "1.2.200.0/29", Family: ipam.IPv4, Total: 4, Assigned: 2, Free: 2}))
+	c, n := claims.last()
+	g.Expect(n).To(Equal(sent), "free is at the warm target again: no new claim")
+	g.Expect(c.Want).To(Equal(map[string]int{"ipv4": 1}))
+
+	// Shrink: the pods of the added pool go.
+	for _, p := range pods[4:] {
+		_, err := deletePod(i, p, att(p.Name, "eth0"))
+		g.Expect(err).NotTo(HaveOccurred())
+	}
+	clk.Advance(30 * time.Second) // the addresses' cooldown ends; the pool is empty from now
+	g.Eventually(func() uint64 { s, _ := i.Stats(); return s.Cooldown }).Should(BeZero())
+	clk.Advance(59 * time.Second)
+	g.Consistently(func() int { s, _ := i.Stats(); return len(s.Pools) }, "50ms").Should(Equal(2), "not before its block cooldown")
+	clk.Advance(2 * time.Second)
+	g.Eventually(func() int { s, _ := i.Stats(); return len(s.Pools) }).Should(Equal(1))
+	g.Eventually(func() poolblock.Claim { c, _ := claims.last(); return c }).Should(Equal(poolblock.Claim{
+		Node: thisNode, Want: map[string]int{}, Release: []netip.Prefix{netip.MustParsePrefix("1.2.200.0/29")}}))
+
+	// nodeipam's grant without the block ends the release.
+	grant(g, i)
+	g.Expect(i.AddPool(netip.MustParsePrefix("1.2.200.0/29"))).To(Succeed(), "the node holds it no more")
+}
