@@ -107,6 +107,9 @@ func (a *ContivAgent) addControllerAndHandlers(reg *logging.Registry) {
 		d.ContivConf, d.NodeSync, d.ServiceLabel = a.ContivConf, a.NodeSync, a.ServiceLabel
 		d.LocalDB = a.Bolt
 		d.HTTP, d.Metrics, d.StatusCheck = a.HTTP, a.Metrics, a.Health
+		// Elastic pools (ipam.conf warmTarget): the claims go to etcd,
+		// where contiv-ksr's nodeipam answers them.
+		d.PoolClaims = ipam.StoreClaimer{DB: a.ETCD}
 	}))
 	a.PodManager = podmanager.NewPlugin(podmanager.UseDeps(func(d *podmanager.Deps) {
 		d.LogRegistry = reg

@@ -2,6 +2,7 @@ package ipam
 
 import (
 	"context"
+	"encoding/json"
 	"net/netip"
 	"slices"
 	"time"
@@ -9,7 +10,9 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/contiv-ipam/agent/infra/kvdb"
 	"github.com/contiv-ipam/agent/plugins/controller/api"
+	"github.com/contiv-ipam/agent/plugins/ksr/model/codec"
 	"github.com/contiv-ipam/agent/plugins/ksr/model/poolblock"
 )
 
@@ -227,4 +230,21 @@ func (p *Plugin) runClaimer(ctx context.Context, claims <-chan poolblock.Claim) 
 		retry = min(max(2*retry, 250*time.Millisecond), 10*time.Second)
 		p.Log.Warn("writing the pool claim failed; retrying", "in", retry.String(), "error", err)
 	}
+}
+
+// StoreClaimer writes claims into a key-value store (etcd, as the agent
+// wires it): the JSON claim under codec.KSRPrefix + poolblock.ClaimKey.
+type StoreClaimer struct {
+	DB kvdb.Store
+}
+
+var _ PoolClaimer = StoreClaimer{}
+
+// PutClaim implements PoolClaimer.
+func (s StoreClaimer) PutClaim(ctx context.Context, c poolblock.Claim) error {
+	v, err := json.Marshal(c)
+	if err != nil {
+		return err
+	}
+	return s.DB.Put(ctx, codec.KSRPrefix+poolblock.ClaimKey(c.Node), v)
 }

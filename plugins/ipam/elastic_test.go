@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/netip"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/contiv-ipam/agent/plugins/controller/api"
 	"github.com/contiv-ipam/agent/plugins/ipam"
+	"github.com/contiv-ipam/agent/plugins/ksr/model/codec"
 	podmodel "github.com/contiv-ipam/agent/plugins/ksr/model/pod"
 	"github.com/contiv-ipam/agent/plugins/ksr/model/poolblock"
 )
@@ -109,4 +111,18 @@ func TestElasticPoolsGrowAndShrink(t *testing.T) {
 	// nodeipam's grant without the block ends the release.
 	grant(g, i)
 	g.Expect(i.AddPool(netip.MustParsePrefix("1.2.200.0/29"))).To(Succeed(), "the node holds it no more")
+}
+
+func TestStoreClaimerWritesTheClaimUnderTheKSRPrefix(t *testing.T) {
+	g := NewWithT(t)
+	db := openBolt(t, filepath.Join(t.TempDir(), "claims.db"))
+	defer db.Close()
+	c := poolblock.Claim{Node: "n1", Want: map[string]int{"ipv6": 2}}
+	g.Expect(ipam.StoreClaimer{DB: db}.PutClaim(context.Background(), c)).To(Succeed())
+	kv, found, err := db.Get(context.Background(), codec.KSRPrefix+poolblock.ClaimKey("n1"))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(found).To(BeTrue())
+	got, err := poolblock.ParseClaim(kv.Value)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(got.Want).To(Equal(c.Want))
 }
