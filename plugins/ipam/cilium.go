@@ -249,7 +249,13 @@ func (p *Plugin) allocate(oa ownerAlloc) ([]*AllocationResult, error) {
 		if oa.slots == nil && !oa.at.IsValid() {
 			oa.slots = t.allSlots()
 		}
-		return p.keeper.allocateOwned(t, b, oa, &res, &werr)
+		if err := p.keeper.allocateOwned(t, b, oa, &res, &werr); err != nil {
+			return err
+		}
+		for i := range t.slots() {
+			p.keeper.checkWarm(i)
+		}
+		return nil
 	})
 	if err == nil {
 		err = werr

@@ -1,7 +1,9 @@
 package ipam_test
 
 import (
+	"fmt"
 	"net"
+	"net/netip"
 	"testing"
 	"time"
 
@@ -70,4 +72,33 @@ func TestTheCoolestAddressIsReusedFirst(t *testing.T) {
 	a, err := i.AllocateNextFamily("ipv4", "probe")
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(a.IP.String()).To(Equal("1.2.128.12"), "released first, so it cools down first")
+}
+
+// The AWS issue vpc#2896: a pool whose free addresses are all cooling
+// down must not fail an ADD while another pool has free ones, and the
+// cooling addresses count as used for the warm target.
+func TestCoolingAddressesNeverFailAnAddWhileAnotherPoolHasRoom(t *testing.T) {
+	g := NewWithT(t)
+	clk := newFakeClock()
+	claims := &fakeClaimer{}
+	i := mustFixture(t, fixtureOpts{clock: clk, claims: claims, conf: func(c *ipam.Config) { c.WarmTarget = 3 }}, nil).ipam
+	g.Expect(i.AddPool(netip.MustParsePrefix("1.2.200.0/29"))).To(Succeed())
+	for n := range 4 {
+		_, err := i.AllocateNextFamily(ipam.IPv4, fmt.Sprint("o", n))
+		g.Expect(err).NotTo(HaveOccurred())
+	}
+	for _, a := range []string{"1.2.128.10", "1.2.128.11"} {
+		g.Expect(i.ReleaseIP(net.ParseIP(a))).To(Succeed())
+	}
+	stats, err := i.Stats()
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect([]uint64{stats.Assigned, stats.Cooldown, stats.Free}).To(Equal([]uint64{2, 2, 4}))
+	a, err := i.AllocateNextFamily(ipam.IPv4, "next")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(a.IP.String()).To(Equal("1.2.200.2"), "the other pool's free address, not a cooling one")
+	g.Eventually(func() int { _, n := claims.last(); return n }).Should(Equal(0), "4 free with the cooling ones would be above the warm target; 3 free without them is not below it")
+	_, err = i.AllocateNextFamily(ipam.IPv4, "more")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Eventually(func() map[string]int { c, _ := claims.last(); return c.Want }).Should(Equal(map[string]int{"ipv4": 2}),
+		"2 free (cooling ones count as used): below the warm target of 3, one more block than the one held")
 }
