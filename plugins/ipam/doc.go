@@ -52,6 +52,29 @@
 // random start, and exclusions are applied again at every resync rather
 // than kept in the allocator only.
 //
+// # Pools, cooldown, elastic pools and checkpoints (seed 003)
+//
+// A family's pod addresses come from blocks (block.go): the subnet cut
+// from the node ID first, then the pools added by AddPool (the AWS
+// datastore's ENIs) in order; a block is tried once the ones before it
+// are full. The added blocks are stored under BlocksKey and restored
+// before the records. RemovePool refuses a pool in use unless force,
+// which releases (and logs) every allocation holding one of its
+// addresses. A released address cools down (cooldown.go,
+// Config.AddressCooldown): held by a key of its own, out of next-fit and
+// counted as used, until the sweep frees it; an allocation that finds no
+// free address takes the one cooling the longest rather than fail.
+// Cooldowns live in memory only. With Config.WarmTarget and a
+// PoolClaimer (elastic.go), a family whose free addresses fall below the
+// warm target claims one more block from nodeipam (package poolblock: the
+// node's claim in etcd, its grant from contiv-ksr); a granted block is
+// added at once; an added block empty for Config.BlockCooldown is given
+// back (removed, then released in the claim). ExportCheckpoint and
+// ImportCheckpoint (checkpoint.go) take and restore every allocation in
+// the versioned form of package checkpoint; an import is a barrier that
+// stores the records and resyncs with the last Kubernetes state before
+// anything else is served.
+//
 // REST (rest*.go) serves Dump and DebugStatus at /contiv/v1/ipam/dump and
 // the operator calls (allocate, reserve, confirm, release) under
 // /contiv/v1/ipam/operator/, refused unless the REST server
