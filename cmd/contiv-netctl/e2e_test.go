@@ -172,8 +172,6 @@ func TestEndToEndExportImport(t *testing.T) {
 	g.Expect(res.code).To(Equal(exitError))
 	g.Expect(res.stderr).To(ContainSubstring("409 Conflict: importing a checkpoint: 3 allocations held: the node holds allocations"))
 	t.Run("replace", func(t *testing.T) {
-		t.Skip("ImportCheckpoint(replace=true) deletes and puts the same key in one store transaction, which kvdb refuses " +
-			"(500: two ops on key ...); unskip once plugins/ipam/checkpoint.go puts over the keys it would delete")
 		g := NewWithT(t)
 		res := binNetctl(t, dst, "ipam", "checkpoint", "import", "-replace", file)
 		g.Expect(res.code).To(Equal(exitOK), res.stderr)

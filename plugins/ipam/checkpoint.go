@@ -83,6 +83,9 @@ func (p *Plugin) ImportCheckpoint(d checkpoint.Data, replace bool) (ImportResult
 		if p.keeper.last == nil {
 			return errNotReady
 		}
+		if p.keeper.db == nil {
+			return errors.New("importing a checkpoint: this agent keeps its allocations in memory only (no LocalDB): nothing to import into")
+		}
 		ws := p.keeper.dropAll(t)
 		for i, e := range d.Allocations {
 			w, err := importWrite(t, e)
@@ -94,7 +97,9 @@ func (p *Plugin) ImportCheckpoint(d checkpoint.Data, replace bool) (ImportResult
 			ws = append(ws, w)
 			res.Imported++
 		}
-		if err := p.keeper.commitAll(ws); err != nil {
+		// A key both held and imported is written, not deleted: one
+		// transaction cannot hold two operations on a key.
+		if err := p.keeper.commitAll(dedupe(ws)); err != nil {
 			return fmt.Errorf("importing a checkpoint: storing the records: %w", err)
 		}
 		p.Log.Info("checkpoint imported; resyncing with the Kubernetes state", "from-node", d.Node, "taken-at", d.TakenAt,

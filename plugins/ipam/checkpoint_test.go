@@ -102,3 +102,12 @@ func TestACheckpointImportReplacesAndSkips(t *testing.T) {
 	g.Expect(dumpOf(i)).To(Equal(map[string]string{
 		"1.2.128.25": "default/pod2 net/new/eth0", "fe10:f00d::c": "default/pod2 net/new/eth0"}))
 }
+
+// Without a local store there is nothing to import into: refused, not a
+// silent success.
+func TestACheckpointImportWithoutAStoreIsRefused(t *testing.T) {
+	g := NewWithT(t)
+	i := mustFixture(t, fixtureOpts{}, nil).ipam
+	_, err := i.ImportCheckpoint(checkpoint.Data{Version: checkpoint.Version}, true)
+	g.Expect(err).To(MatchError(ContainSubstring("in memory only")))
+}

@@ -378,8 +378,6 @@ func TestCheckpointMethods(t *testing.T) {
 // A node's own export imported back with replace=true (restoring a
 // backup onto the node it came from): the same allocations.
 func TestCheckpointRestoreOntoTheSameNode(t *testing.T) {
-	t.Skip("ImportCheckpoint(replace=true) deletes and puts the same key in one store transaction, which kvdb refuses " +
-		"(500: two ops on key ...); unskip once plugins/ipam/checkpoint.go puts over the keys it would delete")
 	g := NewWithT(t)
 	clk := newFakeClock()
 	f := newStoredFixture(t, authOpts(dualStackConfig, clk))

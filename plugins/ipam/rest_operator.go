@@ -384,7 +384,7 @@ var operatorErrors = []struct {
 }{
 	{[]error{errNotReady, errClosed}, http.StatusServiceUnavailable, "not-ready"},
 	{[]error{ErrNodeIDLost}, http.StatusServiceUnavailable, "node-id-lost"},
-	{[]error{errExternalIPAM}, http.StatusConflict, "external-ipam"},
+	{[]error{errExternalIPAM, ErrExternalIPAM}, http.StatusConflict, "external-ipam"},
 	{[]error{ErrNotAllocated, ipalloc.ErrNotAllocated}, http.StatusNotFound, "not-allocated"},
 	{[]error{ErrExcluded}, http.StatusConflict, "excluded"},
 	{[]error{ipalloc.ErrTaken}, http.StatusConflict, "taken"},
