@@ -3,6 +3,7 @@ package nodeipam
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -60,9 +61,11 @@ func poolConfig(ranges ...string) PoolBlockConfig {
 type poolServer struct {
 	*PoolBlockServer
 	metrics *PoolBlockMetrics
+	ctx     context.Context
 	cancel  func()
 	done    chan error
 	once    sync.Once
+	ran     bool
 	err     error
 }
 
@@ -74,6 +77,15 @@ func (r *poolRig) start(t *testing.T, cfg PoolBlockConfig, fence func() []kvdb.C
 }
 
 func (r *poolRig) startOn(t *testing.T, db kvdb.Broker, cfg PoolBlockConfig, fence func() []kvdb.Cmp) *poolServer {
+	t.Helper()
+	ps := r.prepare(t, db, cfg, fence)
+	ps.run()
+	return ps
+}
+
+// prepare builds a server and starts it (retrying while etcd fails); it
+// does not run it.
+func (r *poolRig) prepare(t *testing.T, db kvdb.Broker, cfg PoolBlockConfig, fence func() []kvdb.Cmp) *poolServer {
 	t.Helper()
 	m := NewPoolBlockMetrics()
 	s, err := NewPoolBlockServer(PoolBlockParams{DB: db, Fence: fence, Client: r.client, Nodes: r.nodes, Config: cfg,
@@ -90,15 +102,30 @@ func (r *poolRig) startOn(t *testing.T, db kvdb.Broker, cfg PoolBlockConfig, fen
 		r.log.Info("test: start failed; retrying", "err", err)
 		time.Sleep(5 * time.Millisecond)
 	}
-	ps := &poolServer{PoolBlockServer: s, metrics: m, cancel: cancel, done: make(chan error, 1)}
-	go func() { ps.done <- s.Run(ctx) }()
+	ps := &poolServer{PoolBlockServer: s, metrics: m, ctx: ctx, cancel: cancel, done: make(chan error, 1)}
 	t.Cleanup(func() { ps.stop() })
 	return ps
 }
 
-// stop ends Run and returns what it returned.
+// run runs the server until stop.
+func (s *poolServer) run() {
+	s.ran = true
+	go func() { s.done <- s.Run(s.ctx) }()
+}
+
+// stop ends Run and returns what it returned (nil if it never ran).
 func (s *poolServer) stop() error {
-	s.once.Do(func() { s.cancel(); s.err = <-s.done })
+	s.once.Do(func() {
+		s.cancel()
+		if !s.ran {
+			return
+		}
+		select {
+		case s.err = <-s.done:
+		case <-time.After(10 * time.Second):
+			s.err = errors.New("test: Run did not return within 10s of its context's end")
+		}
+	})
 	return s.err
 }
 
