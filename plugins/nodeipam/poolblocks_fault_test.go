@@ -143,7 +143,7 @@ func TestPoolBlocksAWriteOfUnknownOutcomeIsReadBackFirst(t *testing.T) {
 			i := slices.IndexFunc(calls, func(c string) bool { return c == "txn:before" || c == "txn:after" })
 			g.Expect(i).To(BeNumerically(">=", 0))
 			g.Expect(len(calls)).To(BeNumerically(">=", i+3))
-			g.Expect(calls[i+1 : i+3]).To(Equal([]string{"get " + DefaultPoolBlockGenerationKey, "list " + grantPrefix}),
+			g.Expect(calls[i+1:i+3]).To(Equal([]string{"get " + DefaultPoolBlockGenerationKey, "list " + grantPrefix}),
 				"the grants are read back before the next write")
 			r.hist.check(t)
 		})
