@@ -50,6 +50,10 @@ type Config struct {
 	// NodeIPAM is the node pod-CIDR allocator the leader runs when it is
 	// enabled (plugins/nodeipam).
 	NodeIPAM nodeipam.Config `json:"nodeIPAM"`
+	// PoolBlocks is the pool block server the leader runs when it has
+	// ranges: the added pod-address blocks of the agents' elastic pools
+	// (plugins/nodeipam, PoolBlockServer).
+	PoolBlocks nodeipam.PoolBlockConfig `json:"poolBlocks"`
 }
 
 // DefaultConfig returns ksr.conf's defaults.
@@ -62,6 +66,7 @@ func DefaultConfig() Config {
 		ElectionPrefix:    DefaultElectionPrefix,
 		ElectionTTL:       DefaultElectionTTL,
 		NodeIPAM:          nodeipam.DefaultConfig(),
+		PoolBlocks:        nodeipam.DefaultPoolBlockConfig(),
 	}
 }
 
@@ -89,6 +94,9 @@ func (c *Config) Validate() error {
 	}
 	if err := c.NodeIPAM.Validate(); err != nil {
 		errs = append(errs, prefixLines("nodeIPAM.", err))
+	}
+	if err := c.PoolBlocks.ValidateWith(c.NodeIPAM); err != nil {
+		errs = append(errs, prefixLines("poolBlocks.", err))
 	}
 	return errors.Join(errs...)
 }

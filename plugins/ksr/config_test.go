@@ -19,6 +19,8 @@ func TestSampleConfigIsTheDefault(t *testing.T) {
 	g.Expect(config.Decode(data, &got, "ksr.conf")).To(Succeed())
 	g.Expect(got.NodeIPAM.ClusterCIDRs).To(BeEmpty())
 	got.NodeIPAM.ClusterCIDRs = nil
+	g.Expect(got.PoolBlocks.ClusterCIDRs).To(BeEmpty())
+	got.PoolBlocks.ClusterCIDRs = nil
 	g.Expect(got).To(Equal(DefaultConfig()))
 	g.Expect(got.Validate()).To(Succeed())
 }

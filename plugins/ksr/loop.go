@@ -95,6 +95,8 @@ func (p *Plugin) lead(ctx context.Context, lead kvdb.Leadership) {
 	}()
 	stopIPAM := p.startNodeIPAM(ctx, lead)
 	defer stopIPAM()
+	stopPools := p.startPoolBlocks(ctx, lead)
+	defer stopPools()
 	l := &leader{p: p, lead: lead, resync: true, backoff: minRetry}
 	ticker := p.clock.NewTicker(p.cfg.ResyncPeriod)
 	defer ticker.Stop()

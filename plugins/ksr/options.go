@@ -24,6 +24,7 @@ func NewPlugin(opts ...Option) *Plugin {
 		status:      &statusBook{},
 		metrics:     newKSRMetrics(),
 		ipamMetrics: nodeipam.NewMetrics(),
+		poolMetrics: nodeipam.NewPoolBlockMetrics(),
 		resyncNow:   make(chan struct{}, 1),
 		nodeGone:    make(chan struct{}, 1),
 		env:         lookupEnv,

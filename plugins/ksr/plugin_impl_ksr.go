@@ -71,6 +71,9 @@ type Plugin struct {
 	resyncNow   chan struct{}     // REST asks the loop for a resync (capacity 1)
 	nodeGone    chan struct{}     // node handlers wake the loop (capacity 1)
 
+	// poolMetrics count for the pool block servers of every leadership.
+	poolMetrics *nodeipam.PoolBlockMetrics
+
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 }
@@ -150,6 +153,9 @@ func (p *Plugin) Init() error {
 		}
 		if err := p.Metrics.Register(p.ipamMetrics); err != nil {
 			return fmt.Errorf("ksr: register nodeipam metrics: %w", err)
+		}
+		if err := p.Metrics.Register(p.poolMetrics); err != nil {
+			return fmt.Errorf("ksr: register pool block metrics: %w", err)
 		}
 	}
 	p.registerHandlers()
