@@ -80,6 +80,12 @@
 // the ipam book; its metrics are registered once and shared by the
 // allocators of successive leaderships.
 //
+// With Config.PoolBlocks.ClusterCIDRs set the leader runs the pool block
+// server (plugins/nodeipam, PoolBlockServer) the same way: started with
+// the leadership in its own goroutine (Start retried with backoff while
+// etcd fails), its grants written with the leadership's fence, stopped
+// and waited for when the lead ends; its metrics are registered once.
+//
 // # State and owners
 //
 //   - The mirror (what etcd holds, mirror.held) and the releaser: the loop

@@ -68,6 +68,69 @@
 // a node without CIDRs whose cloud ranges are free blocks of the ranges
 // gets them (at start, before any loop runs, and in its loop).
 //
+// # The pool block server
+//
+// PoolBlockServer is the server side of plugins/ksr/model/poolblock: the
+// agents' elastic pools ask for added pod-address blocks beyond the
+// subnet their node ID gives them. An agent writes its claim
+// (codec.KSRPrefix + poolblock.ClaimKey(node): Want, per family, the
+// added blocks it wants to hold; Release, granted blocks it stopped
+// using); the server writes its grant (poolblock.GrantKey(node): the
+// blocks it holds, in grant order). The blocks come from
+// PoolBlockConfig.ClusterCIDRs (poolBlocks in ksr.conf), one CIDRSet per
+// family, next-fit. contiv-ksr's leader runs it; in order:
+//
+//  1. Start reads the generation key (below), then every grant, and
+//     takes their blocks, nodes in key order: a block in two grants
+//     (corrupt) is reported (Event PoolBlockConflict) and kept by the
+//     first node; the other holds it too, and it is free only once both
+//     dropped it. A block outside the ranges is reported
+//     (PoolBlockOutOfRange) and stays in its grant. A grant that cannot be
+//     decoded fails Start (its blocks are unknown). Then it lists every
+//     claim (an invalid one is reported, InvalidPoolClaim, and ignored).
+//     Start writes nothing.
+//  2. Run watches the claims from that list on (a broken watch lists them
+//     again) and the Nodes, and handles one node at a time (every node
+//     with a grant or a claim first).
+//  3. A node whose Node was deleted (or replaced: another UID), or that
+//     the informer and then the API do not know, has its grant (compared
+//     with its mod revision) and its claim deleted in one fenced
+//     transaction; then its blocks are freed.
+//  4. Otherwise held = grant minus the claim's Release; per family, while
+//     held has fewer than min(Want, maxBlocksPerNode) blocks of it, the
+//     next free block is appended (never one the claim releases). A full
+//     range (or no range of that family): Event PoolBlockNotAvailable
+//     once, the node waits and is handled again whenever a block is
+//     freed. Nothing else shrinks a grant: a lower Want keeps the blocks.
+//  5. The grant is written when it changed, in one transaction with the
+//     fence, a compare of the grant's mod revision (absent for a first
+//     grant) and of the generation key's, which the write bumps. Only
+//     once it is durable are the released blocks freed (and the waiting
+//     nodes woken), so a released block reaches another node only after
+//     the grant without it is in etcd.
+//  6. A refused write: a lost fence is ErrLostLead (Run returns it);
+//     otherwise another writer changed a grant: the blocks taken for the
+//     write are freed, every grant is read again, and the node is handled
+//     again. A write of unknown outcome (timeout) keeps every block it
+//     touched held, and the next node handled first reads every grant
+//     back (as the ledger's writes are).
+//
+// Invariants: a block is in at most one grant at every revision of etcd;
+// every block handed out is a block of a range, of its family's size; a
+// grant holds at most maxBlocksPerNode added blocks per family (unless it
+// held more before a config change); a node holds min(Want,
+// maxBlocksPerNode) per family when the range has room. They rest on the
+// generation key: every grant write compares it, so a server whose view
+// is stale (a second writer, or its own write of unknown outcome that
+// lands late) cannot hand out a block another grant took meanwhile:
+// its write is refused and it reads again. The fence alone keeps a
+// deposed leader from writing; the generation key also holds when two
+// servers believe they lead. The server's state (the book of blocks and
+// owners, the grants as last read or written, the claims, the nodes
+// waiting) is under its mutex; only the worker goroutine writes and
+// rereads grants; the claim watch and the node handlers only record and
+// queue.
+//
 // # State and owners
 //
 //   - The CIDRSets, the block owners, what each node holds and the nodes
