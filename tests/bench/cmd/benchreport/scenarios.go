@@ -39,4 +39,5 @@ var scenarios = []report.Scenario{
 	nodeCIDRScenario(),
 	capiScenario(),
 	startupScenario(),
+	elasticScenario(),
 }
