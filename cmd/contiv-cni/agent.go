@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/containernetworking/cni/pkg/types"
 	"google.golang.org/grpc"
@@ -61,6 +62,37 @@ func call[Req any](ctx context.Context, a *agent, name string, method rpc[Req], 
 		return nil, types.NewError(uint(code), msg, "")
 	}
 	return reply, nil
+}
+
+// tryAgainBudget bounds how long callUntil repeats a call the agent
+// answered with "try again later".
+const tryAgainBudget = 2 * time.Second
+
+// callUntil is call, repeated while the agent answers "try again later"
+// (code 11: it is not ready, or its pools are full and a block is on its
+// way from nodeipam), with a backoff from 20 ms to 320 ms, for up to
+// tryAgainBudget (or the config's timeout, if shorter): an ADD waits out
+// a pool's growth (milliseconds) instead of failing. A transport failure
+// is not repeated (the runtime retries).
+func callUntil[Req any](ctx context.Context, a *agent, name string, method rpc[Req], req Req) (*cni.CNIReply, error) {
+	ctx, cancel := context.WithTimeout(ctx, min(a.conf.Timeout, tryAgainBudget))
+	defer cancel()
+	backoff := 20 * time.Millisecond
+	for {
+		reply, err := method(ctx, req)
+		if err != nil {
+			return nil, a.transportError(name, err)
+		}
+		if reply.GetResult() != cni.CNIReply_ERROR || uint(reply.GetErrorCode()) != types.ErrTryAgainLater {
+			return call(ctx, a, name, func(context.Context, Req, ...grpc.CallOption) (*cni.CNIReply, error) { return reply, nil }, req)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, types.NewError(types.ErrTryAgainLater, reply.GetError(), "")
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 320*time.Millisecond)
+	}
 }
 
 // transportError maps a gRPC failure: unreachable, refused, deadline and

@@ -123,7 +123,7 @@ func (inv *invocation) add(ctx context.Context) error {
 	if inv.conf.DelegateType != "" {
 		reply, err = inv.addWithDelegate(ctx, req)
 	} else {
-		reply, err = call(ctx, inv.agent, "Add", inv.agent.client.Add, req)
+		reply, err = callUntil(ctx, inv.agent, "Add", inv.agent.client.Add, req)
 	}
 	if err != nil {
 		return err

@@ -41,7 +41,7 @@ func (k *keeper) allocate(r *request, b *batch) {
 	d, err := t.decide(key, pod, r.data)
 	if err != nil {
 		k.metrics.failed.Inc()
-		r.answer(reply{err: fmt.Errorf("%s: %w", describe(key, r.pod), err)})
+		r.answer(reply{err: k.growing(fmt.Errorf("%s: %w", describe(key, r.pod), err))})
 		return
 	}
 	if d.fresh {

@@ -3,6 +3,8 @@ package ipam
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"net/netip"
 	"slices"
 	"time"
@@ -12,8 +14,10 @@ import (
 
 	"github.com/contiv-ipam/agent/infra/kvdb"
 	"github.com/contiv-ipam/agent/plugins/controller/api"
+	"github.com/contiv-ipam/agent/plugins/ipam/ipalloc"
 	"github.com/contiv-ipam/agent/plugins/ksr/model/codec"
 	"github.com/contiv-ipam/agent/plugins/ksr/model/poolblock"
+	"github.com/contiv-ipam/agent/plugins/podmanager"
 )
 
 // PoolClaimer writes this node's pool claim (poolblock.ClaimKey in etcd);
@@ -59,6 +63,29 @@ func (k *keeper) checkWarm(i int) {
 	k.log.Info("free pod addresses below the warm target: asking for a pool", "free", t.free(i),
 		"warm-target", k.cfg.WarmTarget, "pools", t.blockList(i))
 	k.sendClaim()
+}
+
+// growing turns "pool exhausted" into "try again later" while a block is
+// claimed from nodeipam: the pools grow within moments, and contiv-cni
+// repeats such an ADD (its tryAgainBudget) rather than fail it.
+func (k *keeper) growing(err error) error {
+	if !errors.Is(err, ipalloc.ErrPoolExhausted) || !k.claimPending() {
+		return err
+	}
+	return fmt.Errorf("%w: the pools of this node are full and a block is claimed from nodeipam (%v)", podmanager.ErrTryAgain, err)
+}
+
+// claimPending tells whether a family waits for a claimed block.
+func (k *keeper) claimPending() bool {
+	if !k.elasticOn() {
+		return false
+	}
+	for i := range k.tab.slots() {
+		if k.el.want[i] > len(k.tab.blocks[i])-1 {
+			return true
+		}
+	}
+	return false
 }
 
 // sendClaim hands the current claim to the claimer goroutine.

@@ -3,6 +3,8 @@ package ipam_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"net/netip"
 	"path/filepath"
 	"sync"
@@ -14,9 +16,11 @@ import (
 
 	"github.com/contiv-ipam/agent/plugins/controller/api"
 	"github.com/contiv-ipam/agent/plugins/ipam"
+	"github.com/contiv-ipam/agent/plugins/ipam/ipalloc"
 	"github.com/contiv-ipam/agent/plugins/ksr/model/codec"
 	podmodel "github.com/contiv-ipam/agent/plugins/ksr/model/pod"
 	"github.com/contiv-ipam/agent/plugins/ksr/model/poolblock"
+	"github.com/contiv-ipam/agent/plugins/podmanager"
 )
 
 // fakeClaimer records the claims the agent writes.
@@ -125,4 +129,24 @@ func TestStoreClaimerWritesTheClaimUnderTheKSRPrefix(t *testing.T) {
 	got, err := poolblock.ParseClaim(kv.Value)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(got.Want).To(Equal(c.Want))
+}
+
+// With a claim pending, an ADD that finds the pools full is "try again
+// later" (contiv-cni repeats it), not "pool exhausted"; once the block is
+// granted it succeeds.
+func TestAFullNodeWithAClaimPendingSaysTryAgain(t *testing.T) {
+	g := NewWithT(t)
+	claims := &fakeClaimer{}
+	i := mustFixture(t, fixtureOpts{claims: claims, conf: func(c *ipam.Config) { c.WarmTarget = 2 }}, nil).ipam
+	for n := range 4 {
+		_, err := addPod(i, podmodel.ID{Name: fmt.Sprint("p", n), Namespace: "default"}, att(fmt.Sprint("c", n), "eth0"))
+		g.Expect(err).NotTo(HaveOccurred())
+	}
+	_, err := addPod(i, pod1, att("late", "eth0"))
+	g.Expect(errors.Is(err, podmanager.ErrTryAgain)).To(BeTrue(), "%v", err)
+	g.Expect(errors.Is(err, ipalloc.ErrPoolExhausted)).To(BeFalse())
+	g.Expect(err.Error()).To(ContainSubstring("a block is claimed from nodeipam"))
+	grant(g, i, "1.2.200.0/29")
+	_, err = addPod(i, pod1, att("late", "eth0"))
+	g.Expect(err).NotTo(HaveOccurred())
 }

@@ -283,11 +283,21 @@ func dialCNI(t testing.TB, socket string) *cniClient {
 
 func (c *cniClient) close() { _ = c.conn.Close() }
 
-// add adds container cid and returns its address.
+// add adds container cid and returns its address. Like contiv-cni, it
+// repeats an Add the agent answers with "try again later" (code 11: a
+// block is on its way) for up to 2 s.
 func (c *cniClient) add(cid string) (netip.Addr, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
 	defer cancel()
-	reply, err := c.rc.Add(ctx, request(cid))
+	var reply *cni.CNIReply
+	var err error
+	for end, backoff := time.Now().Add(2*time.Second), 20*time.Millisecond; ; backoff = min(2*backoff, 320*time.Millisecond) {
+		reply, err = c.rc.Add(ctx, request(cid))
+		if err != nil || reply.GetErrorCode() != cni.CodeTryAgainLater || time.Now().After(end) {
+			break
+		}
+		time.Sleep(backoff)
+	}
 	if err != nil {
 		return netip.Addr{}, fmt.Errorf("Add %s: %w", cid, err)
 	}
