@@ -7,6 +7,8 @@
 //
 // Everything is in _test files: the growth and shrink scenario, the crash
 // scenario (agent and contiv-ksr SIGKILLed mid-growth, checked with
-// tests/crash's Ledger) and BenchmarkElasticGrowth (benchreport's
+// tests/crash's Ledger), the mid-shrink crash scenario (the agent
+// SIGKILLed just after it gave back a block, contiv-ksr while a release
+// is pending: shrink_crash_test.go) and BenchmarkElasticGrowth (benchreport's
 // "elastic" scenario).
 package elastic
