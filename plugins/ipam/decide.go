@@ -194,6 +194,8 @@ func (k *keeper) released(t *table, key allocKey) {
 	t.release(key, now, k.cfg.AddressCooldown)
 	if k.cfg.AddressCooldown > 0 {
 		k.expiryNear(now.Add(k.cfg.AddressCooldown))
+	} else {
+		k.shrink() // nothing cools down: a block may be empty now
 	}
 }
 

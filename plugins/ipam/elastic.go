@@ -170,6 +170,7 @@ func (k *keeper) shrink() {
 			since, ok := k.el.emptySince[b.prefix]
 			if !ok {
 				k.el.emptySince[b.prefix] = now
+				k.pipe.rearm = true // the sweep runs again at the end of its block cooldown
 				continue
 			}
 			if now.Sub(since) < k.cfg.BlockCooldown || t.free(i)-s.Free < uint64(k.cfg.MinFreeTarget) {

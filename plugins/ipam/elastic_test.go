@@ -150,3 +150,29 @@ func TestAFullNodeWithAClaimPendingSaysTryAgain(t *testing.T) {
 	_, err = addPod(i, pod1, att("late", "eth0"))
 	g.Expect(err).NotTo(HaveOccurred())
 }
+
+// An added block restored empty at a restart is given back after its
+// block cooldown, without any CNI call to wake the agent.
+func TestAnEmptyBlockRestoredAtARestartIsGivenBack(t *testing.T) {
+	g := NewWithT(t)
+	clk := newFakeClock()
+	path := filepath.Join(t.TempDir(), "bolt.db")
+	db := openBolt(t, path)
+	conf := func(c *ipam.Config) { c.WarmTarget, c.BlockCooldown = 1, time.Minute }
+	f := mustFixture(t, fixtureOpts{db: db, clock: clk, claims: &fakeClaimer{}, conf: conf}, nil)
+	grant(g, f.ipam, "1.2.200.0/29")
+	f.close(t)
+	g.Expect(db.Close()).To(Succeed())
+
+	db = openBolt(t, path)
+	t.Cleanup(func() { _ = db.Close() })
+	claims := &fakeClaimer{}
+	i := mustFixture(t, fixtureOpts{db: db, clock: clk, claims: claims, conf: conf}, nil).ipam
+	s, err := i.Stats()
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(s.Pools).To(HaveLen(2))
+	clk.Advance(time.Minute)
+	g.Eventually(func() int { s, _ := i.Stats(); return len(s.Pools) }).Should(Equal(1))
+	g.Eventually(func() []netip.Prefix { c, _ := claims.last(); return c.Release }).
+		Should(Equal([]netip.Prefix{netip.MustParsePrefix("1.2.200.0/29")}))
+}

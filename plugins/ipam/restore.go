@@ -137,6 +137,8 @@ func (k *keeper) resync(in *resyncInput) error {
 	for i := range t.slots() {
 		k.checkWarm(i)
 	}
+	k.el.emptySince = map[netip.Prefix]time.Time{}
+	k.shrink() // an added block restored empty starts its block cooldown now
 	k.commit(k.tidyWrites(p))
 	k.moveAside(p.conflicts)
 	if p.dropped > 0 {

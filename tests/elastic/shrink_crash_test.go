@@ -206,21 +206,8 @@ func TestElasticCrashMidShrink(t *testing.T) {
 	t.Logf("agent SIGKILLed after giving back %s (blocks %v)", rec.Pool, grown)
 	r.agent = r.startAgent(t)
 	s.g.Expect(crash.Check([]*crash.Ledger{s.ledger}, network, allocations(t, r.agent))).To(BeEmpty(), "after the agent's restart")
-	// Product problem (reported, not fixed here): the restarted agent
-	// holds the granted blocks, empty, but never gives them back by
-	// itself: emptySince is in memory only and the sweep that would start
-	// the block cooldown has no timer (nothing cooling, no absent pod), so
-	// the blocks stay until a CNI call arms one (measured: 3 empty blocks
-	// still held 8 s after the restart). One Add and Delete stand for the
-	// next pod on the node; remove them once a restored empty block is
-	// swept on its own.
-	poke := dialCNI(t, r.agent.Socket)
-	a, err := poke.add("poke")
-	g.Expect(err).NotTo(HaveOccurred())
-	s.ledger.AddOK(key("poke"), "_container/poke", a)
-	g.Expect(poke.del("poke")).To(Succeed())
-	s.ledger.DeleteOK(key("poke"))
-	poke.close()
+	// The restarted agent holds the granted blocks, empty: with no CNI
+	// call at all, their block cooldown starts at the restart.
 	// The emptied blocks go after the block cooldown.
 	g.Eventually(grantOf(ctx, r.cli, node)).WithTimeout(15*time.Second).Should(BeEmpty(),
 		"the grant once the emptied blocks are given back after the agent's restart")
