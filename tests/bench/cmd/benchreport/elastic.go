@@ -33,8 +33,8 @@ already held (steady state, no crossing). The p99 is over the 60 Adds of a phase
 maximum). No warm-up: each run is a fresh cluster. tests/elastic/README.md has the details.`,
 		Run:    bench(".", "./tests/elastic/", "BenchmarkElasticGrowth", "1x", 3),
 		Tables: []report.Table{elasticTable},
-		Notes: `Unpaced, the same 8 clients outrun the grant: the Adds that arrive while a claim is pending and
-the node's blocks are full are refused ("pool is full") instead of waiting for the block
-(TestElasticBurstOutrunsTheGrant, skipped, documents it).`,
+		Notes: `Unpaced, the same 8 clients outrun the grant: an Add that arrives while a claim is pending and
+the node's blocks are full is answered "try again later" (code 11), which contiv-cni repeats for up
+to 2 s, so that it succeeds once the block is added (TestElasticBurstOutrunsTheGrant).`,
 	}
 }
