@@ -119,6 +119,11 @@
 // no-op for Release; ours says ipalloc.ErrOutOfRange for both (Allocate
 // agrees; Release differs as in D3).
 //
+// D8. Ours keeps a released address out of next-fit for addressCooldown
+// (30 s by default; the AWS datastore's cooldown), Cilium frees it at
+// once. The sequences run ours with addressCooldown 0; the cooldown has
+// its own tests in plugins/ipam.
+//
 // Not compared: expiration timers, IPAM pools, ReleaseIPString by owner,
 // ReserveLocalRoutes, and the restore of allocations at a restart.
 package ciliumdiff

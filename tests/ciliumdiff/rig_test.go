@@ -116,7 +116,11 @@ func newOurs(t testing.TB, yaml string, st storage) *ipam.Plugin {
 		})
 		db = b
 	}
-	p := ipam.NewPlugin(ipam.UseDeps(func(d *ipam.Deps) {
+	// No address cooldown (D8): a released address is free at once, as in
+	// Cilium.
+	ipamConf := ipam.DefaultConfig()
+	ipamConf.AddressCooldown = 0
+	p := ipam.NewPlugin(ipam.UseConf(ipamConf), ipam.UseDeps(func(d *ipam.Deps) {
 		d.Log, d.ContivConf, d.NodeSync, d.ServiceLabel, d.LocalDB = discard(), conf, nodeSync{}, label{}, db
 	}))
 	if err := p.Init(); err != nil {
