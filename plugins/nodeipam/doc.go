@@ -90,8 +90,10 @@
 //     claim (an invalid one is reported, InvalidPoolClaim, and ignored).
 //     Start writes nothing.
 //  2. Run watches the claims from that list on (a broken watch lists them
-//     again) and the Nodes, and handles one node at a time (every node
-//     with a grant or a claim first).
+//     again; so does a periodic list, every PoolBlockParams.ClaimCheck,
+//     that finds a change the watch has not delivered) and the Nodes, and
+//     handles one node at a time (every node with a grant or a claim
+//     first).
 //  3. A node whose Node was deleted (or replaced: another UID), or that
 //     the informer and then the API do not know, has its grant (compared
 //     with its mod revision) and its claim deleted in one fenced

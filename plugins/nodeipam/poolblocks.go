@@ -62,6 +62,9 @@ type PoolBlockParams struct {
 	// InitialRetry and MaxBackoff time the retries of a node whose write
 	// failed; 0 means DefaultInitialRetry and DefaultMaxBackoff.
 	InitialRetry, MaxBackoff time.Duration
+	// ClaimCheck is how often the claims are listed besides the watch, to
+	// catch changes a watch failed to deliver; 0 means DefaultResync.
+	ClaimCheck time.Duration
 	// Metrics count; nil means metrics that nobody registered.
 	Metrics *PoolBlockMetrics
 	// Log is the logger; nil means slog.Default().
@@ -93,20 +96,23 @@ type PoolBlockServer struct {
 	log     *slog.Logger
 	genKey  string
 	max     int
-	queue   workqueue.TypedRateLimitingInterface[string]
+	// claimCheck is the period of the claims' list besides the watch.
+	claimCheck time.Duration
+	queue      workqueue.TypedRateLimitingInterface[string]
 
 	// Only the worker goroutine writes grants and rereads them; the
 	// claim watch and the node handlers update claims, deleted and unmet.
-	mu       sync.Mutex // guards what follows
-	book     *poolBook
-	grants   map[string]*poolGrant
-	claims   map[string]poolblock.Claim
-	claimRev int64          // the store revision of Start's list of the claims
-	genRev   int64          // the generation key's mod revision as last read or written
-	stale    bool           // a write's outcome is unknown: read every grant back first
-	deleted  map[string]int // Node deletes (or replacements) seen and not yet purged
-	waiting  map[string]bool
-	unmet    map[string]bool
+	mu        sync.Mutex // guards what follows
+	book      *poolBook
+	grants    map[string]*poolGrant
+	claims    map[string]poolblock.Claim
+	claimRevs map[string]int64 // mod revision of each node's claim key as last seen (valid or not)
+	claimRev  int64            // the store revision of Start's list of the claims
+	genRev    int64            // the generation key's mod revision as last read or written
+	stale     bool             // a write's outcome is unknown: read every grant back first
+	deleted   map[string]int   // Node deletes (or replacements) seen and not yet purged
+	waiting   map[string]bool
+	unmet     map[string]bool
 }
 
 // Full key prefixes of the claims and grants.
@@ -142,16 +148,19 @@ func NewPoolBlockServer(p PoolBlockParams) (*PoolBlockServer, error) {
 	if p.InitialRetry <= 0 {
 		p.InitialRetry = DefaultInitialRetry
 	}
+	if p.ClaimCheck <= 0 {
+		p.ClaimCheck = DefaultResync
+	}
 	if p.MaxBackoff < p.InitialRetry {
 		p.MaxBackoff = max(DefaultMaxBackoff, p.InitialRetry)
 	}
 	s := &PoolBlockServer{
 		db: p.DB, fence: p.Fence, kube: newKube(p.Client, p.Recorder, p.Log), nodes: p.Nodes,
-		metrics: p.Metrics, log: p.Log, genKey: p.GenerationKey, max: p.Config.MaxBlocksPerNode,
+		metrics: p.Metrics, log: p.Log, genKey: p.GenerationKey, max: p.Config.MaxBlocksPerNode, claimCheck: p.ClaimCheck,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[string](p.InitialRetry, p.MaxBackoff),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "contiv-nodeipam-poolblocks"}),
-		book: book, grants: make(map[string]*poolGrant), claims: make(map[string]poolblock.Claim),
+		book: book, grants: make(map[string]*poolGrant), claims: make(map[string]poolblock.Claim), claimRevs: make(map[string]int64),
 		deleted: make(map[string]int), waiting: make(map[string]bool), unmet: make(map[string]bool),
 	}
 	s.metrics.gauge(book)
@@ -173,7 +182,7 @@ func (s *PoolBlockServer) Start(ctx context.Context) error {
 	var reports []poolReport
 	s.mu.Lock()
 	for _, kv := range kvs {
-		reports = append(reports, s.setClaimLocked(kv.Key, kv.Value)...)
+		reports = append(reports, s.setClaimLocked(kv.Key, kv.Value, kv.Revision)...)
 	}
 	s.claimRev = rev
 	s.gaugeLocked()
@@ -295,8 +304,10 @@ type PoolBlockStatus struct {
 	// Ranges are the pool ranges: size, used (granted or being granted)
 	// and free blocks.
 	Ranges []Usage `json:"ranges"`
-	// Grants is the number of nodes with a grant.
+	// Grants and Claims are the numbers of nodes with a grant and with a
+	// (valid) claim.
 	Grants int `json:"grants"`
+	Claims int `json:"claims"`
 	// Pending are the nodes whose claim is not served yet.
 	Pending []string `json:"pendingNodes,omitempty"`
 	// Waiting are the nodes that want blocks a full range cannot give.
@@ -307,7 +318,7 @@ type PoolBlockStatus struct {
 func (s *PoolBlockServer) Status() PoolBlockStatus {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	st := PoolBlockStatus{Ranges: s.usageLocked()}
+	st := PoolBlockStatus{Ranges: s.usageLocked(), Claims: len(s.claims)}
 	for _, g := range s.grants {
 		if g.rev != 0 {
 			st.Grants++

@@ -36,8 +36,10 @@ type faultyBroker struct {
 	script   []fault    // the next writes' faults, in order
 	rnd      *rand.Rand // when set: random faults, rate percent of each kind
 	rate     int
-	calls    []string // "txn", "txn:before", "txn:after", "txn:refused", "get <key>", "list <prefix>"
+	calls    []string // "txn", "txn:before", "txn:after", "txn:refused", "get <key>", "list <prefix>", "watch <prefix>"
 	refusals int
+	// stuckWatches is how many of the next watches deliver nothing.
+	stuckWatches int
 }
 
 func (f *faultyBroker) next(write bool) fault {
@@ -96,6 +98,25 @@ func (f *faultyBroker) Txn(ctx context.Context, cmps []kvdb.Cmp, ops []kvdb.Op) 
 		f.log("txn")
 	}
 	return ok, err
+}
+
+// Watch returns, for the first stuckWatches calls, a watch that delivers
+// nothing until its context ends (what etcd's client was seen doing, at
+// times, to a watch created while its prefix was being written).
+func (f *faultyBroker) Watch(ctx context.Context, prefix string, fromRev int64) (<-chan kvdb.WatchEvent, error) {
+	f.mu.Lock()
+	stuck := f.stuckWatches > 0
+	if stuck {
+		f.stuckWatches--
+	}
+	f.mu.Unlock()
+	f.log("watch " + prefix)
+	if !stuck {
+		return f.Broker.Watch(ctx, prefix, fromRev)
+	}
+	ch := make(chan kvdb.WatchEvent)
+	go func() { <-ctx.Done(); close(ch) }()
+	return ch, nil
 }
 
 func (f *faultyBroker) Get(ctx context.Context, key string) (kvdb.KeyValue, bool, error) {
@@ -162,8 +183,8 @@ func TestPoolBlocksTwoServersRacingLeaveNoDoubleGrant(t *testing.T) {
 	cfg.BlockSizeIPv4 = 28 // 16 blocks
 	one := &faultyBroker{Broker: r.db}
 	two := &faultyBroker{Broker: r.db}
-	r.startOn(t, one, cfg, nil)
-	r.startOn(t, two, cfg, nil)
+	s1 := r.startOn(t, one, cfg, nil)
+	s2 := r.startOn(t, two, cfg, nil)
 	want := map[string]int{}
 	for i, n := range names {
 		want[n] = 1 + i%2 // 12 blocks in all
@@ -193,6 +214,15 @@ func TestPoolBlocksTwoServersRacingLeaveNoDoubleGrant(t *testing.T) {
 		}
 	}).WithTimeout(10 * time.Second).Should(Succeed())
 	r.hist.check(t)
+	// Both have handled every claim: the first write of the one behind was
+	// made on a stale view.
+	g.Eventually(func(g Gomega) {
+		for _, s := range []*poolServer{s1, s2} {
+			st := s.Status()
+			g.Expect(st.Claims).To(Equal(len(names)))
+			g.Expect(st.Pending).To(BeEmpty())
+		}
+	}).Should(Succeed())
 	one.mu.Lock()
 	two.mu.Lock()
 	defer one.mu.Unlock()
@@ -226,4 +256,29 @@ func TestPoolBlocksAStaleServerIsRefusedByTheGeneration(t *testing.T) {
 	g.Expect(staleDB.refusals).To(Equal(1), "b's first write, with 10.64.0.0/26, was refused")
 	staleDB.mu.Unlock()
 	r.hist.check(t)
+}
+
+// A claim watch that delivers nothing does not leave the claims unserved:
+// the periodic list finds them, and the watch starts again after it.
+func TestPoolBlocksAStuckClaimWatchIsCaughtByThePeriodicList(t *testing.T) {
+	g := NewWithT(t)
+	r := newPoolRig(t, "a")
+	db := &faultyBroker{Broker: r.db, stuckWatches: 1}
+	r.startOn(t, db, poolConfig(poolV4), nil)
+	r.claim(t, "a", 1, 0)
+	g.Eventually(func(g Gomega) []string { return r.grant(g, "a") }).Should(Equal([]string{"10.64.0.0/26"}))
+	g.Expect(db.callLog()).To(ContainElements("watch "+claimPrefix, "list "+claimPrefix))
+	// The stuck watch is replaced, and the new one delivers the next
+	// change at once (well before the next periodic list).
+	g.Eventually(func() int {
+		watches := 0
+		for _, c := range db.callLog() {
+			if c == "watch "+claimPrefix {
+				watches++
+			}
+		}
+		return watches
+	}).Should(Equal(2))
+	r.claim(t, "a", 2, 0)
+	g.Eventually(func(g Gomega) []string { return r.grant(g, "a") }).WithTimeout(150 * time.Millisecond).Should(HaveLen(2))
 }

@@ -33,6 +33,8 @@ type poolRig struct {
 	events *record.FakeRecorder
 	hist   *grantHistory
 	log    *slog.Logger
+	// servers counts the servers built; each logs with its number.
+	servers int
 }
 
 func newPoolRig(t *testing.T, nodes ...string) *poolRig {
@@ -89,7 +91,8 @@ func (r *poolRig) prepare(t *testing.T, db kvdb.Broker, cfg PoolBlockConfig, fen
 	t.Helper()
 	m := NewPoolBlockMetrics()
 	s, err := NewPoolBlockServer(PoolBlockParams{DB: db, Fence: fence, Client: r.client, Nodes: r.nodes, Config: cfg,
-		Metrics: m, Log: r.log, Recorder: r.events, InitialRetry: 5 * time.Millisecond, MaxBackoff: 50 * time.Millisecond})
+		Metrics: m, Log: r.log.With("server", r.servers), Recorder: r.events, InitialRetry: 5 * time.Millisecond, MaxBackoff: 50 * time.Millisecond,
+		ClaimCheck: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,6 +105,7 @@ func (r *poolRig) prepare(t *testing.T, db kvdb.Broker, cfg PoolBlockConfig, fen
 		r.log.Info("test: start failed; retrying", "err", err)
 		time.Sleep(5 * time.Millisecond)
 	}
+	r.servers++
 	ps := &poolServer{PoolBlockServer: s, metrics: m, ctx: ctx, cancel: cancel, done: make(chan error, 1)}
 	t.Cleanup(func() { ps.stop() })
 	return ps

@@ -113,29 +113,22 @@ func (s *PoolBlockServer) nodeHandlers() cache.ResourceEventHandler {
 	}
 }
 
-// watchClaims follows the claims from Start's list until ctx ends; a
-// watch that breaks is followed by a fresh list (every node whose claim
-// may have changed is queued) and a new watch.
+// watchClaims follows the claims from Start's list until ctx ends. A
+// watch that breaks is followed by a fresh list and a new watch. Every
+// claimCheck the claims are listed too: a change the watch has not
+// delivered (lagging, or silently stuck) is taken from the list, and the
+// watch starts again after it.
 func (s *PoolBlockServer) watchClaims(ctx context.Context) {
 	s.mu.Lock()
 	rev := s.claimRev
 	s.mu.Unlock()
+	tick := time.NewTicker(s.claimCheck)
+	defer tick.Stop()
 	for ctx.Err() == nil {
-		ch, err := s.db.Watch(ctx, claimPrefix, rev+1)
-		if err == nil {
-			for ev := range ch {
-				s.claimEvent(ev)
-				rev = ev.Revision
-			}
-			if ctx.Err() != nil {
-				return
-			}
-			s.log.Info("pool blocks: the claim watch broke; listing the claims again")
-		} else {
-			s.log.Warn("pool blocks: watching the claims failed; listing them again", "err", err)
-		}
+		rev = s.followClaims(ctx, rev, tick.C)
 		for ctx.Err() == nil {
-			if rev, err = s.relistClaims(ctx); err == nil {
+			var err error
+			if _, rev, err = s.relistClaims(ctx); err == nil {
 				break
 			}
 			s.log.Warn("pool blocks: listing the claims failed; retrying", "retry-in", watchRetry, "err", err)
@@ -147,18 +140,58 @@ func (s *PoolBlockServer) watchClaims(ctx context.Context) {
 	}
 }
 
+// followClaims watches the claims from rev+1 until the watch breaks, ctx
+// ends, or a periodic list finds changes the watch has not delivered. It
+// returns the revision up to which the claims are known.
+func (s *PoolBlockServer) followClaims(ctx context.Context, rev int64, tick <-chan time.Time) int64 {
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	ch, err := s.db.Watch(wctx, claimPrefix, rev+1)
+	if err != nil {
+		s.log.Warn("pool blocks: watching the claims failed; listing them again", "err", err)
+		return rev
+	}
+	for {
+		select {
+		case ev, ok := <-ch:
+			if !ok {
+				if ctx.Err() == nil {
+					s.log.Info("pool blocks: the claim watch broke; listing the claims again")
+				}
+				return rev
+			}
+			s.claimEvent(ev)
+			rev = ev.Revision
+		case <-tick:
+			changed, lrev, err := s.relistClaims(ctx)
+			switch {
+			case err != nil:
+				s.log.Warn("pool blocks: the periodic list of the claims failed", "err", err)
+			case changed:
+				s.log.Info("pool blocks: claims changed that the watch had not delivered; watching again after them",
+					"watched-up-to", rev, "listed-at", lrev)
+				return lrev
+			}
+		case <-ctx.Done():
+			return rev
+		}
+	}
+}
+
 // claimEvent records a watched change of a claim and queues its node.
 func (s *PoolBlockServer) claimEvent(ev kvdb.WatchEvent) {
 	node, ok := strings.CutPrefix(ev.Key, claimPrefix)
 	if !ok || node == "" || strings.Contains(node, "/") {
 		return
 	}
+	s.log.Debug("pool blocks: claim changed", "node", node, "change", ev.Type, "revision", ev.Revision)
 	var reports []poolReport
 	s.mu.Lock()
 	if ev.Type == kvdb.EventDelete {
 		delete(s.claims, node)
+		delete(s.claimRevs, node)
 	} else {
-		reports = s.setClaimLocked(ev.Key, ev.Value)
+		reports = s.setClaimLocked(ev.Key, ev.Value, ev.Revision)
 	}
 	s.gaugeLocked()
 	s.mu.Unlock()
@@ -166,38 +199,50 @@ func (s *PoolBlockServer) claimEvent(ev kvdb.WatchEvent) {
 	s.queue.Add(node)
 }
 
-// relistClaims replaces the claims with a fresh list and queues every
-// node that had or has one.
-func (s *PoolBlockServer) relistClaims(ctx context.Context) (int64, error) {
+// relistClaims lists the claims and records (and queues) those that
+// differ from what the server knows: changed tells whether any did.
+func (s *PoolBlockServer) relistClaims(ctx context.Context) (changed bool, rev int64, err error) {
 	kvs, rev, err := s.db.List(ctx, claimPrefix)
 	if err != nil {
-		return 0, err
+		return false, 0, err
 	}
 	var reports []poolReport
 	s.mu.Lock()
-	for node := range s.claims {
+	listed := make(map[string]bool, len(kvs))
+	for _, kv := range kvs {
+		node := strings.TrimPrefix(kv.Key, claimPrefix)
+		listed[node] = true
+		if r, ok := s.claimRevs[node]; ok && r == kv.Revision {
+			continue
+		}
+		changed = true
+		reports = append(reports, s.setClaimLocked(kv.Key, kv.Value, kv.Revision)...)
 		s.queue.Add(node)
 	}
-	s.claims = make(map[string]poolblock.Claim, len(kvs))
-	for _, kv := range kvs {
-		reports = append(reports, s.setClaimLocked(kv.Key, kv.Value)...)
-		s.queue.Add(strings.TrimPrefix(kv.Key, claimPrefix))
+	for node := range s.claimRevs {
+		if !listed[node] {
+			changed = true
+			delete(s.claims, node)
+			delete(s.claimRevs, node)
+			s.queue.Add(node)
+		}
 	}
 	s.gaugeLocked()
 	s.mu.Unlock()
 	s.report(reports)
-	return rev, nil
+	return changed, rev, nil
 }
 
 // setClaimLocked decodes the claim stored under key and records it; a
 // claim that cannot be decoded, or names another node, is dropped and
 // reported (the node's grant stays as it is).
-func (s *PoolBlockServer) setClaimLocked(key string, value []byte) []poolReport {
+func (s *PoolBlockServer) setClaimLocked(key string, value []byte, rev int64) []poolReport {
 	node, ok := strings.CutPrefix(key, claimPrefix)
 	if !ok || node == "" || strings.Contains(node, "/") {
 		s.log.Warn("pool blocks: a key under the claims that names no node; ignored", "key", key)
 		return nil
 	}
+	s.claimRevs[node] = rev
 	c, err := poolblock.ParseClaim(value)
 	if err == nil && c.Node != node {
 		err = fmt.Errorf("pool claim %s names node %q", key, c.Node)

@@ -33,10 +33,15 @@ func (s *PoolBlockServer) sync(ctx context.Context, node string) error {
 	_, known := s.grants[node]
 	_, claimed := s.claims[node]
 	deleted := s.deleted[node]
-	s.mu.Unlock()
-	if !known && !claimed && deleted == 0 {
+	if !known && !claimed { // nothing held, nothing asked: no write, even for a Node deleted
+		delete(s.deleted, node)
+		delete(s.unmet, node)
+		delete(s.waiting, node)
+		s.gaugeLocked()
+		s.mu.Unlock()
 		return nil
 	}
+	s.mu.Unlock()
 	gone, err := s.gone(ctx, node, deleted)
 	if err != nil {
 		return err
@@ -101,6 +106,7 @@ func (s *PoolBlockServer) purge(ctx context.Context, node string, deleted int) e
 		delete(s.grants, node)
 	}
 	delete(s.claims, node)
+	delete(s.claimRevs, node)
 	delete(s.unmet, node)
 	delete(s.waiting, node)
 	if s.deleted[node] -= deleted; s.deleted[node] <= 0 {
