@@ -18,6 +18,11 @@ type block struct {
 	prefix netip.Prefix
 	gw     netip.Addr
 	pool   *ipalloc.Keyed[allocKey]
+	// revoked: an added block the node's grant no longer lists although
+	// the node did not give it back (nodeipam freed it: the Node was
+	// deleted): nothing new is handed out from it; its allocations keep
+	// their addresses until released, and it goes once empty.
+	revoked bool
 }
 
 // newBlock returns the empty block of prefix.

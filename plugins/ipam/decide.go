@@ -192,6 +192,7 @@ func (k *keeper) releaseDone(key allocKey, what string, j *join) func(outcome, e
 func (k *keeper) released(t *table, key allocKey) {
 	now := k.clock.Now()
 	t.release(key, now, k.cfg.AddressCooldown)
+	k.dropRevokedEmpty(t)
 	if k.cfg.AddressCooldown > 0 {
 		k.expiryNear(now.Add(k.cfg.AddressCooldown))
 	} else {

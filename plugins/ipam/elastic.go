@@ -56,10 +56,10 @@ func (k *keeper) checkWarm(i int) {
 	if !k.elasticOn() || i >= t.slots() || t.free(i) >= uint64(k.cfg.WarmTarget) {
 		return
 	}
-	if k.el.want[i] > len(t.blocks[i])-1 {
+	if k.el.want[i] > len(t.unrevoked(i))-1 {
 		return // a request is pending
 	}
-	k.el.want[i] = len(t.blocks[i])
+	k.el.want[i] = len(t.unrevoked(i))
 	k.log.Info("free pod addresses below the warm target: asking for a pool", "free", t.free(i),
 		"warm-target", k.cfg.WarmTarget, "pools", t.blockList(i))
 	k.sendClaim()
@@ -81,7 +81,7 @@ func (k *keeper) claimPending() bool {
 		return false
 	}
 	for i := range k.tab.slots() {
-		if k.el.want[i] > len(k.tab.blocks[i])-1 {
+		if k.el.want[i] > len(k.tab.unrevoked(i))-1 {
 			return true
 		}
 	}
@@ -113,7 +113,11 @@ func (k *keeper) applyGrant(t *table, g poolblock.Grant) {
 	granted := map[netip.Prefix]bool{}
 	for _, pfx := range g.Blocks {
 		granted[pfx] = true
-		if _, _, held := t.findBlock(pfx); held || slices.Contains(k.el.releasing, pfx) {
+		if i, j, held := t.findBlock(pfx); held {
+			t.blocks[i][j].revoked = false
+			continue
+		}
+		if slices.Contains(k.el.releasing, pfx) {
 			continue
 		}
 		if err := k.addBlock(t, pfx); err != nil {
@@ -121,8 +125,68 @@ func (k *keeper) applyGrant(t *table, g poolblock.Grant) {
 		}
 	}
 	k.el.releasing = slices.DeleteFunc(k.el.releasing, func(p netip.Prefix) bool { return !granted[p] })
+	k.revokeUngranted(t, granted)
 	for i := range t.slots() {
-		k.el.want[i] = max(k.el.want[i], len(t.blocks[i])-1)
+		k.el.want[i] = max(k.el.want[i], len(t.unrevoked(i))-1)
+	}
+}
+
+// revokeUngranted revokes the added blocks the grant does not list (the
+// node did not give them back: nodeipam freed them, its Node was deleted),
+// and claims again: nothing new comes from them, so that another node
+// that gets them never meets an address handed out here afterwards.
+func (k *keeper) revokeUngranted(t *table, granted map[netip.Prefix]bool) {
+	revoked := false
+	for _, bs := range t.blocks {
+		for j, b := range bs {
+			if j == 0 || granted[b.prefix] || b.revoked {
+				continue
+			}
+			b.revoked, revoked = true, true
+			k.log.Warn("added pool revoked: the node's grant no longer lists it; nothing new is handed out from it, and it goes once empty",
+				"pool", b.prefix.String(), "assigned", t.blockStats(b).Assigned)
+		}
+	}
+	if revoked && k.elasticOn() {
+		for i := range t.slots() {
+			k.el.want[i] = len(t.unrevoked(i)) - 1
+			k.checkWarm(i) // without the revoked blocks: more may be wanted
+		}
+		k.sendClaim()
+	}
+	if revoked {
+		k.dropRevokedEmpty(t)
+	}
+}
+
+// unrevoked lists the blocks of slot i that are not revoked.
+func (t *table) unrevoked(i int) []*block {
+	var out []*block
+	for _, b := range t.blocks[i] {
+		if !b.revoked {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+// dropRevokedEmpty forgets the revoked blocks that are empty (nothing
+// assigned): not granted any more, they are not released either.
+func (k *keeper) dropRevokedEmpty(t *table) {
+	for i := range t.slots() {
+		for j := len(t.blocks[i]) - 1; j > 0; j-- {
+			b := t.blocks[i][j]
+			if !b.revoked || t.blockStats(b).Assigned > 0 {
+				continue
+			}
+			rest := slices.DeleteFunc(t.added(), func(p netip.Prefix) bool { return p == b.prefix })
+			if err := k.storeBlocks(rest); err != nil {
+				k.log.Warn("dropping an empty revoked pool failed; retrying later", "pool", b.prefix.String(), "error", err)
+				continue
+			}
+			t.dropBlock(i, j)
+			k.log.Info("empty revoked pool dropped", "pool", b.prefix.String())
+		}
 	}
 }
 
@@ -159,6 +223,7 @@ func (k *keeper) shrink() {
 		return
 	}
 	t, now := k.tab, k.clock.Now()
+	k.dropRevokedEmpty(t)
 	for i := range t.slots() {
 		for j := len(t.blocks[i]) - 1; j > 0; j-- {
 			b := t.blocks[i][j]

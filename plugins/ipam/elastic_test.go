@@ -176,3 +176,33 @@ func TestAnEmptyBlockRestoredAtARestartIsGivenBack(t *testing.T) {
 	g.Eventually(func() []netip.Prefix { c, _ := claims.last(); return c.Release }).
 		Should(Equal([]netip.Prefix{netip.MustParsePrefix("1.2.200.0/29")}))
 }
+
+// A grant that loses a block the node did not give back (nodeipam freed
+// it: the Node was deleted) revokes it: nothing new comes from it, its
+// allocations keep their addresses until released, the node claims again,
+// and the block goes once empty.
+func TestABlockTheGrantDropsIsRevoked(t *testing.T) {
+	g := NewWithT(t)
+	claims := &fakeClaimer{}
+	i := mustFixture(t, fixtureOpts{claims: claims, conf: func(c *ipam.Config) { c.WarmTarget = 1 }}, nil).ipam
+	grant(g, i, "1.2.200.0/29")
+	for n := range 5 { // 4 in the node's own subnet, the fifth in the granted block
+		_, err := addPod(i, podmodel.ID{Name: fmt.Sprint("p", n), Namespace: "default"}, att(fmt.Sprint("c", n), "eth0"))
+		g.Expect(err).NotTo(HaveOccurred())
+	}
+	_, sent := claims.last()
+	grant(g, i) // the grant without the block
+	s, err := i.Stats()
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(s.Pools[1]).To(Equal(ipam.PoolStats{CIDR: "1.2.200.0/29", Family: ipam.IPv4, Total: 4, Assigned: 1, Free: 3, Revoked: true}))
+	_, err = addPod(i, pod1, att("new", "eth0"))
+	g.Expect(err).To(HaveOccurred(), "nothing new from the revoked block")
+	c, n := claims.last()
+	g.Expect(n).To(BeNumerically(">", sent), "the node claims again")
+	g.Expect(c.Want).To(Equal(map[string]int{"ipv4": 1}))
+	g.Expect(attIP(g, i, att("c4", "eth0"))).To(Equal("1.2.200.2/29"), "the allocation keeps its address")
+
+	_, err = deletePod(i, podmodel.ID{Name: "p4", Namespace: "default"}, att("c4", "eth0"))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Eventually(func() int { s, _ := i.Stats(); return len(s.Pools) }).Should(Equal(1), "the empty revoked block goes")
+}

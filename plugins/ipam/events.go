@@ -314,14 +314,17 @@ func (p *Plugin) podChange(e *api.KubeStateChange) (string, error) {
 
 // grantChange makes the node's pools follow its changed grant.
 func (p *Plugin) grantChange(e *api.KubeStateChange) (string, error) {
-	v, ok := e.NewValue.(*structpb.Struct)
-	if !ok {
-		return "", nil // deleted: the blocks in use stay until released
-	}
-	g, ok := grantFromStruct(v)
-	if !ok {
-		p.invalidValue("poolgrant", fmt.Errorf("pool grant %s: not a grant", e.Key), p.st.Load())
-		return "", nil
+	g := poolblock.Grant{Node: p.ServiceLabel.GetAgentLabel()} // deleted: no blocks (nodeipam freed them)
+	if e.NewValue != nil {
+		v, ok := e.NewValue.(*structpb.Struct)
+		var parsed bool
+		if ok {
+			g, parsed = grantFromStruct(v)
+		}
+		if !parsed {
+			p.invalidValue("poolgrant", fmt.Errorf("pool grant %s: not a grant", e.Key), p.st.Load())
+			return "", nil
+		}
 	}
 	err := p.keeper.exec(func(t *table, _ *batch) error {
 		p.keeper.applyGrant(t, g)

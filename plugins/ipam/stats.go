@@ -14,6 +14,9 @@ type PoolStats struct {
 	Cooldown uint64 `json:"cooldown"`
 	Excluded uint64 `json:"excluded"`
 	Free     uint64 `json:"free"`
+	// Revoked: the node's grant no longer lists this added pool (see
+	// block.revoked): nothing new is handed out from it.
+	Revoked bool `json:"revoked,omitempty"`
 }
 
 // NodeStats are the stats of every pool of the node, and their sums.
@@ -43,7 +46,8 @@ func (t *table) poolStats(i int) PoolStats {
 
 // blockStats are the stats of one block.
 func (t *table) blockStats(b *block) PoolStats {
-	s := PoolStats{CIDR: b.prefix.String(), Family: familyOf(b.prefix), Total: b.pool.Pool().Size(), Free: b.pool.Pool().Free()}
+	s := PoolStats{CIDR: b.prefix.String(), Family: familyOf(b.prefix), Total: b.pool.Pool().Size(), Free: b.pool.Pool().Free(),
+		Revoked: b.revoked}
 	for a := range t.cool.until {
 		if b.prefix.Contains(a) {
 			s.Cooldown++

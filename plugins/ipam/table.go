@@ -335,7 +335,9 @@ func (t *table) size(i int) uint64 {
 func (t *table) free(i int) uint64 {
 	var n uint64
 	for _, b := range t.blocks[i] {
-		n += b.pool.Pool().Free()
+		if !b.revoked { // nothing new is handed out from a revoked block
+			n += b.pool.Pool().Free()
+		}
 	}
 	return n
 }
@@ -489,13 +491,19 @@ func (t *table) blockList(i int) string {
 func (t *table) assignSlot(k allocKey, i int) (netip.Addr, error) {
 	var err error
 	for _, b := range t.blocks[i] {
+		if b.revoked {
+			continue
+		}
 		var a netip.Addr
 		if a, _, err = b.pool.Assign(k); err == nil {
 			return a, nil
 		}
 	}
+	if err == nil {
+		err = fmt.Errorf("every pool of the family is revoked: %w", ipalloc.ErrPoolExhausted)
+	}
 	c, ok := t.coolestOf(i)
-	if !ok {
+	if b, _, in := t.blockOf(c); !ok || in && b.revoked {
 		return netip.Addr{}, err
 	}
 	t.unCool(c)
