@@ -27,8 +27,10 @@ func TestImportsPointDown(t *testing.T) {
 		{"infra/...", nil},
 		// The controller uses the Kubernetes-state models, never a handler.
 		{"plugins/controller/...", []string{"plugins/ksr/model", "infra"}},
-		// Node IPAM sits on the engine and the key-value API, nothing else.
-		{"plugins/nodeipam/...", []string{"plugins/ipam/ipalloc", "plugins/ipam/cidr", "infra/kvdb"}},
+		// Node IPAM sits on the engine and the key-value API, and speaks the
+		// pool-block protocol of the Kubernetes-state models, nothing else.
+		{"plugins/nodeipam/...", []string{"plugins/ipam/ipalloc", "plugins/ipam/cidr", "infra/kvdb",
+			"plugins/ksr/model/codec", "plugins/ksr/model/poolblock"}},
 		// The CAPI framework knows nothing of ours; the pool engine sits on
 		// the allocator engine and the pool API.
 		{"plugins/capi/ipamutil", nil},
