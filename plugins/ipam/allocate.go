@@ -128,9 +128,9 @@ func (p *Plugin) FreeAddresses() (free uint64, err error) {
 		err = nil
 		free = math.MaxUint64
 		if !t.externalMode() {
-			free = t.free(0)
+			free = t.servable(0)
 			for i := 1; i < t.slots(); i++ {
-				free = min(free, t.free(i)) // a pod takes one of each
+				free = min(free, t.servable(i)) // a pod takes one of each
 			}
 		}
 	})

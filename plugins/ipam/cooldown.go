@@ -130,3 +130,16 @@ func (t *table) coolingCount(i int) int {
 	}
 	return n
 }
+
+// servable is the number of addresses of slot i an allocation can get:
+// the free ones and the cooling ones (handed out when nothing else is
+// free), outside revoked blocks.
+func (t *table) servable(i int) uint64 {
+	n := t.free(i)
+	for a := range t.cool.until {
+		if b, j, ok := t.blockOf(a); ok && j == i && !b.revoked {
+			n++
+		}
+	}
+	return n
+}

@@ -32,11 +32,14 @@ func TestAReleasedAddressCoolsDown(t *testing.T) {
 	g.Expect(status).To(ContainSubstring("1/4 allocated, 0 excluded, 1 cooling down"))
 	free, err := i.FreeAddresses()
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(free).To(Equal(uint64(2)), "a cooling address is not free")
+	g.Expect(free).To(Equal(uint64(3)), "a cooling address can still serve an ADD (STATUS)")
+	stats, err := i.Stats()
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(stats.Free).To(Equal(uint64(2)), "but it is not free")
 
 	g.Expect([]string{next(), next()}).To(Equal([]string{"1.2.128.12", "1.2.128.13"}))
 	g.Expect(next()).To(Equal("1.2.128.10"), "nothing else is free: the cooling address is handed out rather than fail")
-	stats, err := i.Stats()
+	stats, err = i.Stats()
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(stats.Pools).To(Equal([]ipam.PoolStats{{CIDR: "1.2.128.8/29", Family: ipam.IPv4, Total: 4, Assigned: 4}}))
 	g.Expect(stats.CooldownReused).To(Equal(uint64(1)))
@@ -53,6 +56,9 @@ func TestAReleasedAddressCoolsDown(t *testing.T) {
 	free, err = i.FreeAddresses()
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(free).To(Equal(uint64(1)))
+	stats, err = i.Stats()
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(stats.Free).To(Equal(uint64(1)))
 	g.Expect(next()).To(Equal("1.2.128.12"))
 }
 
