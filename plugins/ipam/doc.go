@@ -162,7 +162,10 @@
 // pod deleted from or absent in Kubernetes, resync and re-initialisation)
 // is decided by one owner, the keeper (keeper.go): one goroutine that takes
 // requests from a channel in arrival order and alone touches the table of
-// pod addresses (table.go, with its reservations and exclusions), the view
+// pod addresses (table.go, with its blocks, reservations, exclusions,
+// cooldowns and allocation times), the elastic-pool state (elastic.go:
+// blocks wanted, blocks being given back, since when each is empty), the
+// input of the last resync, the view
 // of the Kubernetes pods, the absence clocks, the records still to delete
 // and the pipeline (pipeline.go: the
 // open batch, the batch in flight, the deferred requests, the busy
@@ -174,6 +177,9 @@
 // each resync through an atomic pointer and read by any caller. The
 // run-time exclusions (BlacklistIP, ReserveLocalRoutes) are a list guarded
 // by Plugin.exclMu: any caller appends, each resync reads a copy.
+// The claimer goroutine (elastic.go, started by AfterInit, stopped by
+// Close) owns only the claim it is sending: the keeper hands it each new
+// claim through a one-slot channel, newest wins.
 //
 // CNI events (AddPod, DeletePod, GCPods) reach the keeper through
 // keeper.submit from the event loop: the handler fills the reply from the

@@ -117,6 +117,11 @@
 //     touched held, and the next node handled first reads every grant
 //     back (as the ledger's writes are).
 //
+// Owners: the server's worker goroutine alone writes and rereads grants
+// and hands out or frees blocks; the claim watch, the periodic claim list
+// and the Node handlers only record claims and deletions, under the
+// server's mutex (PoolBlockServer's fields say which it guards).
+//
 // Invariants: a block is in at most one grant at every revision of etcd;
 // every block handed out is a block of a range, of its family's size; a
 // grant holds at most maxBlocksPerNode added blocks per family (unless it
