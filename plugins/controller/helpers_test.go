@@ -116,6 +116,7 @@ type testEvent struct {
 	dir      api.UpdateDirectionType
 	blocking bool
 	done     chan error
+	onDone   func(error) // runs in Done, on the loop's goroutine, before done is sent
 }
 
 func newEvent(name string, txn api.UpdateTransactionType) *testEvent {
@@ -126,7 +127,12 @@ func (e *testEvent) GetName() string                            { return e.name 
 func (e *testEvent) String() string                             { return e.name + " event" }
 func (e *testEvent) Method() api.EventMethodType                { return api.Update }
 func (e *testEvent) IsBlocking() bool                           { return e.blocking }
-func (e *testEvent) Done(err error)                             { e.done <- err }
+func (e *testEvent) Done(err error) {
+	if e.onDone != nil {
+		e.onDone(err)
+	}
+	e.done <- err
+}
 func (e *testEvent) TransactionType() api.UpdateTransactionType { return e.txn }
 func (e *testEvent) Direction() api.UpdateDirectionType         { return e.dir }
 

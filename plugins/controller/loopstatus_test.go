@@ -79,7 +79,8 @@ func TestLoopHealth(t *testing.T) {
 	fatal := newEvent("fatal", api.BestEffort)
 	g.Expect(l.PushEvent(fatal)).To(Succeed())
 	g.Expect(fatal.wait(t)).To(HaveOccurred())
-	g.Eventually(func() error { _, err := probe(); return err }).Should(MatchError(ContainSubstring("state lost")))
+	_, err = probe()
+	g.Expect(err).To(MatchError(ContainSubstring("state lost")), "recorded before the event was answered")
 	g.Expect(l.runnable()).To(MatchError(api.ErrClosedController))
 	g.Expect(l.runnable()).To(MatchError(ContainSubstring("state lost")))
 }
@@ -93,16 +94,21 @@ func TestResyncAnswers503WhenTheLoopIsDead(t *testing.T) {
 	h := p.EventHandlers[0].(*testHandler)
 	h.setFail("Update", api.NewFatalError(errors.New("allocations lost")))
 	ev := newEvent("fatal", api.BestEffort)
+	// The loop records why it stopped before it answers the event: a POST
+	// made at the moment the event is answered (its Done, on the loop's
+	// goroutine) is already refused.
+	var atDone struct {
+		status int
+		body   string
+	}
+	ev.onDone = func(error) { atDone.status, atDone.body = srv.Post(ResyncPath, "") }
+	before := w.resyncs.Load()
 	g.Expect(p.PushEvent(ev)).To(Succeed())
 	g.Expect(ev.wait(t)).To(HaveOccurred())
+	g.Expect(atDone.status).To(Equal(http.StatusServiceUnavailable), atDone.body)
 
-	// The event's Done comes before the loop records why it stopped: a
-	// POST in between is still served (it raced in CI), so count from the
-	// first 503.
-	g.Eventually(func() int { status, _ := srv.Post(ResyncPath, ""); return status }).
-		Should(Equal(http.StatusServiceUnavailable))
-	before := w.resyncs.Load()
-	_, body := srv.Post(ResyncPath, "")
+	status, body := srv.Post(ResyncPath, "")
+	g.Expect(status).To(Equal(http.StatusServiceUnavailable))
 	g.Expect(body).To(ContainSubstring(`"error": "resync cannot run: event loop stopped by a fatal error`))
 	g.Expect(body).To(ContainSubstring("allocations lost"))
 	g.Expect(w.resyncs.Load()).To(Equal(before), "a refused resync dispatches nothing")

@@ -59,15 +59,19 @@ func (l *eventLoop) finish(q *queued, rec *EventRecord, out outcome) {
 	}
 	l.obs.processed(rec, out.err)
 	logEvent(l, rec, out.err)
+	// A fatal error is recorded before the event is answered: whoever
+	// learns of the failure from its event and then asks for a resync
+	// must be refused, not told it was dispatched to a dead loop.
+	if api.IsFatal(out.err) {
+		l.setFatal(out.err)
+	}
 	q.ev.Done(out.err)
 	if q.done != nil {
 		q.done <- out.err
 	}
 	_, isShutdown := q.ev.(*api.Shutdown)
 	switch {
-	case api.IsFatal(out.err):
-		l.setFatal(out.err)
-	case isShutdown:
+	case api.IsFatal(out.err), isShutdown:
 	case out.needsHealing:
 		l.scheduleHealing()
 	}
