@@ -123,10 +123,10 @@ func newEvent(name string, txn api.UpdateTransactionType) *testEvent {
 	return &testEvent{name: name, txn: txn, done: make(chan error, 1)}
 }
 
-func (e *testEvent) GetName() string                            { return e.name }
-func (e *testEvent) String() string                             { return e.name + " event" }
-func (e *testEvent) Method() api.EventMethodType                { return api.Update }
-func (e *testEvent) IsBlocking() bool                           { return e.blocking }
+func (e *testEvent) GetName() string             { return e.name }
+func (e *testEvent) String() string              { return e.name + " event" }
+func (e *testEvent) Method() api.EventMethodType { return api.Update }
+func (e *testEvent) IsBlocking() bool            { return e.blocking }
 func (e *testEvent) Done(err error) {
 	if e.onDone != nil {
 		e.onDone(err)
