@@ -38,6 +38,20 @@ type ClaimReconciler struct {
 	MaxConcurrentReconciles int
 }
 
+// ControllerOptions are the options of every controller of the provider:
+// workers reconcilers, on client-go's rate-limited work queue rather than
+// controller-runtime's priority queue. The priority queue of the pinned
+// controller-runtime (v0.24.1) can deadlock at shutdown: a worker that
+// leaves Get when the queue shuts down is still counted as waiting, the
+// queue's handler then blocks handing it an item while holding the lock
+// that Done needs, and the manager's stop runs into its 30 s timeout
+// (kubernetes-sigs/controller-runtime#3538, fixed in v0.25, which needs
+// Kubernetes 0.37 libraries). Seen in our provider's tests under load.
+func ControllerOptions(workers int) controller.Options {
+	off := false
+	return controller.Options{MaxConcurrentReconciles: workers, UsePriorityQueue: &off}
+}
+
 // SetupWithManager registers the claim indexes and the controller on mgr.
 func (r *ClaimReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
 	if r.Client == nil || r.Scheme == nil || r.Adapter == nil {
@@ -52,7 +66,7 @@ func (r *ClaimReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager
 	}
 	b := ctrl.NewControllerManagedBy(mgr).
 		For(&ipamv1.IPAddressClaim{}, builder.WithPredicates(r.claimPredicate())).
-		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
+		WithOptions(ControllerOptions(workers)).
 		Watches(&clusterv1.Cluster{}, handler.EnqueueRequestsFromMapFunc(r.clusterToClaims),
 			builder.WithPredicates(r.unpausedPredicate())).
 		Watches(&ipamv1.IPAddress{}, handler.EnqueueRequestsFromMapFunc(r.addressToClaims),

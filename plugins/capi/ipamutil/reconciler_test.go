@@ -622,3 +622,14 @@ func testNotOurs(t *testing.T, s *suite) {
 	s.create(t, claim(ns, "other-kind", "p", func(c *ipamv1.IPAddressClaim) { c.Spec.PoolRef.Kind = otherKind }))
 	s.untouched(NewWithT(t), key(ns, "unlabelled"), key(ns, "other-filter"), key(ns, "other-kind"))
 }
+
+// The provider's controllers run on client-go's work queue, not the
+// priority queue whose shutdown can deadlock in the pinned
+// controller-runtime.
+func TestControllerOptionsAvoidThePriorityQueue(t *testing.T) {
+	g := NewWithT(t)
+	o := ipamutil.ControllerOptions(3)
+	g.Expect(o.MaxConcurrentReconciles).To(Equal(3))
+	g.Expect(o.UsePriorityQueue).NotTo(BeNil())
+	g.Expect(*o.UsePriorityQueue).To(BeFalse())
+}

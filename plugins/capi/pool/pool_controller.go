@@ -57,6 +57,7 @@ func specOf(obj client.Object) (v1alpha1.ContivIPPoolSpec, *v1alpha1.ContivIPPoo
 func (r *PoolReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("contiv-"+strings.ToLower(r.Kind)).
+		WithOptions(ipamutil.ControllerOptions(1)).
 		For(r.newObject()).
 		Watches(&ipamv1.IPAddress{}, handler.EnqueueRequestsFromMapFunc(r.addressToPool)).
 		Complete(r)

@@ -52,15 +52,20 @@ func testMany(t *testing.T, e *env) {
 	g.Eventually(func(g Gomega) *v1alpha1.PoolAddresses { return e.status(g, ns, "p") }).WithTimeout(wait).
 		Should(Equal(&v1alpha1.PoolAddresses{Total: 1021, Used: 500, Free: 521}))
 
-	start := time.Now()
+	// The provider's clock stands still while the claims are deleted and
+	// the IPAddresses watched: on a loaded machine the deletes and the
+	// checks may take longer than the grace period in real time.
+	e.clock.freeze()
 	for _, name := range names[:100] {
 		g.Expect(e.c.Delete(context.Background(), newClaim(ns, name, pool.KindPool, "p"))).To(Succeed())
 	}
-	g.Consistently(func(g Gomega) int { return len(e.addresses(g, ns)) }).WithTimeout(grace-time.Second).
+	g.Consistently(func(g Gomega) int { return len(e.addresses(g, ns)) }).WithTimeout(grace).
 		Should(Equal(500), "the IPAddresses stay while the grace period runs")
 	g.Expect(e.status(g, ns, "p").Used).To(BeEquivalentTo(500), "in grace: still used")
+	// Every deletion timestamp is at most now; the period counts from one
+	// second after it.
+	e.clock.resumeAt(time.Now().Add(grace + 2*time.Second))
 	g.Eventually(func(g Gomega) int { return len(e.addresses(g, ns)) }).WithTimeout(wait).Should(Equal(400))
-	g.Expect(time.Since(start)).To(BeNumerically(">=", grace), "freed after the grace period, not before")
 	g.Eventually(func(g Gomega) *v1alpha1.PoolAddresses { return e.status(g, ns, "p") }).WithTimeout(wait).
 		Should(Equal(&v1alpha1.PoolAddresses{Total: 1021, Used: 400, Free: 621}))
 }
