@@ -37,7 +37,7 @@ CONTAINER_ENGINE ?=
 STATIC_DIR  ?= $(BIN)/static
 STATIC_CMDS := ./cmd/contiv-agent ./cmd/contiv-cni ./cmd/contiv-ksr ./cmd/contiv-capi-ipam
 
-.PHONY: all build static images run test test-unit test-race test-deps kube-bins cni-plugins check lint bench chaos crash fuzz clean tools generate generate-crds demo test-nodeipam-diff test-cilium-diff bench-nodeipam bench-report bench-list bench-micro test-bench
+.PHONY: all build static images run test test-unit test-race test-deps kube-bins cni-plugins check lint bench chaos crash fuzz clean tools generate generate-crds demo test-nodeipam-diff test-cilium-diff bench-nodeipam bench-report bench-list bench-micro test-bench test-flakes
 
 all: build
 
@@ -135,6 +135,14 @@ cni-plugins:
 	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq containernetworking-plugins iproute2 iputils-ping; \
 	fi
+
+## test-flakes: run PKG's tests (default every package) N times (default 10) under -race, P at a time (default 2), with HOGS busy loops loading the CPUs (default 2); RUN limits the tests (a -run pattern); failures are kept in _flakes/ (tests/flakes/hunt.sh)
+N    ?= 10
+P    ?= 2
+HOGS ?= 2
+RUN  ?=
+test-flakes: test-deps
+	tests/flakes/hunt.sh -n $(N) -p $(P) -l $(HOGS) $(if $(RUN),-r '$(RUN)') -o _flakes $(or $(PKG),$(PKGS))
 
 ## check: gofmt and go vet (fast, no tools to install)
 check:

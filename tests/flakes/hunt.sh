@@ -37,7 +37,8 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root" || exit 2
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
-mapfile -t pkgs < <(go list "$@") || exit 2
+listed=$(go list "$@") || exit 2
+mapfile -t pkgs <<<"$listed"
 
 hog_pids=()
 stop_hogs() { for p in "${hog_pids[@]}"; do kill "$p" 2>/dev/null; done; }
@@ -77,18 +78,28 @@ one() {
 	fi
 }
 start=$SECONDS
-jobs_running=0
+declare -A running # pid -> 1, the jobs (the hogs are not waited for)
+# reap forgets the jobs that have ended.
+reap() {
+	local pid
+	for pid in "${!running[@]}"; do
+		if ! kill -0 "$pid" 2>/dev/null; then
+			wait "$pid" 2>/dev/null
+			unset "running[$pid]"
+		fi
+	done
+}
 for ((n = 1; n <= runs; n++)); do
 	for name in "${!bin[@]}"; do
 		one "$name" "$n" &
-		jobs_running=$((jobs_running + 1))
-		if [ "$jobs_running" -ge "$par" ]; then
-			wait -n
-			jobs_running=$((jobs_running - 1))
-		fi
+		running[$!]=1
+		while [ "${#running[@]}" -ge "$par" ]; do
+			reap
+			[ "${#running[@]}" -ge "$par" ] && sleep 0.2
+		done
 	done
 done
-wait
+for pid in "${!running[@]}"; do wait "$pid" 2>/dev/null; done
 
 failed=0
 echo "== $runs runs of ${#bin[@]} package(s), $par at a time, $hogs CPU hog(s), $((SECONDS - start)) s"
