@@ -39,6 +39,17 @@ var (
 	// ErrCompacted: a Watch's fromRev is older than the history the store
 	// still holds; List again and watch from the new rev+1.
 	ErrCompacted = errors.New("kvdb: revision compacted")
+	// ErrUnknownOutcome: the write may have been applied, or may still be;
+	// every other write error means "not applied". See "Write outcomes"
+	// in the package documentation for how to resolve it.
+	ErrUnknownOutcome = errors.New("kvdb: the outcome of the write is unknown")
+	// ErrBusy: the store's write queue is full; the write was not queued
+	// (not applied). Try again later.
+	ErrBusy = errors.New("kvdb: store busy")
+	// ErrStoreFailed: an error the store cannot account for (an I/O error
+	// in a commit that may have reached the disk) put it out of service:
+	// every call fails until the store is reopened.
+	ErrStoreFailed = errors.New("kvdb: store failed")
 )
 
 // CheckKey returns an error wrapping ErrInvalidKey when key is empty or too

@@ -104,6 +104,22 @@ type Broker interface {
 	Watch(ctx context.Context, prefix string, fromRev int64) (<-chan WatchEvent, error)
 }
 
+// Submitter is implemented by stores that queue their writes (bolt): it
+// lets a single writer hand over writes without waiting for each, in its
+// own order, and learn their outcomes as they come.
+type Submitter interface {
+	// Submit queues a transaction (see Broker.Txn) behind every write
+	// queued before it and returns at once. It fails without queuing, and
+	// without calling done, when the arguments are invalid, the store is
+	// closed, ctx has ended, or the queue is full (wrapping ErrBusy).
+	// Otherwise done is called exactly once, from a goroutine of the
+	// store, with the outcome as Txn would return it: while the write is
+	// still queued, the end of ctx withdraws it (done hears "not applied"
+	// at once); once the store has taken it, done hears the commit's
+	// outcome. done must not block.
+	Submit(ctx context.Context, cmps []Cmp, ops []Op, done func(succeeded bool, err error)) error
+}
+
 // Store is a key-value store plugin: a root Broker (no prefix) plus
 // prefixed views and connection callbacks.
 type Store interface {

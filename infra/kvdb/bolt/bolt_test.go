@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	. "github.com/onsi/gomega"
@@ -158,4 +159,67 @@ func TestOnConnectRunsAtOnce(t *testing.T) {
 	_, found, err := p.Get(context.Background(), "x/k")
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(found).To(BeTrue())
+}
+
+func TestOutcomeContract(t *testing.T) {
+	kvdbtest.RunOutcomeContract(t, func(t *testing.T) kvdbtest.Outcomes {
+		p := openPlugin(t, testConfig(t))
+		st := newStaller(p.store)
+		return kvdbtest.Outcomes{
+			A: p, B: p, OrderedReads: true,
+			StallTaken: st.arm,
+			StallQueue: func() func() {
+				release := st.arm()
+				filler := make(chan error, 1)
+				go func() { filler <- p.Put(context.Background(), "filler", nil) }()
+				<-st.entered()
+				return func() {
+					release()
+					if err := <-filler; err != nil {
+						t.Errorf("filler write: %v", err)
+					}
+				}
+			},
+		}
+	})
+}
+
+// staller holds the committer inside its next commit, once per arm.
+type staller struct {
+	mu      sync.Mutex
+	gate    chan struct{} // closed by the release
+	inside  chan struct{} // closed when the held commit has begun
+	pending bool
+}
+
+func newStaller(s *store) *staller {
+	st := &staller{}
+	s.beforeCommit = func(int) {
+		st.mu.Lock()
+		gate, inside, pending := st.gate, st.inside, st.pending
+		st.pending = false
+		st.mu.Unlock()
+		if pending {
+			close(inside)
+			<-gate
+		}
+	}
+	return st
+}
+
+// arm holds the next commit until the returned release is called.
+func (st *staller) arm() (release func()) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.gate, st.inside, st.pending = make(chan struct{}), make(chan struct{}), true
+	gate := st.gate
+	var once sync.Once
+	return func() { once.Do(func() { close(gate) }) }
+}
+
+// entered is closed once the armed commit has begun.
+func (st *staller) entered() <-chan struct{} {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.inside
 }

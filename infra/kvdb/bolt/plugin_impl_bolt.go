@@ -32,8 +32,9 @@ type Deps struct {
 }
 
 var (
-	_ infra.Plugin = (*Plugin)(nil)
-	_ kvdb.Store   = (*Plugin)(nil)
+	_ infra.Plugin   = (*Plugin)(nil)
+	_ kvdb.Store     = (*Plugin)(nil)
+	_ kvdb.Submitter = (*Plugin)(nil)
 )
 
 // Init loads bolt.conf, opens (or creates) the database and starts the
@@ -168,6 +169,21 @@ func (p *Plugin) Txn(ctx context.Context, cmps []kvdb.Cmp, ops []kvdb.Op) (bool,
 	}
 	res := s.write(ctx, cmps, ops)
 	return res.succeeded, wrapWrite("txn", txnKey(cmps, ops), res.err)
+}
+
+// Submit implements kvdb.Submitter: the write joins the committer's queue
+// in the caller's order and done hears its outcome.
+func (p *Plugin) Submit(ctx context.Context, cmps []kvdb.Cmp, ops []kvdb.Op, done func(succeeded bool, err error)) error {
+	if err := kvdb.CheckTxn(cmps, ops); err != nil {
+		return err
+	}
+	s, err := p.opened()
+	if err != nil {
+		return err
+	}
+	key := txnKey(cmps, ops)
+	err = s.submit(ctx, cmps, ops, func(ok bool, err error) { done(ok, wrapWrite("txn", key, err)) })
+	return wrapWrite("submit", key, err)
 }
 
 // Watch implements kvdb.Broker. A fromRev older than the in-memory history

@@ -49,8 +49,11 @@ type store struct {
 	closed    atomic.Bool
 	closeOnce sync.Once
 
-	rev   int64 // last committed revision; owned by the committer
-	stats statsCounters
+	rev      int64 // last committed revision; owned by the committer
+	stats    statsCounters
+	progress *progress // the batches finished, for reads after an unknown outcome
+	// failed, once set, is why the store refuses every call (commitFailed).
+	failed atomic.Pointer[error]
 
 	// beforeCommit, when set (tests only), is called by the committer with
 	// the number of requests about to be committed together.
@@ -87,6 +90,7 @@ func openStore(cfg Config, log *slog.Logger, rec recovery) (*store, error) {
 		closing:  make(chan struct{}),
 		stopped:  make(chan struct{}),
 		rev:      rev,
+		progress: newProgress(),
 	}
 	go s.commitLoop()
 	return s, nil
@@ -142,12 +146,18 @@ func decodeValue(raw []byte) (rev int64, value []byte, ok bool) {
 	return int64(binary.BigEndian.Uint64(raw)), append([]byte{}, raw[revLen:]...), true
 }
 
-// view runs fn in a read transaction, mapping a closed database to ErrClosed.
+// view runs fn in a read transaction, mapping a closed database to
+// ErrClosed. It is ordered after every write whose caller was answered
+// with kvdb.ErrUnknownOutcome: it waits for the commit that held it (see
+// settle), so that it sees that write's outcome.
 func (s *store) view(ctx context.Context, op, key string, fn func(tx *bbolt.Tx) error) error {
-	if s.closed.Load() {
-		return fmt.Errorf("bolt %s %q: %w", op, key, kvdb.ErrClosed)
+	if err := s.usable(); err != nil {
+		return fmt.Errorf("bolt %s %q: %w", op, key, err)
 	}
 	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("bolt %s %q: %w", op, key, err)
+	}
+	if err := s.settle(ctx); err != nil {
 		return fmt.Errorf("bolt %s %q: %w", op, key, err)
 	}
 	err := s.db.View(fn)
@@ -158,6 +168,16 @@ func (s *store) view(ctx context.Context, op, key string, fn func(tx *bbolt.Tx) 
 		return fmt.Errorf("bolt %s %q: %w", op, key, err)
 	}
 	return nil
+}
+
+// settle waits until the commits holding the writes answered as unknown
+// so far have finished. A store put out of service by such a commit fails
+// instead (its reads could not tell).
+func (s *store) settle(ctx context.Context) error {
+	if err := s.progress.wait(ctx, s.stopped); err != nil {
+		return err
+	}
+	return s.usable()
 }
 
 // get implements Broker.Get.

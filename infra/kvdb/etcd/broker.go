@@ -10,6 +10,8 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/contiv-ipam/agent/infra/kvdb"
 )
@@ -49,10 +51,13 @@ func (p *Plugin) Put(ctx context.Context, key string, value []byte) error {
 	if err != nil {
 		return err
 	}
+	if err := ctx.Err(); err != nil {
+		return p.wrap("put", key, notSent(err))
+	}
 	ctx, cancel := p.opCtx(ctx)
 	defer cancel()
 	_, err = cli.Put(ctx, key, string(value))
-	return p.wrap("put", key, err)
+	return p.writeErr("put", key, err)
 }
 
 // Get implements kvdb.Broker.
@@ -101,11 +106,14 @@ func (p *Plugin) Delete(ctx context.Context, key string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
+	if err := ctx.Err(); err != nil {
+		return false, p.wrap("delete", key, notSent(err))
+	}
 	ctx, cancel := p.opCtx(ctx)
 	defer cancel()
 	resp, err := cli.Delete(ctx, key)
 	if err != nil {
-		return false, p.wrap("delete", key, err)
+		return false, p.writeErr("delete", key, err)
 	}
 	return resp.Deleted > 0, nil
 }
@@ -132,13 +140,56 @@ func (p *Plugin) Txn(ctx context.Context, cmps []kvdb.Cmp, ops []kvdb.Op) (bool,
 			thens[i] = clientv3.OpDelete(op.Key)
 		}
 	}
+	if err := ctx.Err(); err != nil {
+		return false, p.wrap("txn", name, notSent(err))
+	}
 	ctx, cancel := p.opCtx(ctx)
 	defer cancel()
 	resp, err := cli.Txn(ctx).If(ifs...).Then(thens...).Commit()
 	if err != nil {
-		return false, p.wrap("txn", name, err)
+		return false, p.writeErr("txn", name, err)
 	}
 	return resp.Succeeded, nil
+}
+
+// notSent is the error of a write whose ctx ended before it was sent: not
+// applied.
+func notSent(err error) error {
+	return fmt.Errorf("not applied: the context ended before the request was sent: %w", err)
+}
+
+// writeErr wraps the error of a write request sent to etcd, by its
+// outcome (see kvdb's "Write outcomes"): what etcd rejects before it
+// proposes anything is not applied; anything else (a timeout, a lost
+// connection or leader, a closed client) leaves the outcome unknown: the
+// request may have been proposed, and may still be applied.
+func (p *Plugin) writeErr(op, key string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if rejected(err) {
+		return p.wrap(op, key, err)
+	}
+	return p.wrap(op, key, fmt.Errorf("%w: %w", kvdb.ErrUnknownOutcome, err))
+}
+
+// rejected tells whether err is one etcd raises before it proposes a
+// request: a bad or too large request, a compacted revision, missing
+// rights, too many requests.
+func rejected(err error) bool {
+	code := codes.Unknown
+	var coded interface{ Code() codes.Code } // rpctypes.EtcdError
+	if errors.As(err, &coded) {
+		code = coded.Code()
+	} else if st, ok := status.FromError(err); ok {
+		code = st.Code()
+	}
+	switch code {
+	case codes.InvalidArgument, codes.FailedPrecondition, codes.OutOfRange, codes.PermissionDenied,
+		codes.Unauthenticated, codes.ResourceExhausted, codes.AlreadyExists, codes.NotFound, codes.Unimplemented:
+		return true
+	}
+	return false
 }
 
 func etcdCmp(c kvdb.Cmp) clientv3.Cmp {

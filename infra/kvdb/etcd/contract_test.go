@@ -36,3 +36,21 @@ func TestPresenceContract(t *testing.T) {
 		return kvdbtest.PresenceClients{A: a, B: b, Read: b, Crash: func() { _ = a.Close() }}
 	})
 }
+
+func TestOutcomeContract(t *testing.T) {
+	srv := etcdtest.Start(t)
+	raw := srv.Client(t)
+	kvdbtest.RunOutcomeContract(t, func(t *testing.T) kvdbtest.Outcomes {
+		_, err := raw.Delete(t.Context(), "", clientv3.WithPrefix())
+		NewWithT(t).Expect(err).NotTo(HaveOccurred())
+		// A talks to the server through a proxy that can hold its
+		// requests; B directly.
+		proxy := etcdtest.NewProxy(t, srv.Endpoint())
+		a := startPlugin(t, fastConfig(proxy.Addr()), nil)
+		b := startPlugin(t, fastConfig(srv.Endpoint()), nil)
+		return kvdbtest.Outcomes{A: a, B: b, StallTaken: func() func() {
+			proxy.Stall()
+			return proxy.Release
+		}}
+	})
+}
