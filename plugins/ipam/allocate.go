@@ -28,7 +28,7 @@ func (p *Plugin) AllocatePodIP(podID podmodel.ID, ipamType, ipamData string) (ne
 		p.metrics.failed.Inc()
 		return nil, err
 	}
-	rep := p.keeper.do(&request{kind: reqAllocate, pod: podID, data: ipamData})
+	rep := p.keeper.do(&request{kind: reqAllocate, pod: podID, data: ipamData, mayRefuse: true})
 	if errors.Is(rep.err, errNotReady) {
 		return nil, p.notReady()
 	}
@@ -70,7 +70,7 @@ func checkPodID(id podmodel.ID) error {
 // attachment-keyed) is released. It returns once the records are deleted;
 // only then are the addresses free for another pod.
 func (p *Plugin) ReleasePodIP(podID podmodel.ID) error {
-	return p.keeper.do(&request{kind: reqRelease, pod: podID}).err
+	return p.keeper.do(&request{kind: reqRelease, pod: podID, mayRefuse: true}).err
 }
 
 // GetPodIP implements API: the pod's address (the one of interface eth0

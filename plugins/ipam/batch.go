@@ -2,9 +2,10 @@ package ipam
 
 import (
 	"bytes"
+	"errors"
+	"slices"
 
 	"github.com/contiv-ipam/agent/infra/kvdb"
-	podmodel "github.com/contiv-ipam/agent/plugins/ksr/model/pod"
 )
 
 // outcome is what became of one write.
@@ -13,32 +14,32 @@ type outcome int
 const (
 	// durable: the store holds what the write asked for.
 	durable outcome = iota
-	// failed: the store does not hold it.
+	// failed: the store does not hold it, and never will.
 	failed
-	// unknown: the write failed and the store could not be read back.
+	// unknown: the store may hold it; a read ordered after the write
+	// could not tell.
 	unknown
 )
 
 // write is one record to store or delete; done is called on the keeper's
 // goroutine once the outcome is known, with the store's error (nil when
-// durable at the first try).
+// durable at once).
 type write struct {
 	op   kvdb.Op
 	done func(o outcome, err error)
 }
 
-// maxBatch bounds the writes of one batch: they go to the store as one
-// transaction, with room for the cursors (one per family).
+// maxBatch bounds the writes of one transaction, with room for the
+// cursors (one per family).
 const maxBatch = kvdb.MaxTxnOps - 2
 
-// batch collects the writes decided together; each key at most once.
+// batch collects the writes decided together, each key at most once: one
+// request's (stored in one transaction), or a barrier's (stored in
+// transactions of at most maxBatch writes).
 type batch struct {
 	writes []write
 	keys   map[string]struct{}
 	cursor bool // an allocation moved the cursor
-	// lanes has the lane of every request with a write in the batch (see
-	// request.lane), released when the batch's outcome is known.
-	lanes []podmodel.ID
 }
 
 func newBatch() *batch { return &batch{keys: map[string]struct{}{}} }
@@ -55,9 +56,18 @@ func (b *batch) add(w write) {
 	b.keys[w.op.Key] = struct{}{}
 }
 
+// ops lists the batch's operations.
+func (b *batch) ops() []kvdb.Op {
+	ops := make([]kvdb.Op, len(b.writes))
+	for i, w := range b.writes {
+		ops[i] = w.op
+	}
+	return ops
+}
+
 // flush stores b (with the cursor, and the stale records still to delete)
-// and reports every outcome, on the calling goroutine. The keeper calls
-// it only while nothing is in flight (the sweep of absent pods).
+// and reports every outcome, on the calling goroutine. Barriers call it,
+// with nothing in flight.
 func (k *keeper) flush(b *batch) {
 	if len(b.writes) == 0 {
 		return
@@ -78,10 +88,11 @@ func (k *keeper) prepare(b *batch) {
 }
 
 // addRetries adds the deletes of stale records that an earlier resync
-// could not delete, for keys the batch does not write anyway.
+// could not delete, for keys the batch does not write anyway, while it
+// has room.
 func (k *keeper) addRetries(b *batch) {
 	for key := range k.retry {
-		if b.full() {
+		if len(b.writes) >= kvdb.MaxTxnOps {
 			return
 		}
 		if b.has(key) {
@@ -91,32 +102,67 @@ func (k *keeper) addRetries(b *batch) {
 	}
 }
 
-// commit stores ws on the calling goroutine and calls every write's
-// done (resyncs and sweeps, which run while nothing is in flight).
+// commit stores ws on the calling goroutine, in transactions of at most
+// kvdb.MaxTxnOps writes, and calls every write's done. Only barriers
+// call it: nothing else is in flight, so the transactions queue behind
+// nothing of the keeper's.
 func (k *keeper) commit(ws []write) {
-	k.settle(ws, k.storeAll(ws))
+	for chunk := range slices.Chunk(ws, kvdb.MaxTxnOps) {
+		k.settle(chunk, k.storeNow(chunk))
+	}
+}
+
+// storeNow stores ws in one transaction and waits for the outcome.
+func (k *keeper) storeNow(ws []write) stored {
+	if k.db == nil {
+		return stored{outs: make([]outcome, len(ws)), errs: make([]error, len(ws))}
+	}
+	ops := opsOf(ws)
+	ctx, cancel := k.ctx()
+	_, err := k.db.Txn(ctx, nil, ops)
+	cancel()
+	return k.outcomes(ops, err)
 }
 
 // stored is the outcome of storing a list of writes: one outcome and
-// one error (nil when durable at the first try) per write.
+// one error (nil when durable at once) per write.
 type stored struct {
 	outs []outcome
 	errs []error
 }
 
-// storeAll stores ws, at most MaxTxnOps per transaction. It touches no
-// state of the keeper: the committer goroutine runs it.
-func (k *keeper) storeAll(ws []write) stored {
-	res := stored{outs: make([]outcome, 0, len(ws)), errs: make([]error, len(ws))}
-	for from := 0; from < len(ws); from += kvdb.MaxTxnOps {
-		to := min(from+kvdb.MaxTxnOps, len(ws))
-		outs, err := k.store(ws[from:to])
-		res.outs = append(res.outs, outs...)
-		for i := from; i < to; i++ {
-			res.errs[i] = err
+// outcomes classifies the result of storing ops in one transaction (see
+// kvdb's "Write outcomes"): nil is durable; an error that does not wrap
+// kvdb.ErrUnknownOutcome is "not applied", for every write; an unknown
+// outcome is resolved write by write with a read the store orders after
+// the transaction.
+func (k *keeper) outcomes(ops []kvdb.Op, err error) stored {
+	res := stored{outs: make([]outcome, len(ops)), errs: make([]error, len(ops))}
+	switch {
+	case err == nil:
+		return res
+	case !errors.Is(err, kvdb.ErrUnknownOutcome):
+		k.metrics.storeFailures.WithLabelValues("not applied").Inc()
+		for i := range ops {
+			res.outs[i], res.errs[i] = failed, err
 		}
+		return res
+	}
+	k.metrics.storeFailures.WithLabelValues("unknown").Inc()
+	k.log.Warn("storing pod allocations: outcome unknown; reading them back", "writes", len(ops), "error", err)
+	for i, op := range ops {
+		res.outs[i], res.errs[i] = k.readBack(op), err
 	}
 	return res
+}
+
+// opsOf lists the operations of ws.
+func opsOf(ws []write) []kvdb.Op {
+	ops := make([]kvdb.Op, len(ws))
+	for i, w := range ws {
+		ops[i] = w.op
+	}
+	return ops
 }
 
 // settle reports the outcome of every write, on the keeper's goroutine. A
@@ -128,34 +174,12 @@ func (k *keeper) settle(ws []write, res stored) {
 		}
 		w.done(res.outs[i], res.errs[i])
 	}
+	k.noteStore(res)
 }
 
-// store writes ws in one transaction. When it fails, the outcome of each
-// write is read back: the store may have committed it all the same (a
-// timeout), and nothing may be freed that the store still holds.
-func (k *keeper) store(ws []write) ([]outcome, error) {
-	outs := make([]outcome, len(ws))
-	if k.db == nil {
-		return outs, nil
-	}
-	ops := make([]kvdb.Op, len(ws))
-	for i, w := range ws {
-		ops[i] = w.op
-	}
-	ctx, cancel := k.ctx()
-	_, err := k.db.Txn(ctx, nil, ops)
-	cancel()
-	if err == nil {
-		return outs, nil
-	}
-	k.log.Warn("storing pod allocations failed; reading them back", "writes", len(ws), "error", err)
-	for i, w := range ws {
-		outs[i] = k.readBack(w.op)
-	}
-	return outs, err
-}
-
-// readBack tells whether the store holds what op asked for.
+// readBack tells whether the store holds what op asked for, with a read
+// the store orders after the write of unknown outcome (bolt's reads wait
+// for the commit that held it).
 func (k *keeper) readBack(op kvdb.Op) outcome {
 	ctx, cancel := k.ctx()
 	defer cancel()

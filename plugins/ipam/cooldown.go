@@ -143,3 +143,6 @@ func (t *table) servable(i int) uint64 {
 	}
 	return n
 }
+
+// warmUp frees the addresses whose cooldown is over (the sweep).
+func (k *keeper) warmUp() { k.tab.warmUp(k.clock.Now()) }

@@ -158,16 +158,33 @@ func (p *Plugin) waitFor(w *waitError) {
 }
 
 // setWaiting records why IPAM is not initialised (nil: it is) and reports
-// it to the health plugin.
+// the readiness to the health plugin.
 func (p *Plugin) setWaiting(w *waitError) {
-	if w == nil {
-		p.waiting.Store(nil)
-		p.report(health.OK, nil)
-		return
-	}
 	p.waiting.Store(w)
-	p.report(health.Init, w)
+	p.reportReadiness()
 }
+
+// reportReadiness tells the health plugin whether IPAM can serve: not
+// while it waits for a value it needs (Init), nor while the store does
+// not take its writes (Error: a full disk, a failed store); OK otherwise.
+func (p *Plugin) reportReadiness() {
+	p.readyMu.Lock()
+	defer p.readyMu.Unlock()
+	switch w, storeErr := p.waiting.Load(), p.keeper.health.get(); {
+	case w != nil:
+		p.report(health.Init, w)
+	case storeErr != nil:
+		p.report(health.Error, fmt.Errorf("%w: %w", ErrStoreFailing, storeErr))
+	case p.st.Load() == nil:
+		p.report(health.Init, errNotReady)
+	default:
+		p.report(health.OK, nil)
+	}
+}
+
+// ErrStoreFailing: the local store does not take IPAM's writes (IPAM is
+// not ready until one is durable again).
+var ErrStoreFailing = errors.New("the pod allocations cannot be stored")
 
 // report tells the health plugin, when there is one.
 func (p *Plugin) report(s health.State, err error) {

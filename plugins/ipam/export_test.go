@@ -76,3 +76,14 @@ func FamilyCount(p *Plugin) (n int) {
 	p.read(func(st *state) { n = len(st.families()) })
 	return n
 }
+
+// MaxHeldRequests bounds the requests the keeper holds behind one stalled
+// transaction: its queue, its deferred list, the stalled one and a
+// barrier.
+const MaxHeldRequests = queueLen + maxDeferred + 2
+
+// WritesInFlight is the number of transactions the keeper handed to the
+// store whose outcome it has not settled yet.
+func WritesInFlight(p *Plugin) (n int) {
+	return int(p.keeper.pipe.flightCount.Load())
+}

@@ -3,41 +3,87 @@ package ipam_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/contiv-ipam/agent/infra/kvdb"
 )
 
-// fault is what faultDB does with one write.
+// fault is what faultDB does with one write. Each fails the way a real
+// store fails under kvdb's "Write outcomes" contract: a store that says
+// "not applied" never applies, and one that says "unknown" resolves it
+// for a read ordered after the write.
 type fault int
 
 const (
 	// pass applies the write and returns its result.
 	pass fault = iota
-	// failBefore returns errInjected without applying anything.
+	// failBefore applies nothing and says so (a full disk, a write
+	// withdrawn from the queue).
 	failBefore
-	// failAfter applies the write and then returns a timeout: the caller
-	// cannot know whether it landed (a write of unknown outcome).
+	// failAfter applies the write and reports an unknown outcome (a
+	// commit that outlived its caller's context).
 	failAfter
+	// lostUnknown applies nothing and reports an unknown outcome (a
+	// request whose reply was lost, and which never landed).
+	lostUnknown
+	// lateApply reports an unknown outcome at once and applies the write
+	// later, when the test lets it (lateRelease) or at the next read: a
+	// read is ordered after it, as bolt's reads are.
+	lateApply
 )
 
 // errInjected is the error of a write failed by faultDB.
 var errInjected = errors.New("injected store failure")
 
-// faultDB wraps a broker: every write (Put, Delete, Txn) is shown to
-// decide, which may block (to pin an interleaving) and picks its fault.
-// Reads pass through unless failReads is set.
+// errInjectedUnknown is the error of a write of unknown outcome.
+var errInjectedUnknown = fmt.Errorf("%w: %w", kvdb.ErrUnknownOutcome, errInjected)
+
+// faultDB wraps a bolt store: every write (Put, Delete, Txn, Submit) is
+// shown to decide, which may block (to pin an interleaving: the writes
+// submitted after it wait in order, as behind bolt's stalled committer)
+// and picks its fault. Reads pass through unless failReads is set, after
+// the late writes have landed.
 type faultDB struct {
-	kvdb.Broker
+	base interface {
+		kvdb.Broker
+		kvdb.Submitter
+	}
 	mu        sync.Mutex
 	decide    func(ops []kvdb.Op) fault
 	failReads bool
 	failGet   func(key string) bool // fails one Get of key when it returns true
+
+	queue chan *faultJob // Submits under a decide policy, in order
+	late  sync.WaitGroup // late writes not applied yet
+	// lateGate, when set, holds the late writes until it is closed.
+	lateGate chan struct{}
+	applied  atomic.Int64 // late writes applied
 }
 
-var _ kvdb.Broker = (*faultDB)(nil)
+var (
+	_ kvdb.Broker    = (*faultDB)(nil)
+	_ kvdb.Submitter = (*faultDB)(nil)
+)
 
-func newFaultDB(db kvdb.Broker) *faultDB { return &faultDB{Broker: db} }
+// faultJob is one Submit waiting for its turn.
+type faultJob struct {
+	state   atomic.Int32 // 0 queued, 1 taken, 2 withdrawn
+	ops     []kvdb.Op
+	done    func(bool, error)
+	ctxErr  func() error
+	unwatch func() bool
+}
+
+func newFaultDB(db interface {
+	kvdb.Broker
+	kvdb.Submitter
+}) *faultDB {
+	f := &faultDB{base: db, queue: make(chan *faultJob, 4096)}
+	go f.run()
+	return f
+}
 
 // setDecide replaces the fault policy; nil passes every write.
 func (f *faultDB) setDecide(fn func(ops []kvdb.Op) fault) {
@@ -53,19 +99,24 @@ func (f *faultDB) setFailReads(on bool) {
 	f.failReads = on
 }
 
+// holdLate makes late writes wait until the returned release is called.
+func (f *faultDB) holdLate() (release func()) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	g := make(chan struct{})
+	f.lateGate = g
+	var once sync.Once
+	return func() { once.Do(func() { close(g) }) }
+}
+
 func (f *faultDB) policy() (func([]kvdb.Op) fault, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.decide, f.failReads
 }
 
-// write runs apply under the policy for ops.
-func (f *faultDB) write(ops []kvdb.Op, apply func() error) error {
-	decide, _ := f.policy()
-	what := pass
-	if decide != nil {
-		what = decide(ops)
-	}
+// write runs apply (the write, on the base store) under fault what.
+func (f *faultDB) write(what fault, apply func() error) error {
 	switch what {
 	case failBefore:
 		return errInjected
@@ -73,31 +124,99 @@ func (f *faultDB) write(ops []kvdb.Op, apply func() error) error {
 		if err := apply(); err != nil {
 			return err
 		}
-		return context.DeadlineExceeded
+		return errInjectedUnknown
+	case lostUnknown:
+		return errInjectedUnknown
+	case lateApply:
+		f.mu.Lock()
+		gate := f.lateGate
+		f.mu.Unlock()
+		f.late.Add(1)
+		go func() {
+			defer f.late.Done()
+			if gate != nil {
+				<-gate
+			}
+			if apply() == nil {
+				f.applied.Add(1)
+			}
+		}()
+		return errInjectedUnknown
 	}
 	return apply()
 }
 
+// faultOf is the fault of a write under the current policy.
+func (f *faultDB) faultOf(ops []kvdb.Op) fault {
+	if decide, _ := f.policy(); decide != nil {
+		return decide(ops)
+	}
+	return pass
+}
+
 func (f *faultDB) Put(ctx context.Context, key string, value []byte) error {
-	return f.write([]kvdb.Op{kvdb.PutOp(key, value)}, func() error { return f.Broker.Put(ctx, key, value) })
+	return f.write(f.faultOf([]kvdb.Op{kvdb.PutOp(key, value)}), func() error {
+		return f.base.Put(context.Background(), key, value)
+	})
 }
 
 func (f *faultDB) Delete(ctx context.Context, key string) (existed bool, err error) {
-	err = f.write([]kvdb.Op{kvdb.DeleteOp(key)}, func() error {
+	err = f.write(f.faultOf([]kvdb.Op{kvdb.DeleteOp(key)}), func() error {
 		var e error
-		existed, e = f.Broker.Delete(ctx, key)
+		existed, e = f.base.Delete(context.Background(), key)
 		return e
 	})
 	return existed, err
 }
 
 func (f *faultDB) Txn(ctx context.Context, cmps []kvdb.Cmp, ops []kvdb.Op) (ok bool, err error) {
-	err = f.write(ops, func() error {
+	err = f.write(f.faultOf(ops), func() error {
 		var e error
-		ok, e = f.Broker.Txn(ctx, cmps, ops)
+		ok, e = f.base.Txn(context.Background(), cmps, ops)
 		return e
 	})
 	return ok, err
+}
+
+// Submit implements kvdb.Submitter: without a policy, bolt's own queue;
+// with one, faultDB's queue, whose worker shows each write to decide in
+// order (a write decide holds, holds the ones behind it). A write whose
+// ctx ends while it waits is withdrawn: not applied.
+func (f *faultDB) Submit(ctx context.Context, cmps []kvdb.Cmp, ops []kvdb.Op, done func(bool, error)) error {
+	if decide, _ := f.policy(); decide == nil {
+		return f.base.Submit(ctx, cmps, ops, done)
+	}
+	if len(cmps) > 0 {
+		return errors.New("faultDB: Submit with compares is not supported")
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("not applied: %w", err)
+	}
+	j := &faultJob{ops: ops, done: done, ctxErr: ctx.Err}
+	j.unwatch = context.AfterFunc(ctx, func() {
+		if j.state.CompareAndSwap(0, 2) {
+			done(false, fmt.Errorf("not applied: withdrawn: %w", ctx.Err()))
+		}
+	})
+	f.queue <- j
+	return nil
+}
+
+// run is the worker of faultDB's queue.
+func (f *faultDB) run() {
+	for j := range f.queue {
+		if !j.state.CompareAndSwap(0, 1) {
+			continue // withdrawn
+		}
+		j.unwatch()
+		var ok bool
+		err := f.write(f.faultOf(j.ops), func() error {
+			var e error
+			ok, e = f.base.Txn(context.Background(), nil, j.ops)
+			return e
+		})
+		j.done(ok, err)
+	}
 }
 
 // setFailGet makes a Get of key fail whenever fn(key) returns true (nil:
@@ -108,6 +227,8 @@ func (f *faultDB) setFailGet(fn func(key string) bool) {
 	f.failGet = fn
 }
 
+// Get reads key after the late writes have landed (a read ordered after
+// them).
 func (f *faultDB) Get(ctx context.Context, key string) (kvdb.KeyValue, bool, error) {
 	f.mu.Lock()
 	failGet := f.failGet
@@ -115,14 +236,20 @@ func (f *faultDB) Get(ctx context.Context, key string) (kvdb.KeyValue, bool, err
 	if _, fail := f.policy(); fail || (failGet != nil && failGet(key)) {
 		return kvdb.KeyValue{}, false, errInjected
 	}
-	return f.Broker.Get(ctx, key)
+	f.late.Wait()
+	return f.base.Get(ctx, key)
 }
 
 func (f *faultDB) List(ctx context.Context, prefix string) ([]kvdb.KeyValue, int64, error) {
 	if _, fail := f.policy(); fail {
 		return nil, 0, errInjected
 	}
-	return f.Broker.List(ctx, prefix)
+	f.late.Wait()
+	return f.base.List(ctx, prefix)
+}
+
+func (f *faultDB) Watch(ctx context.Context, prefix string, fromRev int64) (<-chan kvdb.WatchEvent, error) {
+	return f.base.Watch(ctx, prefix, fromRev)
 }
 
 // gate holds the first write that touches key until the test opens it.

@@ -188,7 +188,7 @@ func TestAnUnknownOutcomeThatCannotBeReadBackKeepsTheAddress(t *testing.T) {
 	g := NewWithT(t)
 	fdb, db := boltFaults(t)
 	i := mustFixture(t, fixtureOpts{db: fdb}, nil).ipam
-	fdb.setDecide(func([]kvdb.Op) fault { return failBefore })
+	fdb.setDecide(func([]kvdb.Op) fault { return lostUnknown })
 	fdb.setFailReads(true)
 	_, err := i.AllocatePodIP(pod1, "", "")
 	g.Expect(err).To(MatchError(ContainSubstring("unknown")))
@@ -217,12 +217,13 @@ func TestAnUndoneAdoptionKeepsTheAddressOfUnknownState(t *testing.T) {
 	g := NewWithT(t)
 	fdb, db := boltFaults(t)
 	f := mustFixture(t, fixtureOpts{db: fdb}, nil)
-	fdb.setDecide(func([]kvdb.Op) fault { return failBefore })
+	fdb.setDecide(func([]kvdb.Op) fault { return lostUnknown })
 	fdb.setFailGet(func(key string) bool { return key == podKey(pod1) })
 	_, err := f.ipam.AllocatePodIP(pod1, "", "")
 	g.Expect(err).To(MatchError(ContainSubstring("unknown")))
 	held := f.ipam.GetPodIP(pod1)
 	g.Expect(held).NotTo(BeNil())
+	fdb.setDecide(func([]kvdb.Op) fault { return failBefore })
 	_, err = addPod(f.ipam, pod1, att("c1", "eth0"))
 	g.Expect(err).To(MatchError(ContainSubstring("allocation undone")), "the record of the attachment is read back: not stored")
 	g.Expect(f.ipam.GetPodIP(pod1).IP).To(Equal(held.IP))
@@ -434,9 +435,10 @@ func ipOf(n *net.IPNet) net.IP {
 	return n.IP
 }
 
-// Close waits for the batch being stored (its callers get their answer)
-// and fails the calls still queued; calls after Close fail at once.
-func TestCloseFinishesTheBatchInFlightAndFailsTheQueue(t *testing.T) {
+// Close waits for the writes the store took (their callers get their
+// answer: pod1's held write and pod2's, queued behind it in the store)
+// and fails the calls not decided; calls after Close fail at once.
+func TestCloseFinishesTheWritesInFlightAndFailsTheQueue(t *testing.T) {
 	g := NewWithT(t)
 	fdb, db := boltFaults(t)
 	gt := newGate(podKey(pod1))
@@ -446,17 +448,20 @@ func TestCloseFinishesTheBatchInFlightAndFailsTheQueue(t *testing.T) {
 
 	first := async(func() (net.IP, error) { return i.AllocatePodIP(pod1, "", "") })
 	g.Eventually(gt.entered).Should(Receive())
-	queued := async(func() (net.IP, error) { return i.AllocatePodIP(pod2, "", "") })
-	waitQueuedOrReturned(g, i, queued)
+	second := async(func() (net.IP, error) { return i.AllocatePodIP(pod2, "", "") })
+	g.Eventually(func() int { return ipam.WritesInFlight(i) }).Should(Equal(2))
+	deferred := async(func() (net.IP, error) { return nil, i.ReleasePodIP(pod1) })
+	waitQueuedOrReturned(g, i, deferred)
 	closed := async(func() (net.IP, error) { return nil, i.Close() })
-	g.Consistently(closed.done).WithTimeout(50*time.Millisecond).ShouldNot(BeClosed(), "Close waits for the write in flight")
+	g.Consistently(closed.done).WithTimeout(50*time.Millisecond).ShouldNot(BeClosed(), "Close waits for the writes in flight")
 	gt.open <- pass
 
 	g.Expect(closed.wait(g).err).NotTo(HaveOccurred())
 	g.Expect(first.wait(g).err).NotTo(HaveOccurred())
-	g.Expect(stored(g, db, pod1)).To(Equal(first.ip.String()))
-	g.Expect(queued.wait(g).err).To(MatchError(ContainSubstring("IPAM is closed")))
-	g.Expect(stored(g, db, pod2)).To(BeEmpty())
+	g.Expect(stored(g, db, pod1)).To(Equal(first.ip.String()), "the release of pod1 was not decided")
+	g.Expect(second.wait(g).err).NotTo(HaveOccurred())
+	g.Expect(stored(g, db, pod2)).To(Equal(second.ip.String()))
+	g.Expect(deferred.wait(g).err).To(MatchError(ContainSubstring("IPAM is closed")))
 	_, err := i.AllocatePodIP(pod3, "", "")
 	g.Expect(err).To(MatchError(ContainSubstring("IPAM is closed")))
 }

@@ -19,7 +19,8 @@ import (
 // absent pods) is a request that its run goroutine decides in arrival
 // order; the goroutine alone touches the fields marked "owned by run".
 type keeper struct {
-	db      kvdb.Broker // nil: memory is the store
+	db      kvdb.Broker    // nil: memory is the store
+	sub     kvdb.Submitter // db's write queue (or serialSubmitter)
 	cfg     Config
 	log     *slog.Logger
 	clock   clock
@@ -30,8 +31,15 @@ type keeper struct {
 	stopped chan struct{}
 	running atomic.Bool
 
-	// Owned by run, but for pipe.results (the committer sends the
-	// outcomes of the batch in flight) and pipe.waiting (atomic).
+	// health is what the keeper knows of the store's writes; any
+	// goroutine reads it (readiness).
+	health storeHealth
+	// probe writes ProbeKey while the store's writes fail, so that a
+	// store that recovers is seen without traffic (owned by run).
+	probe probeTimer
+
+	// Owned by run, but for pipe.results (the store's callbacks send the
+	// outcomes of the transactions in flight) and pipe.waiting (atomic).
 	pipe   pipeline
 	tab    *table                    // nil before the first resync
 	view   kubeView                  // the pods of the Kubernetes state
@@ -98,6 +106,16 @@ type request struct {
 	read    func(t *table)
 	dec     chan reply // the in-memory decision
 	reply   chan reply // the durable outcome
+	// ctx is the caller's (nil: none): a request whose ctx has ended
+	// when the keeper comes to it is dropped, never decided, and its
+	// writes are withdrawn from the store's queue when it ends before
+	// they are committed.
+	ctx context.Context
+	// mayRefuse: the caller is told to try again later (ErrTryAgain)
+	// rather than wait when the keeper holds as many requests as it may
+	// (CNI calls and the pod-ID API; never the event loop's resyncs and
+	// pod events).
+	mayRefuse bool
 	// decSent: the decision was sent (owned by run).
 	decSent bool
 
@@ -149,18 +167,21 @@ var errClosed = errors.New("IPAM is closed")
 // errNotStarted answers the requests made before AfterInit.
 var errNotStarted = errors.New("IPAM is not started (AfterInit not called)")
 
-// queueLen bounds the requests waiting for the keeper; callers beyond it
-// wait to enqueue (back-pressure).
-const queueLen = 1024
-
 // maxServe bounds the requests taken in a row before the run loop looks
-// at the outcome of the commit in flight, its timers and its stop channel
-// again.
-const maxServe = 4 * maxBatch
+// at the outcomes of the transactions in flight, its timers and its stop
+// channel again.
+const maxServe = 512
 
 func newKeeper(db kvdb.Broker, cfg Config, log *slog.Logger, clk clock, m *ipamMetrics) *keeper {
+	var sub kvdb.Submitter
+	if db != nil {
+		var ok bool
+		if sub, ok = db.(kvdb.Submitter); !ok {
+			sub = newSerialSubmitter(db)
+		}
+	}
 	return &keeper{
-		db: db, cfg: cfg, log: log, clock: clk, metrics: m,
+		db: db, sub: sub, cfg: cfg, log: log, clock: clk, metrics: m,
 		reqs:    make(chan *request, queueLen),
 		stop:    make(chan struct{}),
 		stopped: make(chan struct{}),
@@ -209,21 +230,21 @@ func (k *keeper) read(fn func(t *table)) {
 	k.do(&request{kind: reqRead, read: fn})
 }
 
-// run is the keeper's goroutine: it decides requests while at most one
-// batch is being committed (see pipeline.go).
+// run is the keeper's goroutine: it decides requests one at a time while
+// the store commits the transactions of earlier ones (see pipeline.go).
 func (k *keeper) run() {
 	defer close(k.stopped)
 	defer k.sweep.stopTimer()
+	defer k.probe.stop()
 	for {
-		// Before advance: when the commit in flight returned as close
-		// began (select picks either), advance would send the next batch,
-		// which close must fail instead.
+		// Before advance: once close has begun, nothing new is decided.
 		if k.stopping() {
 			k.shutdown()
 			return
 		}
 		k.advance()
 		k.rearmSweep()
+		k.probe.follow(k.health.get() != nil)
 		k.pipe.publishWaiting()
 		select {
 		case r := <-k.intake():
@@ -234,6 +255,8 @@ func (k *keeper) run() {
 		case <-k.sweep.c:
 			k.sweep.fired()
 			k.pipe.sweepDue = true
+		case <-k.probe.c:
+			k.probe.due = true
 		case <-k.stop:
 			k.shutdown()
 			return

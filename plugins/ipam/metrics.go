@@ -7,7 +7,12 @@ import "github.com/prometheus/client_golang/prometheus"
 type ipamMetrics struct {
 	p         *Plugin
 	failed    prometheus.Counter
-	reclaimed *prometheus.CounterVec
+	// storeFailures counts the transactions that were not applied or
+	// whose outcome was unknown; refused the requests answered "try
+	// again later" without a decision.
+	storeFailures *prometheus.CounterVec
+	refused       *prometheus.CounterVec
+	reclaimed     *prometheus.CounterVec
 	invalid   *prometheus.CounterVec
 	size      *prometheus.Desc
 	allocated *prometheus.Desc
@@ -21,6 +26,14 @@ func newIPAMMetrics(p *Plugin) *ipamMetrics {
 			Name: "contiv_ipam_pod_ip_allocation_failures_total",
 			Help: "Pod IP allocations that failed (pool full, bad external IPAM data, store error).",
 		}),
+		storeFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "contiv_ipam_store_failures_total",
+			Help: "Transactions of pod allocations that failed: outcome=not applied (the store refused or withdrew them: a full disk, a store too slow for storeTimeout), outcome=unknown (the store could not say; resolved by a read ordered after them).",
+		}, []string{"outcome"}),
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "contiv_ipam_requests_refused_total",
+			Help: "Requests answered 'try again later' (CNI code 11) without a decision, by reason: queue (IPAM holds as many requests as it may), store (the store's write queue is full).",
+		}, []string{"reason"}),
 		reclaimed: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "contiv_ipam_pod_ips_reclaimed_total",
 			Help: "Addresses released without a CNI DEL: reason=absent, the pod was missing from Kubernetes for the grace period; reason=deleted, it was deleted while the watch was cut off.",
@@ -42,6 +55,8 @@ func newIPAMMetrics(p *Plugin) *ipamMetrics {
 // Describe implements prometheus.Collector.
 func (m *ipamMetrics) Describe(ch chan<- *prometheus.Desc) {
 	m.failed.Describe(ch)
+	m.storeFailures.Describe(ch)
+	m.refused.Describe(ch)
 	m.reclaimed.Describe(ch)
 	m.invalid.Describe(ch)
 	ch <- m.size
@@ -52,6 +67,8 @@ func (m *ipamMetrics) Describe(ch chan<- *prometheus.Desc) {
 // Collect implements prometheus.Collector.
 func (m *ipamMetrics) Collect(ch chan<- prometheus.Metric) {
 	m.failed.Collect(ch)
+	m.storeFailures.Collect(ch)
+	m.refused.Collect(ch)
 	m.reclaimed.Collect(ch)
 	m.invalid.Collect(ch)
 	m.p.keeper.read(func(t *table) {

@@ -58,6 +58,7 @@ type Plugin struct {
 	// event loop's goroutine) and read by any API caller.
 	st      atomic.Pointer[state]
 	waiting atomic.Pointer[waitError] // why st is nil after a resync
+	readyMu sync.Mutex                // orders the readiness reports
 	keeper  *keeper
 	metrics *ipamMetrics
 
@@ -153,6 +154,14 @@ func (p *Plugin) Init() error {
 	}
 	p.metrics = newIPAMMetrics(p)
 	p.keeper = newKeeper(p.LocalDB, cfg, p.Log, p.clock, p.metrics)
+	p.keeper.health.notify = func(failing error) {
+		if failing != nil {
+			p.Log.Error("the store does not take the pod allocations: IPAM is not ready", "error", failing)
+		} else {
+			p.Log.Info("the store takes the pod allocations again: IPAM is ready")
+		}
+		p.reportReadiness()
+	}
 	if p.Metrics != nil {
 		if err := p.Metrics.Register(p.metrics); err != nil {
 			return fmt.Errorf("registering ipam metrics: %w", err)

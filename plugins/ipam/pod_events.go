@@ -28,7 +28,7 @@ func (p *Plugin) addPod(ev *podmanager.AddPod) (string, error) {
 		p.metrics.failed.Inc()
 		return "", err
 	}
-	req := &request{kind: reqAllocate, pod: ev.Pod, key: ev.Key, data: ev.IPAMData}
+	req := &request{kind: reqAllocate, pod: ev.Pod, key: ev.Key, data: ev.IPAMData, ctx: ev.Ctx, mayRefuse: true}
 	if ev.Confirms && !p.externalIPAM() {
 		req.timeout = p.cfg.CNIReservationTimeout
 	}
@@ -69,7 +69,7 @@ func (p *Plugin) deletePod(ev *podmanager.DeletePod) (string, error) {
 	if err := checkAttachment(ev.Key); err != nil {
 		return "", err
 	}
-	dec, final := p.keeper.submit(&request{kind: reqRelease, pod: ev.Pod, key: ev.Key})
+	dec, final := p.keeper.submit(&request{kind: reqRelease, pod: ev.Pod, key: ev.Key, ctx: ev.Ctx, mayRefuse: true})
 	if dec.err != nil {
 		return "", p.cniError(dec.err)
 	}

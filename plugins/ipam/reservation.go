@@ -155,7 +155,7 @@ func (p *Plugin) ConfirmAttachment(ctx context.Context, key podmanager.Attachmen
 	if reservation == "" {
 		return fmt.Errorf("confirming %s: the reservation is empty: %w", key, podmanager.ErrBadRequest)
 	}
-	_, final := p.keeper.submit(&request{kind: reqConfirm, key: key, resv: reservation})
+	_, final := p.keeper.submit(&request{kind: reqConfirm, key: key, resv: reservation, ctx: ctx, mayRefuse: true})
 	return p.cniError(final(ctx).err)
 }
 

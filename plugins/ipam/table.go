@@ -517,6 +517,7 @@ func (t *table) assignSlot(k allocKey, i int) (netip.Addr, error) {
 // adopt moves the addresses of the pod-keyed allocation old to k.
 func (t *table) adopt(k, old allocKey, pod podmodel.ID, as addrs) decision {
 	born, known := t.born[old]
+	_, wasUnsure := t.unsure[old]
 	t.forget(old)
 	_ = t.claim(k, pod, as) // the addresses were just freed: it cannot fail
 	if known {
@@ -527,6 +528,9 @@ func (t *table) adopt(k, old allocKey, pod podmodel.ID, as addrs) decision {
 		_ = t.claim(old, pod, as)
 		if known {
 			t.born[old] = born
+		}
+		if wasUnsure { // its record is still of unknown state
+			t.unsure[old] = struct{}{}
 		}
 	}
 	return decision{addrs: as, store: true, adopted: &old, undo: undo}

@@ -151,6 +151,11 @@ type AddPod struct {
 	// (IPAM.ConfirmAttachment) once the interface is configured; IPAM
 	// reserves the addresses only then (an older client never confirms).
 	Confirms bool
+	// Ctx is the CNI caller's context (nil: none). Once it has ended the
+	// event must not be applied: IPAM drops an AddPod whose caller gave up
+	// before it was decided, so that it never allocates after the DEL the
+	// runtime sends next.
+	Ctx context.Context
 
 	// Outputs.
 	Interfaces []PodInterface
@@ -207,6 +212,11 @@ type DeletePod struct {
 	Pod              podmodel.ID
 	Key              AttachmentKey
 	NetworkNamespace string
+	// Ctx is the CNI caller's context (nil: none): a DeletePod whose
+	// caller gave up before it was decided is dropped (the runtime
+	// repeats a failed DEL), so that it never releases an attachment
+	// added again after it.
+	Ctx context.Context
 }
 
 // NewDeletePod returns a DeletePod ready to push.

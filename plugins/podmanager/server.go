@@ -143,7 +143,7 @@ func (p *Plugin) add(ctx context.Context, at attachment, req *cni.CNIRequest) (*
 		ev := NewAddPod()
 		ev.Pod, ev.Key, ev.NetworkNamespace = at.pod, at.key, at.netns
 		ev.IPAMType, ev.IPAMData = req.GetIpamType(), req.GetIpamData()
-		ev.Confirms = req.GetConfirms()
+		ev.Confirms, ev.Ctx = req.GetConfirms(), ctx
 		err := p.pushAndWait(ctx, ev)
 		if errors.Is(err, errObsoletePod) && round < maxObsoleteRounds {
 			continue // another container of the pod was recorded meanwhile
@@ -175,7 +175,7 @@ func (p *Plugin) deleteObsolete(ctx context.Context, at attachment) error {
 // deletePod pushes one DeletePod and waits for its release to be durable.
 func (p *Plugin) deletePod(ctx context.Context, pod podmodel.ID, key AttachmentKey, netns string) error {
 	ev := NewDeletePod()
-	ev.Pod, ev.Key, ev.NetworkNamespace = pod, key, netns
+	ev.Pod, ev.Key, ev.NetworkNamespace, ev.Ctx = pod, key, netns, ctx
 	return p.pushAndWait(ctx, ev)
 }
 

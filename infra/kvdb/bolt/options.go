@@ -40,3 +40,12 @@ func UseConf(c Config) Option {
 func UseEnv(lookup func(string) (string, bool)) Option {
 	return func(p *Plugin) { p.env = lookup }
 }
+
+// UseCommitHook (fault-injection tests) makes the committer call fn
+// before each commit, with the number of write requests in it. fn runs on
+// the committer's goroutine: while it blocks, the commit and every write
+// queued behind it wait, as on a stalled disk; the requests of the batch
+// are taken already (not withdrawable), those queued behind are not.
+func UseCommitHook(fn func(requests int)) Option {
+	return func(p *Plugin) { p.commitHook = fn }
+}

@@ -24,6 +24,8 @@ type Plugin struct {
 	now   func() time.Time            // names the moved-aside file
 
 	loaded config.Preloaded[Config] // by LoadConfig (loadconfig.go), for Init
+
+	commitHook func(requests int) // UseCommitHook
 }
 
 // Deps are the plugin's dependencies.
@@ -54,6 +56,7 @@ func (p *Plugin) Init() error {
 	if err != nil {
 		return err
 	}
+	st.beforeCommit = p.commitHook
 	p.cfg, p.store = cfg, st
 	p.Log.Info("database open", "path", cfg.DBPath, "revision", st.rev)
 	return nil
