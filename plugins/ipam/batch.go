@@ -3,6 +3,7 @@ package ipam
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"slices"
 
 	"github.com/contiv-ipam/agent/infra/kvdb"
@@ -112,16 +113,45 @@ func (k *keeper) commit(ws []write) {
 	}
 }
 
-// storeNow stores ws in one transaction and waits for the outcome.
+// commitInOrder is commit for writes whose order matters (the deletes of
+// a pool's records before the pool list without it): once a transaction
+// is not durable, the later ones are not tried (not applied). It returns
+// the first error.
+func (k *keeper) commitInOrder(ws []write) error {
+	var first error
+	for chunk := range slices.Chunk(ws, kvdb.MaxTxnOps) {
+		if first != nil {
+			k.settle(chunk, k.notApplied(len(chunk), fmt.Errorf("not tried: an earlier transaction failed: %w", first)))
+			continue
+		}
+		res := k.storeNow(chunk)
+		k.settle(chunk, res)
+		for i, o := range res.outs {
+			if o != durable && first == nil {
+				first = res.errs[i]
+			}
+		}
+	}
+	return first
+}
+
+// storeNow stores ws in one transaction and waits for the outcome. The
+// transaction joins the store's queue like any (withdrawn if storeTimeout
+// ends while it waits there); once the store has taken it, storeNow waits
+// for the commit's outcome however long it takes, so that the outcome is
+// the store's (a barrier blocks nothing that could go on meanwhile).
 func (k *keeper) storeNow(ws []write) stored {
 	if k.db == nil {
 		return stored{outs: make([]outcome, len(ws)), errs: make([]error, len(ws))}
 	}
 	ops := opsOf(ws)
 	ctx, cancel := k.ctx()
-	_, err := k.db.Txn(ctx, nil, ops)
-	cancel()
-	return k.outcomes(ops, err)
+	defer cancel()
+	done := make(chan error, 1)
+	if err := k.sub.Submit(ctx, nil, ops, func(_ bool, err error) { done <- err }); err != nil {
+		return k.outcomes(ops, err)
+	}
+	return k.outcomes(ops, <-done)
 }
 
 // stored is the outcome of storing a list of writes: one outcome and

@@ -191,13 +191,31 @@ func (k *keeper) releaseDone(key allocKey, what string, j *join) func(outcome, e
 // for Config.AddressCooldown (the sweep frees them).
 func (k *keeper) released(t *table, key allocKey) {
 	now := k.clock.Now()
+	as, _ := t.lookupAll(key)
 	t.release(key, now, k.cfg.AddressCooldown)
-	k.dropRevokedEmpty(t)
 	if k.cfg.AddressCooldown > 0 {
 		k.expiryNear(now.Add(k.cfg.AddressCooldown))
-	} else {
-		k.shrink() // nothing cools down: a block may be empty now
 	}
+	if k.emptiedAnAddedBlock(t, as) {
+		// The sweep drops or gives it back: that stores the pool list,
+		// which only a barrier does.
+		k.pipe.sweepDue = true
+	}
+}
+
+// emptiedAnAddedBlock tells whether releasing as left an added block
+// that may go (revoked, or elastic) with nothing assigned.
+func (k *keeper) emptiedAnAddedBlock(t *table, as addrs) bool {
+	for _, a := range as.list() {
+		b, i, ok := t.blockOf(a)
+		if !ok || b == t.blocks[i][0] || !b.revoked && !k.elasticOn() {
+			continue
+		}
+		if t.blockStats(b).Assigned == 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // acknowledged notes that an address of pod was acknowledged now: the pod

@@ -5,18 +5,19 @@ import "github.com/prometheus/client_golang/prometheus"
 // ipamMetrics are the plugin's Prometheus metrics; the gauges are read at
 // scrape time from the keeper (after the writes in flight).
 type ipamMetrics struct {
-	p         *Plugin
-	failed    prometheus.Counter
+	p      *Plugin
+	failed prometheus.Counter
 	// storeFailures counts the transactions that were not applied or
 	// whose outcome was unknown; refused the requests answered "try
 	// again later" without a decision.
 	storeFailures *prometheus.CounterVec
 	refused       *prometheus.CounterVec
+	movedAside    prometheus.Counter
 	reclaimed     *prometheus.CounterVec
-	invalid   *prometheus.CounterVec
-	size      *prometheus.Desc
-	allocated *prometheus.Desc
-	states    *prometheus.Desc
+	invalid       *prometheus.CounterVec
+	size          *prometheus.Desc
+	allocated     *prometheus.Desc
+	states        *prometheus.Desc
 }
 
 func newIPAMMetrics(p *Plugin) *ipamMetrics {
@@ -34,6 +35,10 @@ func newIPAMMetrics(p *Plugin) *ipamMetrics {
 			Name: "contiv_ipam_requests_refused_total",
 			Help: "Requests answered 'try again later' (CNI code 11) without a decision, by reason: queue (IPAM holds as many requests as it may), store (the store's write queue is full).",
 		}, []string{"reason"}),
+		movedAside: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "contiv_ipam_records_moved_aside_total",
+			Help: "Stored pod allocations a restore could not place (a clash, outside every pod subnet and pool of the node), moved under the conflicts prefix for an operator (GET /contiv/v1/ipam/conflicts).",
+		}),
 		reclaimed: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "contiv_ipam_pod_ips_reclaimed_total",
 			Help: "Addresses released without a CNI DEL: reason=absent, the pod was missing from Kubernetes for the grace period; reason=deleted, it was deleted while the watch was cut off.",
@@ -57,6 +62,7 @@ func (m *ipamMetrics) Describe(ch chan<- *prometheus.Desc) {
 	m.failed.Describe(ch)
 	m.storeFailures.Describe(ch)
 	m.refused.Describe(ch)
+	m.movedAside.Describe(ch)
 	m.reclaimed.Describe(ch)
 	m.invalid.Describe(ch)
 	ch <- m.size
@@ -69,6 +75,7 @@ func (m *ipamMetrics) Collect(ch chan<- prometheus.Metric) {
 	m.failed.Collect(ch)
 	m.storeFailures.Collect(ch)
 	m.refused.Collect(ch)
+	m.movedAside.Collect(ch)
 	m.reclaimed.Collect(ch)
 	m.invalid.Collect(ch)
 	m.p.keeper.read(func(t *table) {

@@ -370,11 +370,15 @@ func TestASweepDueDuringACommitRunsAfterIt(t *testing.T) {
 	g.Expect(f.ipam.GetPodIP(gone)).To(BeNil())
 }
 
+// The pod-keyed record an attachment adopted is stale; a failed delete
+// of it rides along with the next allocation's transaction.
 func TestTheDeleteOfAStaleRecordRidesWithTheNextBatch(t *testing.T) {
 	g := NewWithT(t)
 	fdb, db := boltFaults(t)
 	stale := podmodel.ID{Name: "stale", Namespace: "default"}
-	g.Expect(db.Put(context.Background(), podKey(stale), []byte("9.9.9.9"))).To(Succeed()) // outside the pod subnet
+	g.Expect(db.Put(context.Background(), podKey(stale), []byte("1.2.128.12"))).To(Succeed())
+	g.Expect(db.Put(context.Background(), ipam.AttachmentPrefix+"net/c1/eth0",
+		[]byte(`{"ip":"1.2.128.12","pod":{"name":"stale","namespace":"default"},"network":"net","containerId":"c1","ifName":"eth0"}`))).To(Succeed())
 	var mu sync.Mutex
 	var failed bool
 	var carried [][]kvdb.Op
@@ -392,7 +396,7 @@ func TestTheDeleteOfAStaleRecordRidesWithTheNextBatch(t *testing.T) {
 		return pass
 	})
 	f := mustFixture(t, fixtureOpts{db: fdb}, nil)
-	g.Expect(stored(g, db, stale)).To(Equal("9.9.9.9"), "the resync could not delete it")
+	g.Expect(stored(g, db, stale)).To(Equal("1.2.128.12"), "the resync could not delete it")
 
 	s := ipam.SubmitAllocation(f.ipam, pod1)
 	_, err := final(s)

@@ -84,6 +84,9 @@ func (p *Plugin) RemovePool(prefix netip.Prefix, force bool) (released []string,
 		if len(keys) > 0 && !force {
 			return fmt.Errorf("removing pool %s: %d allocations hold addresses of it: %w", prefix, len(keys), ErrPoolInUse)
 		}
+		// Its records go first, the pool list without it last, in one
+		// transaction when they fit: no record is ever stored outside
+		// the stored pools.
 		var ws []write
 		for _, key := range keys {
 			as, _ := t.lookupAll(key)
@@ -92,11 +95,8 @@ func (p *Plugin) RemovePool(prefix netip.Prefix, force bool) (released []string,
 				"pod", t.podOf(key).String(), "ip", as.String())
 			ws = append(ws, write{op: kvdb.DeleteOp(key.storeKey()), done: p.keeper.releaseDone(key, "released with its pool", nil)})
 		}
-		if err := p.keeper.commitAll(ws); err != nil {
-			return fmt.Errorf("removing pool %s: releasing its allocations: %w", prefix, err)
-		}
 		rest := slices.DeleteFunc(t.added(), func(q netip.Prefix) bool { return q == prefix })
-		if err := p.keeper.storeBlocks(rest); err != nil {
+		if err := p.keeper.commitInOrder(append(ws, p.keeper.blocksWrite(rest))); err != nil {
 			return fmt.Errorf("removing pool %s: %w", prefix, err)
 		}
 		t.dropBlock(i, j)
@@ -213,19 +213,24 @@ func (t *table) dropBlock(i, j int) {
 	t.blocks[i] = slices.Delete(slices.Clone(t.blocks[i]), j, j+1)
 }
 
-// storeBlocks stores the list of added blocks (nothing in flight: the
-// caller is a barrier). Without a store, memory is the store.
+// storeBlocks stores the list of added blocks, by the outcome rules of
+// every write (the caller is a barrier: nothing is in flight). The
+// caller changes the blocks in memory only once it is durable, so that
+// every stored record lies in a stored block: a block is stored before
+// anything is allocated from it, and removed only after its records.
+// Without a store, memory is the store.
 func (k *keeper) storeBlocks(list []netip.Prefix) error {
-	if k.db == nil {
-		return nil
-	}
+	return k.commitInOrder([]write{k.blocksWrite(list)})
+}
+
+// blocksWrite is the write of the pool list.
+func (k *keeper) blocksWrite(list []netip.Prefix) write {
 	v, _ := json.Marshal(list)
-	ctx, cancel := k.ctx()
-	defer cancel()
-	if err := k.db.Put(ctx, BlocksKey, v); err != nil {
-		return fmt.Errorf("storing the pool list %s: %w", BlocksKey, err)
-	}
-	return nil
+	return write{op: kvdb.PutOp(BlocksKey, v), done: func(o outcome, err error) {
+		if o != durable {
+			k.log.Warn("storing the pool list failed", "key", BlocksKey, "pools", string(v), "error", err)
+		}
+	}}
 }
 
 // restoreBlocks adds the stored blocks to a new table; a block that does

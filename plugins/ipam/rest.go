@@ -103,15 +103,22 @@ func (p *Plugin) registerHandlers() {
 	p.registerPoolsHandler()
 }
 
-// Conflict is a record moved aside in GET /contiv/v1/ipam/conflicts.
+// Conflict is a record moved aside in GET /contiv/v1/ipam/conflicts: Name
+// identifies it for the resolve call, Key and Value are the record as it
+// was stored, Reason why a restore could not place it.
 type Conflict struct {
-	PodID       PodName `json:"PodID"`
-	IP          string  `json:"ip"`
-	KeptFor     string  `json:"keptFor"`
-	At          string  `json:"at"`
-	Network     string  `json:"network,omitempty"`
-	ContainerID string  `json:"containerId,omitempty"`
-	IfName      string  `json:"ifName,omitempty"`
+	Name        string   `json:"name"`
+	PodID       PodName  `json:"PodID"`
+	IP          string   `json:"ip"`
+	IPs         []string `json:"ips,omitempty"`
+	KeptFor     string   `json:"keptFor"`
+	Reason      string   `json:"reason,omitempty"`
+	At          string   `json:"at"`
+	Key         string   `json:"key,omitempty"`
+	Value       string   `json:"value,omitempty"`
+	Network     string   `json:"network,omitempty"`
+	ContainerID string   `json:"containerId,omitempty"`
+	IfName      string   `json:"ifName,omitempty"`
 }
 
 // Conflicts is the reply of GET /contiv/v1/ipam/conflicts.
@@ -146,7 +153,11 @@ func conflictOf(key string, value []byte) Conflict {
 	if json.Unmarshal(value, &v) != nil {
 		v.IP = "unreadable: " + string(value)
 	}
-	c := Conflict{IP: v.IP, KeptFor: v.KeptFor, At: v.At, Network: v.Network, ContainerID: v.ContainerID, IfName: v.IfName}
+	c := Conflict{Name: strings.TrimPrefix(key, ConflictPrefix), IP: v.IP, KeptFor: v.KeptFor, Reason: v.Reason, At: v.At,
+		Key: v.Key, Value: v.Value, Network: v.Network, ContainerID: v.ContainerID, IfName: v.IfName}
+	for _, a := range v.IPs {
+		c.IPs = append(c.IPs, a.String())
+	}
 	if v.Pod != nil {
 		c.PodID = *v.Pod
 		return c

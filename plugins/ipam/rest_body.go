@@ -31,6 +31,7 @@ const (
 	fieldOwner
 	fieldTimeout
 	fieldUUID
+	fieldConflict
 )
 
 // opFields lists the fields in the order errors name them.
@@ -39,6 +40,7 @@ var opFields = []struct {
 	name string
 }{
 	{fieldIP, "ip"}, {fieldFamily, "family"}, {fieldOwner, "owner"}, {fieldTimeout, "timeout"}, {fieldUUID, "uuid"},
+	{fieldConflict, "conflict"},
 }
 
 // fieldOf is the field named name, 0 when none is.
@@ -75,12 +77,13 @@ const (
 // operatorRequest is a decoded operator body: set lists the fields
 // present; the others are zero.
 type operatorRequest struct {
-	set     opField
-	ip      netip.Addr // unmapped, without zone
-	family  Family     // "" = every family of the node
-	owner   string
-	timeout time.Duration // > 0
-	uuid    string        // canonical (lower case, hyphens)
+	set      opField
+	ip       netip.Addr // unmapped, without zone
+	family   Family     // "" = every family of the node
+	owner    string
+	timeout  time.Duration // > 0
+	uuid     string        // canonical (lower case, hyphens)
+	conflict string        // the name of a record moved aside
 }
 
 // has tells whether every field of m is present.
@@ -190,6 +193,11 @@ func (r *operatorRequest) setField(f opField, name, s string) error {
 			return bad("is not a UUID")
 		}
 		r.uuid = id.String()
+	case fieldConflict:
+		if err := checkConflictName(s); err != nil {
+			return bad(err.Error())
+		}
+		r.conflict = s
 	}
 	r.set |= f
 	return nil
@@ -211,6 +219,23 @@ func checkOwner(s string) error {
 	}
 	if _, err := netip.ParseAddr(s); err == nil {
 		return errors.New("is an IP address: want a name (release by address with \"ip\")")
+	}
+	return nil
+}
+
+// checkConflictName says what is wrong with the name of a record moved
+// aside (its key under the conflicts prefix): empty, too long, not UTF-8,
+// or a path that climbs.
+func checkConflictName(s string) error {
+	switch {
+	case s == "":
+		return errors.New("is empty: want the name GET /contiv/v1/ipam/conflicts lists")
+	case len(s) > 4096:
+		return errors.New("is longer than 4096 bytes")
+	case !utf8.ValidString(s):
+		return errors.New("is not UTF-8")
+	case strings.Contains(s, "..") || strings.HasPrefix(s, "/"):
+		return errors.New(`is not a conflict name: it has ".." or starts with "/"`)
 	}
 	return nil
 }

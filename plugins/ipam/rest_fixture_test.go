@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/contiv-ipam/agent/infra/kvdb"
 	"github.com/contiv-ipam/agent/infra/logging/logtest"
 	"github.com/contiv-ipam/agent/infra/rest"
 	"github.com/contiv-ipam/agent/infra/rest/resttest"
@@ -21,6 +22,7 @@ type restOpts struct {
 	rest   []rest.Option // the REST server's options (resttest.New)
 	clock  *fakeClock    // nil = the real clock
 	noSync bool          // no first resync
+	db     kvdb.Broker   // nil: memory only
 }
 
 // restFixture is IPAM served by a real REST plugin on 127.0.0.1:0.
@@ -53,6 +55,7 @@ func newRESTFixture(t *testing.T, o restOpts) *restFixture {
 	log := slog.New(slog.NewJSONHandler(f.log, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	opts := []ipam.Option{ipam.UseDeps(func(d *ipam.Deps) {
 		d.Log, d.ContivConf, d.NodeSync, d.ServiceLabel, d.HTTP = log, conf, ns, fakeLabel{thisNode}, srv.Plugin
+		d.LocalDB = o.db
 	})}
 	if o.clock != nil {
 		opts = append(opts, ipam.UseClock(o.clock))

@@ -37,7 +37,19 @@ const (
 	OperatorReservePath  = "/contiv/v1/ipam/operator/reserve"
 	OperatorConfirmPath  = "/contiv/v1/ipam/operator/confirm"
 	OperatorReleasePath  = "/contiv/v1/ipam/operator/release"
+	// OperatorRestoreConflictPath and OperatorDiscardConflictPath
+	// resolve a record moved aside (GET /contiv/v1/ipam/conflicts).
+	OperatorRestoreConflictPath = "/contiv/v1/ipam/operator/conflicts/restore"
+	OperatorDiscardConflictPath = "/contiv/v1/ipam/operator/conflicts/discard"
 )
+
+// OperatorConflict is the reply of the conflict calls.
+type OperatorConflict struct {
+	Conflict  string `json:"conflict"`
+	Restored  bool   `json:"restored,omitempty"`
+	Discarded bool   `json:"discarded,omitempty"`
+	Detail    string `json:"detail,omitempty"`
+}
 
 // OperatorAddress is one address of an operator reply (Cilium's
 // AllocationResult): the address, its pod subnet, the pod gateway.
@@ -125,6 +137,33 @@ var operatorOps = []operatorOp{
 		check:       checkRelease,
 		run:         (*Plugin).operatorRelease,
 	},
+	{
+		name: "restore-conflict", path: OperatorRestoreConflictPath, fields: fieldConflict,
+		description: "operator: put a record moved aside back, if its addresses are free and in a pool of this node (body {conflict}); needs client authentication",
+		check:       requireFields(fieldConflict),
+		run:         (*Plugin).operatorRestoreConflict,
+	},
+	{
+		name: "discard-conflict", path: OperatorDiscardConflictPath, fields: fieldConflict,
+		description: "operator: delete a record moved aside (body {conflict}); needs client authentication",
+		check:       requireFields(fieldConflict),
+		run:         (*Plugin).operatorDiscardConflict,
+	},
+}
+
+func (p *Plugin) operatorRestoreConflict(r *operatorRequest) (any, error) {
+	what, err := p.RestoreConflict(r.conflict)
+	if err != nil {
+		return nil, err
+	}
+	return OperatorConflict{Conflict: r.conflict, Restored: true, Detail: what}, nil
+}
+
+func (p *Plugin) operatorDiscardConflict(r *operatorRequest) (any, error) {
+	if err := p.DiscardConflict(r.conflict); err != nil {
+		return nil, err
+	}
+	return OperatorConflict{Conflict: r.conflict, Discarded: true}, nil
 }
 
 // registerOperatorHandlers registers the operator calls, whether or not
@@ -350,6 +389,9 @@ func (p *Plugin) serveOperator(op *operatorOp, req *operatorRequest, w http.Resp
 //	409 exhausted            no address of the family is free
 //	409 external-ipam        the node's pod addresses come from an
 //	                         external IPAM
+//	404 no-such-conflict     no record is moved aside under that name
+//	409 cannot-restore       the record moved aside cannot be placed:
+//	                         an address is held, or outside the pools
 //	422 family-disabled      the node has no pod subnet of that family
 //	422 out-of-range         the address is not in this node's pod subnet
 //	422 reserved             the address is the network address, the pod
@@ -394,6 +436,8 @@ var operatorErrors = []struct {
 	{[]error{ErrIPv4Disabled, ErrIPv6Disabled}, http.StatusUnprocessableEntity, "family-disabled"},
 	{[]error{ipalloc.ErrOutOfRange}, http.StatusUnprocessableEntity, "out-of-range"},
 	{[]error{ipalloc.ErrReserved}, http.StatusUnprocessableEntity, "reserved"},
+	{[]error{ErrNoSuchConflict}, http.StatusNotFound, "no-such-conflict"},
+	{[]error{ErrCannotRestore}, http.StatusConflict, "cannot-restore"},
 }
 
 // logOperator logs one operator call at Info (a refusal for want of
@@ -437,6 +481,9 @@ func (r *operatorRequest) args() []any {
 	}
 	if r.has(fieldUUID) {
 		out = append(out, "uuid", r.uuid)
+	}
+	if r.has(fieldConflict) {
+		out = append(out, "conflict", r.conflict)
 	}
 	return out
 }

@@ -16,7 +16,8 @@ import (
 )
 
 // operatorPaths are the four operator calls.
-var operatorPaths = []string{ipam.OperatorAllocatePath, ipam.OperatorReservePath, ipam.OperatorConfirmPath, ipam.OperatorReleasePath}
+var operatorPaths = []string{ipam.OperatorAllocatePath, ipam.OperatorReservePath, ipam.OperatorConfirmPath, ipam.OperatorReleasePath,
+	ipam.OperatorRestoreConflictPath, ipam.OperatorDiscardConflictPath}
 
 // Without client authentication every operator call is refused with 403
 // naming the keys that enable it; nothing is changed.

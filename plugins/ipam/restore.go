@@ -52,6 +52,7 @@ type resyncInput struct {
 // record is one stored allocation.
 type record struct {
 	key  allocKey
+	raw  []byte // the stored value
 	pod  podmodel.ID
 	ips  []netip.Addr // as stored: one or two, of different families
 	addr addrs        // ips by slot (set by slotted)
@@ -94,7 +95,6 @@ type plan struct {
 	reclaim   map[podmodel.ID]string    // pods to release now (every allocation), with the reason
 	absent    map[podmodel.ID]time.Time // held pods in their grace period
 	inKube    map[podmodel.ID]struct{}  // the pods of the new state
-	dropped   int                       // records outside the pod subnet
 }
 
 // resync rebuilds the table from the store and the Kubernetes state. It
@@ -141,9 +141,6 @@ func (k *keeper) resync(in *resyncInput) error {
 	k.shrink() // an added block restored empty starts its block cooldown now
 	k.commit(k.tidyWrites(p))
 	k.moveAside(p.conflicts)
-	if p.dropped > 0 {
-		k.log.Warn("dropped pod allocations outside this node's pod subnet", "records", p.dropped, "pod-subnet", in.st.podThis.String())
-	}
 	k.log.Info("ipam initialised", "node-id", in.st.nodeID, "pod-subnet", in.st.podThis.String(),
 		"gateway", in.st.podGW.String(), "vpp-host-subnet", in.st.hostThis.String(), "allocated", t.len(),
 		"absent", len(k.absent), "kube-state", kubeSource(live), "event", in.event)
@@ -230,8 +227,9 @@ func (k *keeper) runsHere(in *resyncInput, pod *podmodel.Pod) bool {
 // address mean that a delete failed. When both are of one pod and one is
 // pod-keyed, it is what an adoption left behind (the attachment wins, the
 // pod-keyed record is stale); otherwise the record that Kubernetes
-// confirms (its pod shows that address) wins, else the newest. A record
-// outside the pod subnet or losing a clash is stale.
+// confirms (its pod shows that address) wins, else the newest. Restore
+// never destroys a record it cannot place: one outside the node's pod
+// subnets and pools, or losing a clash, is moved aside (see moveAside).
 func (k *keeper) claimRecords(p *plan, recs []record, kube []kubePod) {
 	confirmed := make(map[podmodel.ID]addrs, len(kube))
 	for _, kp := range kube {
@@ -240,8 +238,8 @@ func (k *keeper) claimRecords(p *plan, recs []record, kube []kubePod) {
 	kept := recs[:0]
 	for _, r := range recs {
 		if !r.slotted(p.t) {
-			p.dropped++
-			p.stale = append(p.stale, r.key.storeKey())
+			p.conflicts = append(p.conflicts, conflict{rec: r,
+				reason: fmt.Sprintf("%s is not in a pod subnet or pool of this node (%s)", ipList(r.ips), p.t.blockSummary())})
 			continue
 		}
 		kept = append(kept, r)
@@ -262,8 +260,7 @@ func (k *keeper) claimRecords(p *plan, recs []record, kube []kubePod) {
 			continue
 		}
 		if err := p.t.claim(r.key, r.pod, r.addr); err != nil {
-			k.log.Warn("stored pod address not restored", "pod", r.pod.String(), "key", r.key.String(), "error", err)
-			p.stale = append(p.stale, r.key.storeKey())
+			p.conflicts = append(p.conflicts, conflict{rec: r, reason: "not restored: " + err.Error()})
 			continue
 		}
 		if r.resv != nil {
@@ -296,9 +293,30 @@ func (k *keeper) clash(p *plan, r record, winner allocKey) {
 
 // moveAsideLoser moves r aside: winner holds one of its addresses.
 func (k *keeper) moveAsideLoser(p *plan, r record, winner allocKey) {
-	k.log.Warn("two stored records hold one address: the record is moved aside", "ip", r.addr.String(),
-		"kept", winner.String(), "moved", r.key.String(), "to", conflictKey(r.key))
-	p.conflicts = append(p.conflicts, conflict{rec: r, winner: winner, winnerPod: p.t.podOf(winner)})
+	p.conflicts = append(p.conflicts, conflict{rec: r, winner: winner, winnerPod: p.t.podOf(winner),
+		reason: "another record holds " + r.addr.String() + ": " + winner.String()})
+}
+
+// ipList joins addresses with commas.
+func ipList(ips []netip.Addr) string {
+	parts := make([]string, len(ips))
+	for i, a := range ips {
+		parts[i] = a.String()
+	}
+	return strings.Join(parts, ",")
+}
+
+// blockSummary lists the node's pod subnets and pools, or says that an
+// external IPAM gives them.
+func (t *table) blockSummary() string {
+	if t.externalMode() {
+		return "external IPAM: " + describeCIDRs(t.st.podCIDRs())
+	}
+	var parts []string
+	for i := range t.slots() {
+		parts = append(parts, t.blockList(i))
+	}
+	return strings.Join(parts, ",")
 }
 
 // ownerOfAny finds an allocation holding one of as.
@@ -503,7 +521,7 @@ func (k *keeper) load() ([]record, cursors, error) {
 				k.log.Warn("skipping a pod allocation record", "error", err)
 				continue
 			}
-			r.rev = kv.Revision
+			r.rev, r.raw = kv.Revision, kv.Value
 			recs = append(recs, r)
 		}
 	}
@@ -558,60 +576,86 @@ func parseAllocation(key string, value []byte) (record, error) {
 	return record{key: podKeyOf(id), pod: id, ips: ips}, nil
 }
 
-// ConflictPrefix keeps the records that lost a clash (two records of one
-// address): ConflictPrefix + "<namespace>/<name>" for a pod-keyed record,
-// ConflictPrefix + "attachments/<network>/<containerID>/<ifname>" (parts
-// escaped) for an attachment-keyed one, -> JSON {ip, keptFor, at, pod,
-// and the attachment}. Nothing reads them back; they are for an operator.
+// ConflictPrefix keeps the records a restore could not place: one that
+// lost a clash (two records of one address), one outside every pod subnet
+// and pool of the node (its pool was removed, the pod CIDR moved), one
+// that did not fit its pools. ConflictPrefix + "<namespace>/<name>" for a
+// pod-keyed record, ConflictPrefix +
+// "attachments/<network>/<containerID>/<ifname>" (parts escaped) for an
+// attachment-keyed one, ConflictPrefix + "owners/<owner>/<seq>" for an
+// owner-keyed one, -> JSON {ip, ips, keptFor, reason, at, key, value, pod,
+// and the attachment}: the original key and value, so that nothing is
+// lost. IPAM never reads them back by itself; an operator lists them
+// (GET /contiv/v1/ipam/conflicts, contiv-netctl ipam conflicts) and
+// resolves each: restored (its addresses are free and in a pool) or
+// discarded.
 const ConflictPrefix = "/contiv-agent/ipam/conflicts/"
 
-// conflict is a record that lost a clash to winner.
+// conflict is a record a restore could not place, and why.
 type conflict struct {
 	rec       record
-	winner    allocKey
+	winner    allocKey // the allocation holding its address (zero: none)
 	winnerPod podmodel.ID
+	reason    string
 }
 
 func conflictKey(key allocKey) string {
-	if key.podKeyed() {
+	switch {
+	case key.ownerKeyed():
+		return ConflictPrefix + "owners/" + strings.TrimPrefix(key.storeKey(), OwnerPrefix)
+	case key.podKeyed():
 		return ConflictPrefix + key.pod.Namespace + "/" + key.pod.Name
 	}
 	return ConflictPrefix + "attachments/" + strings.TrimPrefix(attachmentKey(key.att), AttachmentPrefix)
 }
 
-// conflictValue is the value of a record moved aside.
+// conflictValue is the value of a record moved aside: what the record
+// said, why it was moved, and the record itself (Key, Value), so that it
+// can be restored as it was.
 type conflictValue struct {
 	IP          string       `json:"ip"`
 	IPs         []netip.Addr `json:"ips,omitempty"`
 	KeptFor     string       `json:"keptFor"`
+	Reason      string       `json:"reason,omitempty"`
 	At          string       `json:"at"`
+	Key         string       `json:"key,omitempty"`
+	Value       string       `json:"value,omitempty"`
 	Pod         *PodName     `json:"pod,omitempty"`
 	Network     string       `json:"network,omitempty"`
 	ContainerID string       `json:"containerId,omitempty"`
 	IfName      string       `json:"ifName,omitempty"`
 }
 
-// moveAside moves each losing record under ConflictPrefix, each in one
-// transaction (the copy and the delete land together or not at all). A
+// moveAside moves each record a restore could not place under
+// ConflictPrefix, each in one transaction (the copy and the delete land
+// together or not at all), logs it at error level and counts it. A
 // failure leaves the record in place: the next resync decides the same
-// way and tries again.
+// way and tries again. Nothing is deleted without its copy.
 func (k *keeper) moveAside(cs []conflict) {
-	if k.db == nil {
-		return
-	}
 	for _, c := range cs {
-		v := conflictValue{IP: c.rec.addr.first().String(), IPs: c.rec.addr.list(), KeptFor: c.winnerPod.String(), At: k.clock.Now().UTC().Format(time.RFC3339)}
-		if !c.rec.key.podKeyed() {
+		k.log.Error("a stored pod allocation could not be restored: moved aside for an operator to resolve",
+			"key", c.rec.key.String(), "pod", c.rec.pod.String(), "ip", ipList(c.rec.ips), "reason", c.reason,
+			"to", conflictKey(c.rec.key))
+		k.metrics.movedAside.Inc()
+		if k.db == nil {
+			continue
+		}
+		v := conflictValue{IP: ipList(c.rec.ips[:1]), IPs: c.rec.ips, KeptFor: c.winnerPod.String(), Reason: c.reason,
+			At: k.clock.Now().UTC().Format(time.RFC3339), Key: c.rec.key.storeKey(), Value: string(c.rec.raw)}
+		if c.winner == (allocKey{}) {
+			v.KeptFor = ""
+		}
+		if !c.rec.key.podKeyed() && !c.rec.key.ownerKeyed() {
 			v.Pod = &PodName{Name: c.rec.pod.Name, Namespace: c.rec.pod.Namespace}
 			v.Network, v.ContainerID, v.IfName = c.rec.key.att.Network, c.rec.key.att.ContainerID, c.rec.key.att.IfName
 		}
 		value, _ := json.Marshal(v)
 		ops := []kvdb.Op{kvdb.PutOp(conflictKey(c.rec.key), value), kvdb.DeleteOp(c.rec.key.storeKey())}
-		ctx, cancel := k.ctx()
-		_, err := k.db.Txn(ctx, nil, ops)
-		cancel()
-		if err != nil {
-			k.log.Warn("moving a conflicting record aside failed; the next resync tries again", "key", c.rec.key.String(), "error", err)
-		}
+		ws := []write{{op: ops[0], done: func(outcome, error) {}}, {op: ops[1], done: func(o outcome, err error) {
+			if o != durable {
+				k.log.Warn("moving a record aside failed; the next resync tries again", "key", c.rec.key.String(), "error", err)
+			}
+		}}}
+		k.commit(ws)
 	}
 }
