@@ -13,10 +13,13 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/contiv-ipam/agent/infra/config"
 	"github.com/contiv-ipam/agent/infra/kvdb"
 	"github.com/contiv-ipam/agent/infra/kvdb/bolt"
+	"github.com/contiv-ipam/agent/plugins/controller/api"
 	"github.com/contiv-ipam/agent/plugins/ipam"
 	podmodel "github.com/contiv-ipam/agent/plugins/ksr/model/pod"
 	"github.com/contiv-ipam/agent/plugins/podmanager"
@@ -252,4 +255,68 @@ func TestRequestsBehindAStalledCommitAreBounded(t *testing.T) {
 	wg.Wait()
 	first.wait(g)
 	g.Expect(first.err).NotTo(HaveOccurred())
+}
+
+// A CNI ADD whose caller gave up while it waited is never decided: here
+// it reaches IPAM after the runtime's DEL (its push was late), the DEL
+// releases nothing, and the ADD must not allocate an address nobody
+// would free.
+func TestAnADDWhoseCallerGaveUpIsNeverDecidedAfterItsDEL(t *testing.T) {
+	g := NewWithT(t)
+	fdb, db := boltFaults(t)
+	gt := newGate(podKey(pod2))
+	fdb.setDecide(gt.decide)
+	reg := prometheus.NewRegistry()
+	f := mustFixture(t, fixtureOpts{db: fdb, metrics: reg}, nil)
+	t.Cleanup(func() {
+		select {
+		case gt.open <- pass:
+		default:
+		}
+	})
+	// pod2's write is held, and a resync waits for it: the keeper takes
+	// nothing new meanwhile.
+	held := async(func() (net.IP, error) { return f.ipam.AllocatePodIP(pod2, "", "") })
+	g.Eventually(gt.entered).WithTimeout(10 * time.Second).Should(Receive())
+	resync := async(func() (net.IP, error) {
+		return nil, f.ipam.Resync(&api.HealingResync{Type: api.AfterError}, api.KubeStateData{}, 2, nil)
+	})
+	g.Eventually(func() int { return ipam.QueuedRequests(f.ipam) }).WithTimeout(10 * time.Second).Should(Equal(1))
+
+	key := att("c1", "eth0")
+	del := podmanager.NewDeletePod()
+	del.Pod, del.Key = pod1, key
+	deleted := make(chan error, 1)
+	go func() {
+		if _, err := f.ipam.Update(del, nil); err != nil {
+			deleted <- err
+			return
+		}
+		deleted <- del.Wait(context.Background())
+	}()
+	g.Eventually(func() int { return ipam.QueuedRequests(f.ipam) }).WithTimeout(10 * time.Second).Should(Equal(2))
+
+	addCtx, giveUp := context.WithCancel(context.Background())
+	add := podmanager.NewAddPod()
+	add.Pod, add.Key, add.NetworkNamespace, add.Ctx = pod1, key, "/var/run/netns/c1", addCtx
+	added := make(chan error, 1)
+	go func() { _, err := f.ipam.Update(add, nil); added <- err }()
+	g.Eventually(func() int { return ipam.QueuedRequests(f.ipam) }).WithTimeout(10 * time.Second).Should(Equal(3),
+		"the late ADD is queued behind the DEL")
+	giveUp()
+	var addErr error
+	g.Eventually(added).WithTimeout(10 * time.Second).Should(Receive(&addErr))
+	g.Expect(addErr).To(MatchError(context.Canceled), "the caller is answered as soon as it gives up")
+
+	gt.open <- pass
+	g.Expect(held.wait(g).err).NotTo(HaveOccurred())
+	g.Expect(resync.wait(g).err).NotTo(HaveOccurred())
+	g.Eventually(deleted).WithTimeout(10 * time.Second).Should(Receive(BeNil()))
+	g.Expect(f.ipam.GetPodIP(pod1)).To(BeNil(), "the late ADD allocated nothing")
+	g.Expect(testutil.ToFloat64(failures(t, reg))).To(BeZero(),
+		"it was dropped undecided, not decided and then undone when its write was withdrawn")
+	settle(g, db)
+	kvs, _, err := db.List(context.Background(), ipam.AttachmentPrefix)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(kvs).To(BeEmpty(), "and stored nothing")
 }

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/contiv-ipam/agent/infra/kvdb"
 )
@@ -29,10 +31,17 @@ const (
 	// request whose reply was lost, and which never landed).
 	lostUnknown
 	// lateApply reports an unknown outcome at once and applies the write
-	// later, when the test lets it (lateRelease) or at the next read: a
-	// read is ordered after it, as bolt's reads are.
+	// a moment later (or when the test lets it: holdLate); a read is
+	// ordered after it, as bolt's reads are.
 	lateApply
+	// stall holds the store for stallFor before it applies the write and
+	// reports it applied (a stalled disk): the writes queued behind it
+	// wait, and those whose context ends meanwhile are withdrawn.
+	stall
 )
+
+// stallFor is how long a stall fault holds the store.
+const stallFor = 80 * time.Millisecond
 
 // errInjected is the error of a write failed by faultDB.
 var errInjected = errors.New("injected store failure")
@@ -136,12 +145,16 @@ func (f *faultDB) write(what fault, apply func() error) error {
 			defer f.late.Done()
 			if gate != nil {
 				<-gate
+			} else {
+				time.Sleep(time.Duration(rand.IntN(3)) * time.Millisecond)
 			}
 			if apply() == nil {
 				f.applied.Add(1)
 			}
 		}()
 		return errInjectedUnknown
+	case stall:
+		time.Sleep(stallFor)
 	}
 	return apply()
 }

@@ -19,9 +19,12 @@ import (
 )
 
 // The model test: workers allocate (through the pod-ID API or an AddPod
-// of the pod's attachment) and release pod addresses while
-// resyncs run and the store fails a fraction of the writes (before or
-// after applying them) and of the read-backs. After every round, and
+// of the pod's attachment) and release pod addresses while resyncs run
+// and the store fails a fraction of the writes the ways a real store
+// fails (not applied; unknown but applied; unknown and lost; unknown and
+// applied late, after reads ordered behind it; stalled past
+// storeTimeout, withdrawing the writes queued behind) and of the
+// read-backs. After every round, and
 // after a restart on the same bolt file, the invariants must hold:
 //   - no address is held by two pods (in memory, in bolt);
 //   - every acknowledged allocation is in bolt and in memory;
@@ -129,7 +132,9 @@ func runModel(t *testing.T, yaml string) {
 	m := newModel()
 	db := openBolt(t, path)
 	fdb := newFaultDB(db)
-	f := mustFixture(t, fixtureOpts{db: fdb, yaml: yaml}, nil)
+	// A storeTimeout shorter than a stall: the writes queued behind a
+	// stalled one are withdrawn.
+	f := mustFixture(t, fixtureOpts{db: fdb, yaml: yaml, conf: func(c *ipam.Config) { c.StoreTimeout = stallFor / 2 }}, nil)
 	rng := rand.New(rand.NewPCG(seed, 1))
 	var rngMu sync.Mutex
 	chance := func(p float64) bool {
@@ -140,10 +145,16 @@ func runModel(t *testing.T, yaml string) {
 	for round := range modelRounds {
 		fdb.setDecide(func([]kvdb.Op) fault {
 			switch {
-			case chance(modelFaultShare / 2):
+			case chance(modelFaultShare / 5):
 				return failBefore
-			case chance(modelFaultShare / 2):
+			case chance(modelFaultShare / 5):
 				return failAfter
+			case chance(modelFaultShare / 5):
+				return lostUnknown
+			case chance(modelFaultShare / 5):
+				return lateApply
+			case chance(modelFaultShare / 10):
+				return stall
 			}
 			return pass
 		})
