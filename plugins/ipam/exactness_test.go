@@ -301,7 +301,7 @@ func TestAnADDWhoseCallerGaveUpIsNeverDecidedAfterItsDEL(t *testing.T) {
 	add.Pod, add.Key, add.NetworkNamespace, add.Ctx = pod1, key, "/var/run/netns/c1", addCtx
 	added := make(chan error, 1)
 	go func() { _, err := f.ipam.Update(add, nil); added <- err }()
-	g.Eventually(func() int { return ipam.QueuedRequests(f.ipam) }).WithTimeout(10 * time.Second).Should(Equal(3),
+	g.Eventually(func() int { return ipam.QueuedRequests(f.ipam) }).WithTimeout(10*time.Second).Should(Equal(3),
 		"the late ADD is queued behind the DEL")
 	giveUp()
 	var addErr error
