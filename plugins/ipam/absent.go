@@ -4,7 +4,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/contiv-ipam/agent/infra/kvdb"
 	podmodel "github.com/contiv-ipam/agent/plugins/ksr/model/pod"
 )
 
@@ -136,7 +135,7 @@ func (k *keeper) releaseAbsent() {
 			break // the rest at the next sweep, which is due at once
 		}
 		for _, key := range keys {
-			b.add(write{op: kvdb.DeleteOp(key.storeKey()), done: k.reclaimDone(k.tab, key, reasonAbsent)})
+			k.addRelease(b, key, k.reclaimDone(k.tab, key, reasonAbsent))
 		}
 	}
 	k.flush(b)

@@ -373,7 +373,7 @@ func (p *Plugin) ReleaseIP(ip net.IP) error {
 // is not durable is returned through the callbacks (see exec).
 func (k *keeper) releaseKeys(b *batch, keys []allocKey, what string) error {
 	for _, key := range keys {
-		b.add(write{op: kvdb.DeleteOp(key.storeKey()), done: k.releaseDone(key, what, nil)})
+		k.addRelease(b, key, k.releaseDone(key, what, nil))
 	}
 	return nil
 }
@@ -394,12 +394,12 @@ func (p *Plugin) ReleaseIPString(releaseArg string) error {
 		}
 		for _, key := range keys {
 			done := p.keeper.releaseDone(key, "released by owner "+releaseArg, nil)
-			b.add(write{op: kvdb.DeleteOp(key.storeKey()), done: func(o outcome, err error) {
+			p.keeper.addRelease(b, key, func(o outcome, err error) {
 				done(o, err)
 				if o != durable && failed == nil {
 					failed = fmt.Errorf("releasing %s of owner %q: %w", key, releaseArg, err)
 				}
-			}})
+			})
 		}
 		return nil
 	})

@@ -1,9 +1,12 @@
 package ipam
 
 import (
+	"fmt"
 	"net/netip"
+	"strings"
 	"time"
 
+	"github.com/contiv-ipam/agent/infra/kvdb"
 	podmodel "github.com/contiv-ipam/agent/plugins/ksr/model/pod"
 )
 
@@ -16,8 +19,10 @@ const cooldownNamespace = "_cooldown"
 // cooldown): a container that crash-loops does not get the address of
 // its predecessor, which peers may still route to. Each is held in its
 // pool by a key of its own, so that next-fit skips it and the free count
-// leaves it out, and is freed by the sweep once its time is up. They are
-// kept in memory only: a restart frees them.
+// leaves it out, and is freed by the sweep once its time is up. Each is
+// also stored (CoolingPrefix), in the transaction that deletes the record
+// releasing it, so that a restart keeps the cooldown; the sweep deletes
+// the stored ones that no longer cool down.
 type cooldowns struct {
 	until map[netip.Addr]time.Time
 	seq   uint64
@@ -144,5 +149,103 @@ func (t *table) servable(i int) uint64 {
 	return n
 }
 
-// warmUp frees the addresses whose cooldown is over (the sweep).
-func (k *keeper) warmUp() { k.tab.warmUp(k.clock.Now()) }
+// CoolingPrefix keeps the released addresses through their cooldown:
+// CoolingPrefix + "<ip>" -> the end of its cooldown (RFC 3339, UTC).
+const CoolingPrefix = "/contiv-agent/ipam/cooling/"
+
+func coolingKey(a netip.Addr) string { return CoolingPrefix + a.String() }
+
+// releaseWrites are the writes that release allocation key of t: the
+// delete of its record (its done is done) and, with an address cooldown,
+// the cooling record of each of its addresses, in the same transaction.
+func (k *keeper) releaseWrites(t *table, key allocKey, done func(outcome, error)) []write {
+	ws := []write{{op: kvdb.DeleteOp(key.storeKey()), done: done}}
+	if k.cfg.AddressCooldown <= 0 || t.externalMode() {
+		return ws
+	}
+	as, _ := t.lookupAll(key)
+	until := []byte(k.clock.Now().Add(k.cfg.AddressCooldown).UTC().Format(time.RFC3339Nano))
+	for _, a := range as.list() {
+		if t.poolOf(a) == nil {
+			continue
+		}
+		ws = append(ws, write{op: kvdb.PutOp(coolingKey(a), until), done: func(o outcome, _ error) {
+			if o != failed {
+				k.coolStored[a] = struct{}{} // unknown: it may be stored
+			}
+		}})
+	}
+	return ws
+}
+
+// addRelease adds the release writes of key to b.
+func (k *keeper) addRelease(b *batch, key allocKey, done func(outcome, error)) {
+	for _, w := range k.releaseWrites(k.tab, key, done) {
+		b.add(w)
+	}
+}
+
+// warmUp frees the addresses whose cooldown is over and deletes the
+// stored cooling records of the addresses that no longer cool down
+// (warmed up, handed out early, gone with their pool): the sweep, a
+// barrier. A delete that fails is tried again at the next sweep.
+func (k *keeper) warmUp() {
+	t := k.tab
+	t.warmUp(k.clock.Now())
+	b := newBatch()
+	for a := range k.coolStored {
+		if _, cooling := t.cool.until[a]; cooling {
+			continue
+		}
+		if b.full() {
+			k.pipe.rearm = true
+			break
+		}
+		b.add(write{op: kvdb.DeleteOp(coolingKey(a)), done: func(o outcome, _ error) {
+			if o == durable {
+				delete(k.coolStored, a)
+			}
+		}})
+	}
+	k.flush(b)
+}
+
+// restoreCooling puts the stored cooldowns that still run back on t's
+// free addresses; the others (over, or on an address held or outside the
+// pools) are deleted with the resync's writes.
+func (k *keeper) restoreCooling(p *plan, cooling []kvdb.KeyValue) {
+	now := k.clock.Now()
+	k.coolStored = map[netip.Addr]struct{}{}
+	for _, kv := range cooling {
+		a, err := netip.ParseAddr(strings.TrimPrefix(kv.Key, CoolingPrefix))
+		until, terr := time.Parse(time.RFC3339Nano, string(kv.Value))
+		_, held := p.t.owner(a)
+		if err != nil || terr != nil || !until.After(now) || held || p.t.poolOf(a) == nil || p.t.poolOf(a).Pool().IsAllocated(a) {
+			p.stale = append(p.stale, kv.Key)
+			continue
+		}
+		p.t.coolDown(addrs{a}, until)
+		k.coolStored[a] = struct{}{}
+	}
+}
+
+// loadCooling reads the stored cooldowns; in memory mode, the current
+// table's.
+func (k *keeper) loadCooling() ([]kvdb.KeyValue, error) {
+	if k.db == nil {
+		var out []kvdb.KeyValue
+		if k.tab != nil {
+			for a, until := range k.tab.cool.until {
+				out = append(out, kvdb.KeyValue{Key: coolingKey(a), Value: []byte(until.UTC().Format(time.RFC3339Nano))})
+			}
+		}
+		return out, nil
+	}
+	ctx, cancel := k.ctx()
+	defer cancel()
+	kvs, _, err := k.db.List(ctx, CoolingPrefix)
+	if err != nil {
+		return nil, fmt.Errorf("reading the cooling addresses under %s: %w", CoolingPrefix, err)
+	}
+	return kvs, nil
+}

@@ -1,15 +1,18 @@
 package ipam_test
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"net/netip"
+	"path/filepath"
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
 
 	"github.com/contiv-ipam/agent/plugins/ipam"
+	podmodel "github.com/contiv-ipam/agent/plugins/ksr/model/pod"
 )
 
 // A released address cools down for addressCooldown (30 s by default):
@@ -107,4 +110,45 @@ func TestCoolingAddressesNeverFailAnAddWhileAnotherPoolHasRoom(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Eventually(func() map[string]int { c, _ := claims.last(); return c.Want }).Should(Equal(map[string]int{"ipv4": 2}),
 		"2 free (cooling ones count as used): below the warm target of 3, one more block than the one held")
+}
+
+// A cooldown survives a restart: the cooling record is stored with the
+// delete of the record that released the address, restored as a cooldown
+// by the next agent, and deleted by the sweep once it is over.
+func TestACooldownSurvivesARestart(t *testing.T) {
+	g := NewWithT(t)
+	clk := newFakeClock()
+	path := filepath.Join(t.TempDir(), "bolt.db")
+	db := openBolt(t, path)
+	f := mustFixture(t, fixtureOpts{db: db, clock: clk}, nil)
+	ip, err := f.ipam.AllocatePodIP(pod1, "", "")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(ip.String()).To(Equal("1.2.128.10"))
+	g.Expect(f.ipam.ReleasePodIP(pod1)).To(Succeed())
+	kv, found, err := db.Get(context.Background(), ipam.CoolingPrefix+"1.2.128.10")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(found).To(BeTrue(), "stored with the release")
+	g.Expect(string(kv.Value)).To(Equal(clk.Now().Add(30 * time.Second).UTC().Format(time.RFC3339Nano)))
+	f.close(t)
+	g.Expect(db.Close()).To(Succeed())
+
+	db = openBolt(t, path)
+	defer db.Close()
+	f = mustFixture(t, fixtureOpts{db: db, clock: clk}, nil)
+	stats, err := f.ipam.Stats()
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(stats.Cooldown).To(Equal(uint64(1)), "restored as a cooldown")
+	for _, want := range []string{"1.2.128.11", "1.2.128.12", "1.2.128.13"} {
+		ip, err := f.ipam.AllocatePodIP(podmodel.ID{Name: "n" + want, Namespace: "default"}, "", "")
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(ip.String()).To(Equal(want), "next-fit skips the cooling address")
+	}
+	clk.Advance(30 * time.Second)
+	g.Eventually(func() bool {
+		_, found, err := db.Get(context.Background(), ipam.CoolingPrefix+"1.2.128.10")
+		return err == nil && !found
+	}).Should(BeTrue(), "the sweep deletes it once it is over")
+	ip, err = f.ipam.AllocatePodIP(pod2, "", "")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(ip.String()).To(Equal("1.2.128.10"))
 }

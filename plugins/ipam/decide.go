@@ -59,7 +59,7 @@ func (k *keeper) allocate(r *request, b *batch) {
 		b.add(write{op: kvdb.DeleteOp(d.adopted.storeKey()), done: k.adoptedDone(*d.adopted)})
 	}
 	for _, old := range k.obsolete(key, pod) {
-		b.add(write{op: kvdb.DeleteOp(old.storeKey()), done: k.releaseDone(old, "released as obsolete", nil)})
+		k.addRelease(b, old, k.releaseDone(old, "released as obsolete", nil))
 	}
 	r.decided(t.replyOf(d.addrs, rv.idOf()))
 }
@@ -153,7 +153,7 @@ func (k *keeper) release(r *request, b *batch) {
 		}
 		a, _ := k.tab.lookup(key)
 		j.lowest(a)
-		b.add(write{op: kvdb.DeleteOp(key.storeKey()), done: k.releaseDone(key, "released", j)})
+		k.addRelease(b, key, k.releaseDone(key, "released", j))
 	}
 	r.decided(reply{addr: j.addr, held: true})
 }

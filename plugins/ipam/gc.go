@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/contiv-ipam/agent/infra/kvdb"
 	"github.com/contiv-ipam/agent/plugins/podmanager"
 )
 
@@ -53,14 +52,14 @@ func (k *keeper) gc(t *table, in *gcInput) (released int, err error) {
 	var errs []error
 	for _, key := range t.garbage(in) {
 		done := k.releaseDone(key, "released by GC", nil)
-		b.add(write{op: kvdb.DeleteOp(key.storeKey()), done: func(o outcome, e error) {
+		k.addRelease(b, key, func(o outcome, e error) {
 			done(o, e)
 			if o == durable {
 				released++
 				return
 			}
 			errs = append(errs, fmt.Errorf("%s: %w", key, e))
-		}})
+		})
 	}
 	k.flush(b)
 	return released, errors.Join(errs...)

@@ -48,7 +48,10 @@ type keeper struct {
 	// within the last grace period (see planAbsent).
 	young map[podmodel.ID]time.Time
 	retry map[string]struct{} // stale records whose delete failed
-	sweep sweepTimer
+	// coolStored are the addresses with a stored cooling record (see
+	// CoolingPrefix), some perhaps no longer cooling.
+	coolStored map[netip.Addr]struct{}
+	sweep      sweepTimer
 	// last is the input of the last resync (ImportCheckpoint resyncs
 	// with its Kubernetes state).
 	last *resyncInput
@@ -182,15 +185,16 @@ func newKeeper(db kvdb.Broker, cfg Config, log *slog.Logger, clk clock, m *ipamM
 	}
 	return &keeper{
 		db: db, sub: sub, cfg: cfg, log: log, clock: clk, metrics: m,
-		reqs:    make(chan *request, queueLen),
-		stop:    make(chan struct{}),
-		stopped: make(chan struct{}),
-		absent:  map[podmodel.ID]time.Time{},
-		young:   map[podmodel.ID]time.Time{},
-		retry:   map[string]struct{}{},
-		sweep:   sweepTimer{clock: clk},
-		pipe:    newPipeline(),
-		el:      newElastic(),
+		reqs:       make(chan *request, queueLen),
+		stop:       make(chan struct{}),
+		stopped:    make(chan struct{}),
+		absent:     map[podmodel.ID]time.Time{},
+		young:      map[podmodel.ID]time.Time{},
+		retry:      map[string]struct{}{},
+		coolStored: map[netip.Addr]struct{}{},
+		sweep:      sweepTimer{clock: clk},
+		pipe:       newPipeline(),
+		el:         newElastic(),
 	}
 }
 

@@ -173,14 +173,14 @@ func (k *keeper) releaseExpired() {
 			break // the rest at the next sweep, which is due at once
 		}
 		done := k.releaseDone(key, "released: its reservation expired unconfirmed", nil)
-		b.add(write{op: kvdb.DeleteOp(key.storeKey()), done: func(o outcome, err error) {
+		k.addRelease(b, key, func(o outcome, err error) {
 			done(o, err)
 			if o == durable {
 				k.metrics.reclaimed.WithLabelValues(reasonExpired).Inc()
 			} else {
 				k.sweep.notBefore = k.clock.Now().Add(sweepRetryDelay)
 			}
-		}})
+		})
 	}
 	k.flush(b)
 }

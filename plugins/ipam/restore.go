@@ -111,6 +111,10 @@ func (k *keeper) resync(in *resyncInput) error {
 	if err != nil {
 		return err
 	}
+	cooling, err := k.loadCooling()
+	if err != nil {
+		return err
+	}
 	live := k.view.live
 	if in.live != nil {
 		live = *in.live
@@ -121,6 +125,7 @@ func (k *keeper) resync(in *resyncInput) error {
 	k.claimRecords(p, recs, kube)
 	k.claimKube(p, kube)
 	k.applyExclusions(t, in)
+	k.restoreCooling(p, cooling)
 	if live {
 		k.planAbsent(p)
 	}
@@ -426,7 +431,7 @@ func (k *keeper) tidyWrites(p *plan) []write {
 	}
 	for id, reason := range p.reclaim {
 		for _, key := range p.t.keysOf(id) {
-			ws = append(ws, write{op: kvdb.DeleteOp(key.storeKey()), done: k.reclaimDone(p.t, key, reason)})
+			ws = append(ws, k.releaseWrites(p.t, key, k.reclaimDone(p.t, key, reason))...)
 		}
 	}
 	return dedupe(ws)
