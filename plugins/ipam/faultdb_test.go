@@ -173,22 +173,24 @@ func (f *faultDB) Put(ctx context.Context, key string, value []byte) error {
 	})
 }
 
-func (f *faultDB) Delete(ctx context.Context, key string) (existed bool, err error) {
-	err = f.write(f.faultOf([]kvdb.Op{kvdb.DeleteOp(key)}), func() error {
-		var e error
-		existed, e = f.base.Delete(context.Background(), key)
-		return e
+func (f *faultDB) Delete(ctx context.Context, key string) (bool, error) {
+	var existed atomic.Bool // a late apply sets it after Delete returned
+	err := f.write(f.faultOf([]kvdb.Op{kvdb.DeleteOp(key)}), func() error {
+		e, err := f.base.Delete(context.Background(), key)
+		existed.Store(e)
+		return err
 	})
-	return existed, err
+	return existed.Load(), err
 }
 
-func (f *faultDB) Txn(ctx context.Context, cmps []kvdb.Cmp, ops []kvdb.Op) (ok bool, err error) {
-	err = f.write(f.faultOf(ops), func() error {
-		var e error
-		ok, e = f.base.Txn(context.Background(), cmps, ops)
+func (f *faultDB) Txn(ctx context.Context, cmps []kvdb.Cmp, ops []kvdb.Op) (bool, error) {
+	var ok atomic.Bool // a late apply sets it after Txn returned
+	err := f.write(f.faultOf(ops), func() error {
+		o, e := f.base.Txn(context.Background(), cmps, ops)
+		ok.Store(o)
 		return e
 	})
-	return ok, err
+	return err == nil && ok.Load(), err
 }
 
 // Submit implements kvdb.Submitter: without a policy, bolt's own queue;
@@ -222,13 +224,13 @@ func (f *faultDB) run() {
 			continue // withdrawn
 		}
 		j.unwatch()
-		var ok bool
+		var ok atomic.Bool // a late apply sets it after done
 		err := f.write(f.faultOf(j.ops), func() error {
-			var e error
-			ok, e = f.base.Txn(context.Background(), nil, j.ops)
+			o, e := f.base.Txn(context.Background(), nil, j.ops)
+			ok.Store(o)
 			return e
 		})
-		j.done(ok, err)
+		j.done(err == nil && ok.Load(), err)
 	}
 }
 
