@@ -204,11 +204,14 @@ func (k *keeper) released(t *table, key allocKey) {
 }
 
 // emptiedAnAddedBlock tells whether releasing as left an added block
-// that may go (revoked, or elastic) with nothing assigned.
+// that may go now with nothing assigned: a revoked one (dropped once
+// empty), or with elastic pools and no address cooldown one whose block
+// cooldown starts now (with an address cooldown it starts when the last
+// address warms up, in the sweep that frees it).
 func (k *keeper) emptiedAnAddedBlock(t *table, as addrs) bool {
 	for _, a := range as.list() {
 		b, i, ok := t.blockOf(a)
-		if !ok || b == t.blocks[i][0] || !b.revoked && !k.elasticOn() {
+		if !ok || b == t.blocks[i][0] || !b.revoked && !(k.elasticOn() && k.cfg.AddressCooldown <= 0) {
 			continue
 		}
 		if t.blockStats(b).Assigned == 0 {

@@ -57,14 +57,15 @@
 // A family's pod addresses come from blocks (block.go): the subnet cut
 // from the node ID first, then the pools added by AddPool (the AWS
 // datastore's ENIs) in order; a block is tried once the ones before it
-// are full. The added blocks are stored under BlocksKey and restored
-// before the records. RemovePool refuses a pool in use unless force,
+// are full. The added blocks are stored under BlocksKey, through the
+// keeper's writer, and restored before the records. RemovePool refuses a pool in use unless force,
 // which releases (and logs) every allocation holding one of its
 // addresses. A released address cools down (cooldown.go,
 // Config.AddressCooldown): held by a key of its own, out of next-fit and
 // counted as used, until the sweep frees it; an allocation that finds no
 // free address takes the one cooling the longest rather than fail.
-// Cooldowns live in memory only. With Config.WarmTarget and a
+// Cooldowns are stored (CoolingPrefix) with the release that starts them
+// and survive a restart. With Config.WarmTarget and a
 // PoolClaimer (elastic.go), a family whose free addresses fall below the
 // warm target claims one more block from nodeipam (package poolblock: the
 // node's claim in etcd, its grant from contiv-ksr); a granted block is
@@ -159,106 +160,147 @@
 // # One writer
 //
 // Every change of the pod addresses (allocate, release, the release of a
-// pod deleted from or absent in Kubernetes, resync and re-initialisation)
-// is decided by one owner, the keeper (keeper.go): one goroutine that takes
-// requests from a channel in arrival order and alone touches the table of
-// pod addresses (table.go, with its blocks, reservations, exclusions,
-// cooldowns and allocation times), the elastic-pool state (elastic.go:
-// blocks wanted, blocks being given back, since when each is empty), the
-// input of the last resync, the view
-// of the Kubernetes pods, the absence clocks, the records still to delete
-// and the pipeline (pipeline.go: the
-// open batch, the batch in flight, the deferred requests, the busy
-// lanes). The committer goroutine of the batch in flight owns nothing: it
-// reads the writes it was given and calls the store. The request's reply
-// channels are written by the keeper only, once each (submit.go). The
-// derived addressing (subnets,
-// gateway, node addresses) is an immutable state value, replaced whole at
-// each resync through an atomic pointer and read by any caller. The
-// run-time exclusions (BlacklistIP, ReserveLocalRoutes) are a list guarded
-// by Plugin.exclMu: any caller appends, each resync reads a copy.
-// The claimer goroutine (elastic.go, started by AfterInit, stopped by
-// Close) owns only the claim it is sending: the keeper hands it each new
-// claim through a one-slot channel, newest wins.
+// pod deleted from or absent in Kubernetes, resync and re-initialisation,
+// the pool list, cooldowns, reservations) is decided by one owner, the
+// keeper (keeper.go): one goroutine that takes requests from a channel in
+// arrival order and alone touches the table of pod addresses (table.go,
+// with its blocks, reservations, exclusions, cooldowns and allocation
+// times), the elastic-pool state (elastic.go: blocks wanted, blocks being
+// given back, since when each is empty), the input of the last resync,
+// the view of the Kubernetes pods, the absence clocks, the records still
+// to delete, the stored cooling records and the pipeline (pipeline.go:
+// the transactions in flight, the deferred requests, the busy lanes). The
+// store's callbacks own nothing: they send outcomes back on a channel.
+// The request's reply channels are written by the keeper only, once each
+// (submit.go). The derived addressing (subnets, gateway, node addresses)
+// is an immutable state value, replaced whole at each resync through an
+// atomic pointer and read by any caller. The run-time exclusions
+// (BlacklistIP, ReserveLocalRoutes) are a list guarded by Plugin.exclMu:
+// any caller appends, each resync reads a copy. The store's health
+// (storehealth.go) is written by the keeper and read by any caller under
+// its mutex. The claimer goroutine (elastic.go, started by AfterInit,
+// stopped by Close) owns only the claim it is sending: the keeper hands
+// it each new claim through a one-slot channel, newest wins.
 //
 // CNI events (AddPod, DeletePod, GCPods) reach the keeper through
 // keeper.submit from the event loop: the handler fills the reply from the
 // in-memory decision and the CNI reply waits (ev.Await) for the durable
-// outcome. Every request names its pod (request.pod) and touches only that
-// pod's records, except a GC, which is served like a resync, as a barrier
-// through the read path (gc.go).
+// outcome. Every request names its pod (request.pod) and touches only
+// that pod's records, except a GC, which is served like a resync, as a
+// barrier through the read path (gc.go).
 //
 // The owner is a goroutine inside ipam rather than the controller's event
 // loop (Contiv's way, where an allocation is an event) because durability
-// must not cost throughput: the keeper decides requests in memory and
-// stores the records decided together in one bolt transaction (one
-// fsync, group commit). The event loop processes one event at a time and
-// runs every handler for it; making each allocation an event would give
-// each its own fsync. The loop still orders resyncs and pod events: its
-// handler calls wait for the keeper.
+// must not cost throughput: the keeper decides requests in memory while
+// the store commits earlier ones, and the store stores the transactions
+// queued during one commit together (one fsync, group commit). The event
+// loop processes one event at a time and runs every handler for it;
+// making each allocation an event would give each its own fsync. The loop
+// still orders resyncs and pod events: its handler calls wait for the
+// keeper.
 //
-// # Pipeline
+// # Writes and their outcomes (one batching layer)
 //
-// The keeper decides while a commit is in flight (pipeline.go). A request
-// is answered twice: submit returns the decision as soon as it is taken
-// in memory (the address, or why there is none), and final waits for its
-// durable outcome; do is submit then final. The AddPod handler fills its
-// reply from the decision and hands final to podmanager, which waits for
-// it after the event loop has moved on, so the next ADD is decided during
-// this one's fsync. At most one batch is being committed, by a committer
-// goroutine that only stores the writes it is given and sends their
-// outcomes back; meanwhile the keeper goroutine decides new requests into
-// the next (open) batch. When the commit returns, the keeper goroutine
-// runs the writes' callbacks (every state change stays on it) and sends
-// the open batch at once: it holds everything decided during the previous
-// fsync.
+// The keeper decides one request at a time in memory and hands the
+// writes of each decision (a record, the delete of an adopted or obsolete
+// one, the cooling records of a release, the next-fit cursor, stale
+// deletes riding along) to the store as one transaction, in decision
+// order (kvdb.Submitter: bolt's write queue). The store is the one layer
+// that groups writes: bolt's committer stores the transactions queued
+// during one commit in the next, with one fsync. The keeper does not
+// batch. A request is answered twice: submit returns the decision as
+// soon as it is taken in memory (the address, or why there is none), and
+// final waits for its durable outcome; do is submit then final. The
+// AddPod handler fills its reply from the decision and hands final to
+// podmanager, which waits for it after the event loop has moved on, so
+// the next ADD is decided during this one's fsync. The store reports
+// each outcome on a channel; the keeper goroutine runs the writes' done
+// callbacks (every state change stays on it).
+//
+// The outcomes are the store's, by kvdb's "Write outcomes" contract:
+// durable, not applied (the store refused it, or withdrew it from its
+// queue when the request's context or storeTimeout ended first: the
+// decision is undone), or unknown (resolved write by write with reads the
+// store orders after the transaction, off the keeper goroutine; a write
+// that stays unknown leaves its address reserved for its pod: unsure).
+// Once the store has taken a transaction, its outcome is the commit's,
+// however long the commit takes; a barrier's writes wait for it too.
 //
 // A request belongs to the lane of its pod (request.lane). A lane is busy
-// while one of its writes is in the open batch or in flight, or while one
-// of its requests is deferred.
+// while one of its transactions is in flight, or while one of its
+// requests is deferred.
 //
-// The keeper's rules, each pinned by a test in interleave_test.go or
-// pipeline_test.go:
+// The keeper's rules, each pinned by a test in interleave_test.go,
+// pipeline_test.go or exactness_test.go:
 //
 //  1. A caller's final answer comes once its record's outcome is known:
-//     durable (success), not stored (the decision is undone), or unknown.
-//     A request that needs no write (the address is held and durable
-//     already) has its final answer with its decision. final(ctx) returns
-//     ctx's error when ctx ends first; the outcome still happens.
-//  2. A write that fails is read back before anything is freed: a record
-//     the store holds after all is a success; a record that cannot be read
-//     back leaves the address reserved for its pod (unsure), and that
-//     pod's next allocation stores the record again before it answers.
+//     durable (success), not applied (the decision is undone), or
+//     unknown. A request that needs no write (the address is held and
+//     durable already) has its final answer with its decision. final(ctx)
+//     returns ctx's error when ctx ends first; the outcome still happens.
+//  2. Nothing is freed on a guess: a write that is not applied is undone;
+//     one of unknown outcome is read back (ordered after it) before
+//     anything is freed; one that cannot be read back leaves the address
+//     reserved for its pod (unsure), and that pod's next allocation
+//     stores the record again before it answers.
 //  3. A request whose lane is busy is deferred, in order within its lane,
 //     and decided once its lane's writes have their outcome: a release
 //     never overtakes a store, and a failed store is undone before
 //     anything later for that pod is decided. Other pods' requests are
 //     decided meanwhile. The Revert of an AddPod is such a release.
-//  4. A released address stays held until its delete is durable; then
-//     next-fit reaches it only after the rest of the window.
-//  5. A resync, a read and the sweep of absent pods are barriers
-//     (reqKind.barrier): each runs once nothing is in flight, the open
-//     batch is committed and nothing is deferred, so a resync rebuilds
-//     from a store that holds every acknowledged allocation. While a
-//     barrier waits, the keeper takes no new requests.
-//  6. The next-fit cursor is stored with every batch of allocations, and
-//     the deletes of stale records that a resync could not delete ride
-//     along with every batch until they succeed.
-//  7. Close waits for the commit in flight and its callbacks; the writes
-//     of the open batch fail (their decisions are undone), and the
-//     deferred and queued requests fail, decision and final, with "IPAM is
-//     closed". No caller is left waiting.
+//  4. A released address stays held until its delete is durable; then it
+//     cools down (Config.AddressCooldown), then next-fit reaches it only
+//     after the rest of the window.
+//  5. A resync, a read, the sweep and the store probe are barriers
+//     (reqKind.barrier): each runs once nothing is in flight and nothing
+//     is deferred, so a resync rebuilds from a store that holds every
+//     acknowledged allocation. While a barrier waits, the keeper takes no
+//     new requests.
+//  6. The next-fit cursor is stored with every allocation, and the
+//     deletes of stale records that a resync could not delete ride along
+//     with later transactions until they succeed.
+//  7. Every stored record lies in a stored pool: a pool is added to the
+//     stored list (a barrier, durable) before anything is allocated from
+//     it, and removed only after every record in it is deleted (the
+//     deletes first, the list last, in one transaction when they fit).
+//  8. No request is decided after its caller gave up: a request whose
+//     context has ended when the keeper comes to it is dropped (an ADD
+//     that reached IPAM after its DEL allocates nothing), and its writes
+//     still queued in the store are withdrawn when it ends.
+//  9. Bounded: the keeper holds at most queueLen requests in its channel,
+//     maxDeferred deferred and maxInflight transactions in the store's
+//     queue. CNI calls and the pod-ID API are told to try again later
+//     (podmanager.ErrTryAgain, CNI code 11, counted in
+//     contiv_ipam_requests_refused_total) when the channel or the
+//     deferred list is full, or the store's queue is; the event loop's
+//     own requests wait.
+//  10. Close waits for the outcomes of the transactions in flight (at
+//     most storeTimeout: those still out then answer with an error of
+//     unknown outcome); the deferred and queued requests fail, decision
+//     and final, with "IPAM is closed". No caller is left waiting.
+//
+// IPAM is not ready (health Error) while the store does not take its
+// writes (a full disk, a commit slower than storeTimeout, a failed
+// store), and ready again once one is durable: while it fails, the keeper
+// writes ProbeKey every two seconds, so that a recovery is seen without
+// traffic.
 //
 // # Resync
 //
 // Every resync (each DB resync, healing resyncs, PodCIDRChange) rebuilds
-// the table: first the pods of the Kubernetes state with an address in the
-// pod subnet (the first by key wins a clash), then the stored records,
-// newest first; Kubernetes wins over a record, and records outside the
-// subnet are dropped with a warning. With a Kubernetes state from etcd (a
-// remote DB resync, and the watch after it), a held pod that the state
-// lacks is released at once if the previous state had it (its delete event
-// was lost in a watch gap), else after Config.AbsentPodGracePeriod (it may
+// the table: the pool list first (membership before records), then the
+// pods of the Kubernetes state with an address in a pod subnet (the first
+// by key wins a clash), then the stored records, newest first, then the
+// stored cooldowns; Kubernetes wins over a record. Restore never destroys
+// a record it cannot place: one outside every pod subnet and pool of the
+// node, one losing a clash, one that does not fit is moved aside under
+// ConflictPrefix with its key, value and reason, logged at error level
+// and counted (contiv_ipam_records_moved_aside_total); an operator lists
+// them (GET /contiv/v1/ipam/conflicts, contiv-netctl ipam conflicts) and
+// restores or discards each. With a Kubernetes state from etcd (a remote
+// DB resync, and the watch after it), a held pod that the state lacks is
+// released at once if the previous state had it (its delete event was
+// lost in a watch gap), else after Config.AbsentPodGracePeriod (it may
 // not be reflected yet, or was deleted while the agent was down). An
 // address acknowledged within the last grace period is released no sooner
 // than a grace period after its acknowledgment, even when an earlier
