@@ -185,29 +185,39 @@ func (k *keeper) addRelease(b *batch, key allocKey, done func(outcome, error)) {
 	}
 }
 
-// warmUp frees the addresses whose cooldown is over and deletes the
-// stored cooling records of the addresses that no longer cool down
-// (warmed up, handed out early, gone with their pool): the sweep, a
-// barrier. A delete that fails is tried again at the next sweep.
+// coolingLane is the lane of the deletes of stored cooling records: no
+// request's.
+var coolingLane = podmodel.ID{Namespace: cooldownNamespace, Name: "records"}
+
+// warmUp frees the addresses whose cooldown is over (the sweep) and
+// deletes the stored cooling records of the addresses that no longer cool
+// down (warmed up, handed out early, gone with their pool). The deletes
+// are harmless whenever they land, so they go to the store like a
+// request's writes, without holding the sweep; one that fails is tried
+// again at the next sweep.
 func (k *keeper) warmUp() {
 	t := k.tab
 	t.warmUp(k.clock.Now())
 	b := newBatch()
 	for a := range k.coolStored {
-		if _, cooling := t.cool.until[a]; cooling {
+		if _, cooling := t.cool.until[a]; cooling || k.coolDeleting[a] {
 			continue
 		}
-		if b.full() {
-			k.pipe.rearm = true
-			break
+		if len(b.writes) >= kvdb.MaxTxnOps {
+			k.sendBatch(b, nil, coolingLane)
+			b = newBatch()
 		}
+		k.coolDeleting[a] = true
 		b.add(write{op: kvdb.DeleteOp(coolingKey(a)), done: func(o outcome, _ error) {
+			delete(k.coolDeleting, a)
 			if o == durable {
 				delete(k.coolStored, a)
 			}
 		}})
 	}
-	k.flush(b)
+	if len(b.writes) > 0 {
+		k.sendBatch(b, nil, coolingLane)
+	}
 }
 
 // restoreCooling puts the stored cooldowns that still run back on t's

@@ -51,7 +51,9 @@ type keeper struct {
 	// coolStored are the addresses with a stored cooling record (see
 	// CoolingPrefix), some perhaps no longer cooling.
 	coolStored map[netip.Addr]struct{}
-	sweep      sweepTimer
+	// coolDeleting are the cooling records whose delete is in flight.
+	coolDeleting map[netip.Addr]bool
+	sweep        sweepTimer
 	// last is the input of the last resync (ImportCheckpoint resyncs
 	// with its Kubernetes state).
 	last *resyncInput
@@ -191,10 +193,10 @@ func newKeeper(db kvdb.Broker, cfg Config, log *slog.Logger, clk clock, m *ipamM
 		absent:     map[podmodel.ID]time.Time{},
 		young:      map[podmodel.ID]time.Time{},
 		retry:      map[string]struct{}{},
-		coolStored: map[netip.Addr]struct{}{},
-		sweep:      sweepTimer{clock: clk},
-		pipe:       newPipeline(),
-		el:         newElastic(),
+		coolStored: map[netip.Addr]struct{}{}, coolDeleting: map[netip.Addr]bool{},
+		sweep: sweepTimer{clock: clk},
+		pipe:  newPipeline(),
+		el:    newElastic(),
 	}
 }
 

@@ -183,16 +183,21 @@ func (k *keeper) decideNow(r *request) {
 // Without a store (memory is the store) it is settled at once.
 func (k *keeper) send(b *batch, r *request) {
 	k.prepare(b)
+	k.sendBatch(b, r.ctx, r.lane())
+}
+
+// sendBatch hands b to the store as one transaction in lane (see send);
+// parent (nil: none) may withdraw it.
+func (k *keeper) sendBatch(b *batch, parent context.Context, lane podmodel.ID) {
 	if k.db == nil {
 		k.settle(b.writes, stored{outs: make([]outcome, len(b.writes)), errs: make([]error, len(b.writes))})
 		return
 	}
-	parent := r.ctx
 	if parent == nil {
 		parent = context.Background()
 	}
 	ctx, cancel := context.WithTimeout(parent, k.cfg.StoreTimeout)
-	ops, lane := b.ops(), r.lane()
+	ops := b.ops()
 	results := k.pipe.results
 	// In flight before Submit: the outcome may come back at once (it is
 	// read on this goroutine, after send returns).
