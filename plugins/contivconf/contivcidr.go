@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 
-	"github.com/contiv-ipam/agent/plugins/ipam/cidr"
+	"github.com/contiv-ipam/agent/engine/cidr"
 )
 
 // contivCIDRMinHostBits is the smallest contivCIDR the split accepts: the

@@ -35,7 +35,7 @@
 // nothing. IPAMConfig.Families lists the primary family, then the
 // dual-stack one (IPAMConfig.Second) when configured; both are cut for the
 // same node ID. The prefix arithmetic of the contivCIDR split is package
-// plugins/ipam/cidr.
+// engine/cidr.
 //
 // The caller's duties, in order:
 //  1. NewPlugin(UseDeps(...)) with ServiceLabel (required: this node's name

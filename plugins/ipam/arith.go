@@ -7,7 +7,7 @@ import (
 	"net"
 	"net/netip"
 
-	"github.com/contiv-ipam/agent/plugins/ipam/cidr"
+	"github.com/contiv-ipam/agent/engine/cidr"
 )
 
 // Errors of the address arithmetic that callers branch on.

@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"net/netip"
 
-	"github.com/contiv-ipam/agent/plugins/ipam/cidr"
-	"github.com/contiv-ipam/agent/plugins/ipam/ipalloc"
+	"github.com/contiv-ipam/agent/engine/cidr"
+	"github.com/contiv-ipam/agent/engine/ipalloc"
 )
 
 // block is one pod subnet of the node in one family (the AWS datastore's

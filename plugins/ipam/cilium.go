@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/contiv-ipam/agent/infra/kvdb"
-	"github.com/contiv-ipam/agent/plugins/ipam/ipalloc"
+	"github.com/contiv-ipam/agent/engine/ipalloc"
 	podmodel "github.com/contiv-ipam/agent/plugins/ksr/model/pod"
 )
 

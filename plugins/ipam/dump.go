@@ -7,7 +7,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/contiv-ipam/agent/plugins/ipam/ipalloc"
+	"github.com/contiv-ipam/agent/engine/ipalloc"
 	"github.com/contiv-ipam/agent/plugins/ipam/localroutes"
 	podmodel "github.com/contiv-ipam/agent/plugins/ksr/model/pod"
 )

@@ -14,7 +14,7 @@ import (
 
 	"github.com/contiv-ipam/agent/infra/kvdb"
 	"github.com/contiv-ipam/agent/plugins/controller/api"
-	"github.com/contiv-ipam/agent/plugins/ipam/ipalloc"
+	"github.com/contiv-ipam/agent/engine/ipalloc"
 	"github.com/contiv-ipam/agent/plugins/ksr/model/codec"
 	"github.com/contiv-ipam/agent/plugins/ksr/model/poolblock"
 	"github.com/contiv-ipam/agent/plugins/podmanager"

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 
-	"github.com/contiv-ipam/agent/plugins/ipam/cidr"
+	"github.com/contiv-ipam/agent/engine/cidr"
 	podmodel "github.com/contiv-ipam/agent/plugins/ksr/model/pod"
 )
 

@@ -8,7 +8,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/contiv-ipam/agent/plugins/ipam"
-	"github.com/contiv-ipam/agent/plugins/ipam/ipalloc"
+	"github.com/contiv-ipam/agent/engine/ipalloc"
 	podmodel "github.com/contiv-ipam/agent/plugins/ksr/model/pod"
 )
 

@@ -8,7 +8,7 @@ import (
 	"slices"
 
 	"github.com/contiv-ipam/agent/infra/kvdb"
-	"github.com/contiv-ipam/agent/plugins/ipam/cidr"
+	"github.com/contiv-ipam/agent/engine/cidr"
 	podmodel "github.com/contiv-ipam/agent/plugins/ksr/model/pod"
 )
 

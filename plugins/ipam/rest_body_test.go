@@ -11,7 +11,7 @@ import (
 	"github.com/google/uuid"
 	. "github.com/onsi/gomega"
 
-	"github.com/contiv-ipam/agent/plugins/ipam/ipalloc"
+	"github.com/contiv-ipam/agent/engine/ipalloc"
 )
 
 // FuzzOperatorBody feeds arbitrary bodies to the decoder of every

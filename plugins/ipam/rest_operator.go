@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/contiv-ipam/agent/infra/rest"
-	"github.com/contiv-ipam/agent/plugins/ipam/ipalloc"
+	"github.com/contiv-ipam/agent/engine/ipalloc"
 )
 
 // The operator calls: an operator (or a tool of theirs) allocates,

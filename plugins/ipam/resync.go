@@ -8,7 +8,7 @@ import (
 
 	"github.com/contiv-ipam/agent/plugins/contivconf"
 	"github.com/contiv-ipam/agent/plugins/controller/api"
-	"github.com/contiv-ipam/agent/plugins/ipam/cidr"
+	"github.com/contiv-ipam/agent/engine/cidr"
 	"github.com/contiv-ipam/agent/plugins/ksr/model/node"
 	podmodel "github.com/contiv-ipam/agent/plugins/ksr/model/pod"
 )

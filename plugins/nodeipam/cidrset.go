@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"net/netip"
 
-	"github.com/contiv-ipam/agent/plugins/ipam/cidr"
-	"github.com/contiv-ipam/agent/plugins/ipam/ipalloc"
+	"github.com/contiv-ipam/agent/engine/cidr"
+	"github.com/contiv-ipam/agent/engine/ipalloc"
 )
 
 // MaxIndexBits is the largest difference between a cluster range's length

@@ -3,7 +3,7 @@
 // and IPAMFromCloud sync modes) on our allocator engine. contiv-ksr's
 // leader runs it (plugins/ksr, nodeIPAM in ksr.conf); the agents follow
 // the CIDR it sets when useExternalIPAM is on (Node Update -> Pod CIDR
-// Change), so one engine, plugins/ipam/ipalloc, serves both pod addresses
+// Change), so one engine, engine/ipalloc, serves both pod addresses
 // and node ranges.
 //
 // # The engine

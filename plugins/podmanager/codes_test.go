@@ -9,7 +9,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/contiv-ipam/agent/plugins/controller/api"
-	"github.com/contiv-ipam/agent/plugins/ipam/ipalloc"
+	"github.com/contiv-ipam/agent/engine/ipalloc"
 	"github.com/contiv-ipam/agent/plugins/podmanager/cni"
 )
 

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/contiv-ipam/agent/plugins/capi/api/v1alpha1"
-	"github.com/contiv-ipam/agent/plugins/ipam/cidr"
+	"github.com/contiv-ipam/agent/engine/cidr"
 )
 
 // BenchmarkAllocateRelease allocates and releases one owner in a /16 pool

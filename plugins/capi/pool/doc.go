@@ -5,7 +5,7 @@
 // IPAddresses at start and then asks it, never a cache, which address is
 // free. It is pure and deterministic: no Kubernetes client, I/O, clock,
 // goroutines or logging (time comes in as an argument). Addresses are
-// served by plugins/ipam/ipalloc pools; there is no second bitmap.
+// served by engine/ipalloc pools; there is no second bitmap.
 //
 // # The spec (ParseSpec)
 //

@@ -8,7 +8,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/contiv-ipam/agent/plugins/ipam/ipalloc"
+	"github.com/contiv-ipam/agent/engine/ipalloc"
 )
 
 // Sentinel errors, always wrapped with the addresses and owners involved;

@@ -3,7 +3,7 @@ package engine
 import (
 	"net/netip"
 
-	"github.com/contiv-ipam/agent/plugins/ipam/ipalloc"
+	"github.com/contiv-ipam/agent/engine/ipalloc"
 )
 
 // contivConfig is the window of s as an ipalloc.Config.

@@ -1,5 +1,5 @@
 // Package engine benchmarks the allocator engine of the IPAM plugin
-// (plugins/ipam/ipalloc, unkeyed and keyed) against the address allocators
+// (engine/ipalloc, unkeyed and keyed) against the address allocators
 // of its peers, imported as libraries: Cilium's service IP allocator,
 // Kubernetes' node CIDR set and service IP allocator, and a flat bitmap
 // written here as the yardstick of what a next-fit search can cost at

@@ -66,7 +66,7 @@ func engineScenario() report.Scenario {
 (50, 90 or 99 % of the pool; for the IPv6 /64, 2^20 addresses in use). The pools are filled before
 the timer starts; the random choices are drawn beforehand. ns/op is the mean over the op count of
 one run (-benchtime), and each cell is the median of the runs (-count). ` + "`contiv`" + ` is
-plugins/ipam/ipalloc's Pool through its netip.Addr API; ` + "`contiv keyed`" + ` is ipalloc.Keyed as the
+engine/ipalloc's Pool through its netip.Addr API; ` + "`contiv keyed`" + ` is ipalloc.Keyed as the
 IPAM plugin uses it (unassign a random pod's key, assign a new pod's key; keys shaped like the
 plugin's: network, 64-hex container ID, interface, pod name and namespace). The peers are imported
 as libraries at the versions in tests/bench/go.mod: Cilium's pkg/ipam/service/ipallocator, Kubernetes'

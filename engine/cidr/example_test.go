@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 
-	"github.com/contiv-ipam/agent/plugins/ipam/cidr"
+	"github.com/contiv-ipam/agent/engine/cidr"
 )
 
 // A node's pod subnet: node ID 5 of 10.1.0.0/16 cut into /24s, its gateway

@@ -7,7 +7,7 @@
 // allocates.
 //
 // It is a leaf: no state, no I/O, no logging, and it imports nothing of
-// this repository, so that the allocator engine (plugins/ipam/ipalloc), the
+// this repository, so that the allocator engine (engine/ipalloc), the
 // IPAM plugin and contivconf all use this one copy.
 //
 // # Rules shared by every function

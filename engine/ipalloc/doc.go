@@ -1,7 +1,7 @@
 // Package ipalloc is the allocator engine of the IPAM plugin: a pool of the
 // addresses of one IPv4 or IPv6 prefix, handed out next-fit from a bitmap.
 // It is pure and deterministic: no I/O, clock, goroutines or logging. Of
-// this repository it imports only plugins/ipam/cidr, the address
+// this repository it imports only engine/cidr, the address
 // arithmetic, itself a pure leaf on the standard library
 // (TestImportsPointDown in the repository root keeps it so). The IPAM plugin (and the later allocators built on the
 // same engine) persist and serialise around it.

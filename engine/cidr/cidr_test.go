@@ -7,7 +7,7 @@ import (
 
 	. "github.com/onsi/gomega"
 
-	"github.com/contiv-ipam/agent/plugins/ipam/cidr"
+	"github.com/contiv-ipam/agent/engine/cidr"
 )
 
 // pfx parses a prefix without masking it (the package masks).
