@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"strings"
 
+	"github.com/contiv-ipam/agent/plugins/ipam/addressing"
 	podmodel "github.com/contiv-ipam/agent/plugins/ksr/model/pod"
 	"github.com/contiv-ipam/agent/plugins/podmanager"
 )
@@ -38,7 +39,7 @@ func (p *Plugin) AllocatePodIP(podID podmodel.ID, ipamType, ipamData string) (ne
 	if p.Log.Enabled(context.Background(), slog.LevelDebug) {
 		p.Log.Debug("pod IP allocated", "pod", podID.String(), "ip", rep.addr.String(), "ipam-type", ipamType)
 	}
-	return toIP(rep.addr), nil
+	return addressing.ToIP(rep.addr), nil
 }
 
 // ErrNodeIDLost: nodesync no longer reports the node ID the pod subnet
@@ -52,8 +53,8 @@ func (p *Plugin) checkNodeID() error {
 	if st == nil {
 		return nil // the keeper answers errNotReady
 	}
-	if now := p.NodeSync.GetNodeID(); now != st.nodeID {
-		return fmt.Errorf("pod subnet %s of node ID %d (nodesync reports %d): %w", st.podThis, st.nodeID, now, ErrNodeIDLost)
+	if now := p.NodeSync.GetNodeID(); now != st.NodeID {
+		return fmt.Errorf("pod subnet %s of node ID %d (nodesync reports %d): %w", st.PodThis, st.NodeID, now, ErrNodeIDLost)
 	}
 	return nil
 }
@@ -78,7 +79,7 @@ func (p *Plugin) ReleasePodIP(podID podmodel.ID) error {
 func (p *Plugin) GetPodIP(podID podmodel.ID) (n *net.IPNet) {
 	p.keeper.read(func(t *table) {
 		if _, a, ok := t.podAddr(podID); ok {
-			n = &net.IPNet{IP: toIP(a), Mask: net.CIDRMask(a.BitLen(), a.BitLen())}
+			n = &net.IPNet{IP: addressing.ToIP(a), Mask: net.CIDRMask(a.BitLen(), a.BitLen())}
 		}
 	})
 	return n
@@ -86,7 +87,7 @@ func (p *Plugin) GetPodIP(podID podmodel.ID) (n *net.IPNet) {
 
 // GetPodFromIP implements API.
 func (p *Plugin) GetPodFromIP(podIP net.IP) (id podmodel.ID, found bool) {
-	a, ok := toAddr(podIP)
+	a, ok := addressing.ToAddr(podIP)
 	if !ok {
 		return id, false
 	}

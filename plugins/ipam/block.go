@@ -6,6 +6,7 @@ import (
 
 	"github.com/contiv-ipam/agent/engine/cidr"
 	"github.com/contiv-ipam/agent/engine/ipalloc"
+	"github.com/contiv-ipam/agent/plugins/ipam/addressing"
 )
 
 // block is one pod subnet of the node in one family (the AWS datastore's
@@ -28,8 +29,8 @@ type block struct {
 // newBlock returns the empty block of prefix.
 func newBlock(prefix netip.Prefix) (*block, error) {
 	prefix = prefix.Masked()
-	if cidr.HostBits(prefix) < minPodHostBits {
-		return nil, fmt.Errorf("pod subnet %s is too small: it needs at least %d addresses (network, gateway, pods, NAT loopback, broadcast)", prefix, 1<<minPodHostBits)
+	if cidr.HostBits(prefix) < addressing.MinPodHostBits {
+		return nil, fmt.Errorf("pod subnet %s is too small: it needs at least %d addresses (network, gateway, pods, NAT loopback, broadcast)", prefix, 1<<addressing.MinPodHostBits)
 	}
 	pool, err := ipalloc.NewKeyed[allocKey](ipalloc.Config{Prefix: prefix, ReserveLow: 2, ReserveHigh: 2})
 	if err != nil {
@@ -86,8 +87,8 @@ func (t *table) replyOf(as addrs, resv string) reply {
 		if b, _, ok := t.blockOf(a); ok {
 			r.nets[i], r.gws[i] = b.prefix, b.gw
 		} else if i < t.slots() {
-			f := t.st.families()[i] // external IPAM: the node's pod subnet
-			r.nets[i], r.gws[i] = f.podThis, f.podGW
+			f := t.st.Families()[i] // external IPAM: the node's pod subnet
+			r.nets[i], r.gws[i] = f.PodThis, f.PodGW
 		}
 	}
 	return r

@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/contiv-ipam/agent/infra/kvdb"
+	"github.com/contiv-ipam/agent/plugins/ipam/addressing"
 	"github.com/contiv-ipam/agent/plugins/ipam/checkpoint"
 	podmodel "github.com/contiv-ipam/agent/plugins/ksr/model/pod"
 	"github.com/contiv-ipam/agent/plugins/podmanager"
@@ -155,7 +156,7 @@ func importWrite(t *table, e checkpoint.Entry) (write, error) {
 		a = a.Unmap()
 		i, ok := t.slotOf(a)
 		if !ok || !t.inPool(a) || as[i].IsValid() {
-			return write{}, fmt.Errorf("ip %s: not in a pod subnet of this node (%s)", a, describeCIDRs(t.st.podCIDRs()))
+			return write{}, fmt.Errorf("ip %s: not in a pod subnet of this node (%s)", a, addressing.DescribeCIDRs(t.st.PodSubnets()))
 		}
 		as[i] = a
 	}

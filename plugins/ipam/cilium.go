@@ -7,8 +7,9 @@ import (
 	"net/netip"
 	"time"
 
-	"github.com/contiv-ipam/agent/infra/kvdb"
 	"github.com/contiv-ipam/agent/engine/ipalloc"
+	"github.com/contiv-ipam/agent/infra/kvdb"
+	"github.com/contiv-ipam/agent/plugins/ipam/addressing"
 	podmodel "github.com/contiv-ipam/agent/plugins/ksr/model/pod"
 )
 
@@ -91,8 +92,8 @@ func disabledErr(v6 bool) error {
 
 // errFamilyDisabled is the error of slot i on a node without it: the
 // family that is not the primary one.
-func errFamilyDisabled(st *state, i int) error {
-	v6 := st.podThis.Addr().Is6()
+func errFamilyDisabled(st *addressing.State, i int) error {
+	v6 := st.PodThis.Addr().Is6()
 	if i > 0 {
 		v6 = !v6
 	}
@@ -101,8 +102,8 @@ func errFamilyDisabled(st *state, i int) error {
 
 // familySlot is the slot of family f on the node of t.
 func (t *table) familySlot(f Family) (int, error) {
-	for i, fs := range t.st.families() {
-		if fs.podThis.Addr().Is6() == (f == IPv6) {
+	for i, fs := range t.st.Families() {
+		if fs.PodThis.Addr().Is6() == (f == IPv6) {
 			return i, nil
 		}
 	}
@@ -219,7 +220,7 @@ func (t *table) results(as addrs, expiration string) []*AllocationResult {
 		if !ok {
 			continue
 		}
-		out = append(out, &AllocationResult{IP: toIP(a), CIDRs: []string{b.prefix.String()},
+		out = append(out, &AllocationResult{IP: addressing.ToIP(a), CIDRs: []string{b.prefix.String()},
 			GatewayIP: b.gw.String(), ExpirationUUID: expiration})
 	}
 	return out
@@ -330,7 +331,7 @@ func (p *Plugin) AllocateIP(ip net.IP, owner string) error {
 // allocateIP allocates ip to owner, with an expiration timer when
 // timeout > 0.
 func (p *Plugin) allocateIP(ip net.IP, owner string, timeout time.Duration) (*AllocationResult, error) {
-	a, ok := toAddr(ip)
+	a, ok := addressing.ToAddr(ip)
 	if !ok {
 		return nil, fmt.Errorf("address %q: not an IP address", ip)
 	}
@@ -347,7 +348,7 @@ func (p *Plugin) AllocateIPString(ipAddr, owner string) error {
 	if err != nil {
 		return fmt.Errorf("address %q: not an IP address", ipAddr)
 	}
-	return p.AllocateIP(toIP(a), owner)
+	return p.AllocateIP(addressing.ToIP(a), owner)
 }
 
 // ReleaseIP releases the allocation that holds ip, with every address of
@@ -356,7 +357,7 @@ func (p *Plugin) AllocateIPString(ipAddr, owner string) error {
 // dual-stack attachment). An address nobody holds is ErrNotAllocated.
 // It returns once the release is durable.
 func (p *Plugin) ReleaseIP(ip net.IP) error {
-	a, ok := toAddr(ip)
+	a, ok := addressing.ToAddr(ip)
 	if !ok {
 		return fmt.Errorf("address %q: not an IP address", ip)
 	}
@@ -384,7 +385,7 @@ func (k *keeper) releaseKeys(b *batch, keys []allocKey, what string) error {
 // ErrNotAllocated.
 func (p *Plugin) ReleaseIPString(releaseArg string) error {
 	if a, err := netip.ParseAddr(releaseArg); err == nil {
-		return p.ReleaseIP(toIP(a))
+		return p.ReleaseIP(addressing.ToIP(a))
 	}
 	var failed error
 	err := p.keeper.exec(func(t *table, b *batch) error {

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/contiv-ipam/agent/engine/ipalloc"
+	"github.com/contiv-ipam/agent/plugins/ipam/addressing"
 	"github.com/contiv-ipam/agent/plugins/ipam/localroutes"
 	podmodel "github.com/contiv-ipam/agent/plugins/ksr/model/pod"
 )
@@ -51,12 +52,12 @@ func ownerName(k allocKey, pod podmodel.ID) string {
 // status is the one-liner of Dump.
 func (t *table) status() string {
 	var parts []string
-	for i, f := range t.st.families() {
+	for i, f := range t.st.Families() {
 		if t.externalMode() {
-			parts = append(parts, fmt.Sprintf("%s: %d from an external IPAM", f.podThis, t.count(i)))
+			parts = append(parts, fmt.Sprintf("%s: %d from an external IPAM", f.PodThis, t.count(i)))
 			continue
 		}
-		parts = append(parts, fmt.Sprintf("%s: %d/%d allocated, %d excluded, %d cooling down", f.podThis, t.count(i),
+		parts = append(parts, fmt.Sprintf("%s: %d/%d allocated, %d excluded, %d cooling down", f.PodThis, t.count(i),
 			t.size(i)-uint64(t.excludedCount(i)), t.excludedCount(i), t.coolingCount(i)))
 	}
 	return fmt.Sprintf("%s; %d reservations awaiting confirmation", strings.Join(parts, "; "), len(t.resv))
@@ -135,12 +136,12 @@ func (p *Plugin) ReserveLocalRoutes() {
 }
 
 // localRouteExclusions reads the local routes inside the pod subnets.
-func (p *Plugin) localRouteExclusions(st *state) []exclusion {
+func (p *Plugin) localRouteExclusions(st *addressing.State) []exclusion {
 	var out []exclusion
-	for _, f := range st.families() {
-		routes, err := localroutes.Overlaps(f.podThis, localroutes.Options{})
+	for _, f := range st.Families() {
+		routes, err := localroutes.Overlaps(f.PodThis, localroutes.Options{})
 		if err != nil {
-			p.Log.Warn("reading the local routes failed; none excluded", "pod-subnet", f.podThis.String(), "error", err)
+			p.Log.Warn("reading the local routes failed; none excluded", "pod-subnet", f.PodThis.String(), "error", err)
 			continue
 		}
 		for _, r := range routes {

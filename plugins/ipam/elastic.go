@@ -12,9 +12,9 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/contiv-ipam/agent/engine/ipalloc"
 	"github.com/contiv-ipam/agent/infra/kvdb"
 	"github.com/contiv-ipam/agent/plugins/controller/api"
-	"github.com/contiv-ipam/agent/engine/ipalloc"
 	"github.com/contiv-ipam/agent/plugins/ksr/model/codec"
 	"github.com/contiv-ipam/agent/plugins/ksr/model/poolblock"
 	"github.com/contiv-ipam/agent/plugins/podmanager"
@@ -90,10 +90,10 @@ func (k *keeper) claimPending() bool {
 
 // sendClaim hands the current claim to the claimer goroutine.
 func (k *keeper) sendClaim() {
-	c := poolblock.Claim{Node: k.tab.st.nodeName, Want: map[string]int{}, Release: slices.Clone(k.el.releasing)}
-	for i, f := range k.tab.st.families() {
+	c := poolblock.Claim{Node: k.tab.st.NodeName, Want: map[string]int{}, Release: slices.Clone(k.el.releasing)}
+	for i, f := range k.tab.st.Families() {
 		if n := k.el.want[i]; n > 0 {
-			c.Want[poolblock.Family(f.podThis)] = n
+			c.Want[poolblock.Family(f.PodThis)] = n
 		}
 	}
 	select {

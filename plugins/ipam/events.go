@@ -5,13 +5,14 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"strings"
 
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/contiv-ipam/agent/infra/health"
 	"github.com/contiv-ipam/agent/plugins/contivconf"
 	"github.com/contiv-ipam/agent/plugins/controller/api"
+	"github.com/contiv-ipam/agent/plugins/ipam/addressing"
+	"github.com/contiv-ipam/agent/plugins/ksr/model/node"
 	podmodel "github.com/contiv-ipam/agent/plugins/ksr/model/pod"
 	"github.com/contiv-ipam/agent/plugins/ksr/model/poolblock"
 	"github.com/contiv-ipam/agent/plugins/nodesync"
@@ -95,7 +96,7 @@ func (e *waitError) Unwrap() error { return e.cause }
 var errNoNodeID = errors.New("nodesync has not claimed it yet")
 
 // newState derives the addresses of this node.
-func (p *Plugin) newState(ks api.KubeStateData) (*state, error) {
+func (p *Plugin) newState(ks api.KubeStateData) (*addressing.State, error) {
 	cfg := p.ContivConf.GetIPAMConfig()
 	if cfg == nil {
 		return nil, fmt.Errorf("contivconf has no IPAM config")
@@ -107,48 +108,39 @@ func (p *Plugin) newState(ks api.KubeStateData) (*state, error) {
 	if err != nil {
 		return nil, err
 	}
-	return buildState(cfg, p.NodeSync.GetNodeID(), p.ServiceLabel.GetAgentLabel(), p.ContivConf.GetStaticDefaultGW(), podThis)
+	return addressing.BuildState(cfg, p.NodeSync.GetNodeID(), p.ServiceLabel.GetAgentLabel(), p.ContivConf.GetStaticDefaultGW(), podThis)
 }
 
 // podCIDRFromKube is, with external IPAM, this node's pod CIDRs from the
 // Kubernetes state (an invalid Prefix: none of that family, use the
 // config). An invalid value is logged and counted, and the pod subnets in
 // use stay; with none in use the error is a *waitError.
-func (p *Plugin) podCIDRFromKube(cfg *contivconf.IPAMConfig, ks api.KubeStateData) (podCIDRs, error) {
+func (p *Plugin) podCIDRFromKube(cfg *contivconf.IPAMConfig, ks api.KubeStateData) (addressing.PodCIDRs, error) {
 	if !cfg.UseExternalIPAM {
-		return podCIDRs{}, nil
+		return addressing.PodCIDRs{}, nil
 	}
-	pfx, found, err := externalPodCIDRs(cfg, p.ServiceLabel.GetAgentLabel(), ks)
+	pfx, found, err := addressing.ExternalPodCIDRs(cfg, p.ServiceLabel.GetAgentLabel(), ks)
 	if !found || err == nil {
 		return pfx, nil
 	}
 	cur := p.st.Load()
 	p.invalidValue("pod_CIDR", err, cur)
 	if cur == nil {
-		return podCIDRs{}, &waitError{what: "a valid pod CIDR of this node", cause: err}
+		return addressing.PodCIDRs{}, &waitError{what: "a valid pod CIDR of this node", cause: err}
 	}
-	return cur.podCIDRs(), nil
-}
-
-// podCIDRs are the pod subnets in use, by slot.
-func (st *state) podCIDRs() podCIDRs {
-	var out podCIDRs
-	for i, f := range st.families() {
-		out[i] = f.podThis
-	}
-	return out
+	return cur.PodSubnets(), nil
 }
 
 // invalidValue logs and counts a value of the Kubernetes state that IPAM
 // cannot use.
-func (p *Plugin) invalidValue(what string, err error, cur *state) {
+func (p *Plugin) invalidValue(what string, err error, cur *addressing.State) {
 	p.metrics.invalid.WithLabelValues(what).Inc()
 	if cur == nil {
 		p.Log.Error("invalid value in the Kubernetes state; no good one yet", "value", what, "error", err)
 		return
 	}
 	p.Log.Error("invalid value in the Kubernetes state ignored; the one in use stays", "value", what,
-		"error", err, "in-use", cur.podThis.String())
+		"error", err, "in-use", cur.PodThis.String())
 }
 
 // waitFor makes IPAM unready with the reason (in /readiness).
@@ -202,7 +194,7 @@ func (p *Plugin) thisNodeIPs() map[netip.Addr]struct{} {
 		return out
 	}
 	for _, ip := range n.MgmtIPAddresses {
-		if a, ok := toAddr(ip); ok {
+		if a, ok := addressing.ToAddr(ip); ok {
 			out[a] = struct{}{}
 		}
 	}
@@ -238,15 +230,15 @@ func (p *Plugin) nodeUpdate(e *nodesync.NodeUpdate, txn api.UpdateOperations) (s
 		return "", nil
 	}
 	cur := p.st.Load()
-	var current podCIDRs
+	var current addressing.PodCIDRs
 	if cur != nil {
-		current = cur.podCIDRs()
+		current = cur.PodSubnets()
 	}
 	next, err := p.nextPodCIDRs(e)
 	if err != nil {
 		err = fmt.Errorf("pod CIDRs %v of node %s: %w", e.NewState.PodCIDRs, e.NodeName, err)
 		p.invalidValue("pod_CIDR", err, cur)
-		return fmt.Sprintf("ignored: %v; the pod subnets in use (%s) stay", err, describeCIDRs(current)), nil
+		return fmt.Sprintf("ignored: %v; the pod subnets in use (%s) stay", err, addressing.DescribeCIDRs(current)), nil
 	}
 	if next == current {
 		return "", nil
@@ -254,7 +246,7 @@ func (p *Plugin) nodeUpdate(e *nodesync.NodeUpdate, txn api.UpdateOperations) (s
 	ev := &PodCIDRChange{}
 	for i, n := range next {
 		if n.IsValid() && n != current[i] {
-			ev.LocalPodCIDRs = append(ev.LocalPodCIDRs, toIPNet(n))
+			ev.LocalPodCIDRs = append(ev.LocalPodCIDRs, addressing.ToIPNet(n))
 		}
 	}
 	if len(ev.LocalPodCIDRs) == 0 {
@@ -262,46 +254,35 @@ func (p *Plugin) nodeUpdate(e *nodesync.NodeUpdate, txn api.UpdateOperations) (s
 	}
 	ev.LocalPodCIDR = ev.LocalPodCIDRs[0]
 	if err := txn.PushFollowUp(ev); err != nil {
-		return "", fmt.Errorf("pushing PodCIDRChange to %s: %w", describeCIDRs(next), err)
+		return "", fmt.Errorf("pushing PodCIDRChange to %s: %w", addressing.DescribeCIDRs(next), err)
 	}
-	p.Log.Info("sent PodCIDRChange", "from", describeCIDRs(current), "to", describeCIDRs(next))
-	return fmt.Sprintf("pod CIDRs %s -> %s: PodCIDRChange sent", describeCIDRs(current), describeCIDRs(next)), nil
+	p.Log.Info("sent PodCIDRChange", "from", addressing.DescribeCIDRs(current), "to", addressing.DescribeCIDRs(next))
+	return fmt.Sprintf("pod CIDRs %s -> %s: PodCIDRChange sent", addressing.DescribeCIDRs(current), addressing.DescribeCIDRs(next)), nil
 }
 
 // nextPodCIDRs are the pod CIDRs a NodeUpdate gives, by slot; a family
 // it does not give keeps the subnet in use.
-func (p *Plugin) nextPodCIDRs(e *nodesync.NodeUpdate) (podCIDRs, error) {
+func (p *Plugin) nextPodCIDRs(e *nodesync.NodeUpdate) (addressing.PodCIDRs, error) {
 	list := e.NewState.PodCIDRs
 	if len(list) == 0 {
 		list = []*net.IPNet{e.NewState.PodCIDR}
 	}
-	var next podCIDRs
+	var next addressing.PodCIDRs
 	if cur := p.st.Load(); cur != nil {
-		next = cur.podCIDRs()
+		next = cur.PodSubnets()
 	}
 	for _, n := range list {
-		pfx, ok := toPrefix(n)
+		pfx, ok := addressing.ToPrefix(n)
 		if !ok {
-			return podCIDRs{}, fmt.Errorf("%v: not a subnet", n)
+			return addressing.PodCIDRs{}, fmt.Errorf("%v: not a subnet", n)
 		}
-		i, err := checkPodCIDR(p.ContivConf.GetIPAMConfig(), pfx)
+		i, err := addressing.CheckPodCIDR(p.ContivConf.GetIPAMConfig(), pfx)
 		if err != nil {
-			return podCIDRs{}, fmt.Errorf("%s: %w", pfx, err)
+			return addressing.PodCIDRs{}, fmt.Errorf("%s: %w", pfx, err)
 		}
 		next[i] = pfx
 	}
 	return next, nil
-}
-
-// describeCIDRs lists the valid prefixes, comma-separated.
-func describeCIDRs(ps podCIDRs) string {
-	var out []string
-	for _, p := range ps {
-		if p.IsValid() {
-			out = append(out, p.String())
-		}
-	}
-	return strings.Join(out, ",")
 }
 
 // podChange tells the keeper about a pod of the Kubernetes state: a
@@ -362,3 +343,9 @@ func (p *Plugin) Revert(ev api.Event) error {
 	}
 	return nil
 }
+
+// Resource keywords of the Kubernetes state IPAM reads.
+const (
+	nodeResource = node.Keyword
+	podResource  = podmodel.Keyword
+)

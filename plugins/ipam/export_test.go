@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/contiv-ipam/agent/plugins/ipam/addressing"
 	podmodel "github.com/contiv-ipam/agent/plugins/ksr/model/pod"
 )
 
@@ -73,7 +74,7 @@ func submitted(dec reply, final func(ctx context.Context) reply) Submitted {
 
 // FamilyCount is the number of address families of the node.
 func FamilyCount(p *Plugin) (n int) {
-	p.read(func(st *state) { n = len(st.families()) })
+	p.read(func(st *addressing.State) { n = len(st.Families()) })
 	return n
 }
 

@@ -7,8 +7,8 @@ import (
 
 	. "github.com/onsi/gomega"
 
-	"github.com/contiv-ipam/agent/plugins/ipam"
 	"github.com/contiv-ipam/agent/engine/ipalloc"
+	"github.com/contiv-ipam/agent/plugins/ipam"
 	podmodel "github.com/contiv-ipam/agent/plugins/ksr/model/pod"
 )
 

@@ -11,8 +11,8 @@ import (
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
-	"github.com/contiv-ipam/agent/plugins/ipam"
 	"github.com/contiv-ipam/agent/engine/ipalloc"
+	"github.com/contiv-ipam/agent/plugins/ipam"
 )
 
 // inNewNetns moves the test's thread into a network namespace of its own
@@ -82,6 +82,10 @@ func TestLocalRoutesInsideThePodSubnetsAreNeverHandedOut(t *testing.T) {
 	ip6 := &netlink.Addr{IPNet: &net.IPNet{IP: net.ParseIP("fe10:f00d::c"), Mask: net.CIDRMask(128, 128)},
 		Flags: unix.IFA_F_NODAD | unix.IFA_F_NOPREFIXROUTE}
 	g.Expect(h.AddrAdd(mustLink(g, h, "host0"), ip6)).To(Succeed())
+	// The kernel adds the local route of an IPv6 address from its address
+	// work queue, after AddrAdd has returned: wait for it, as the agent's
+	// start-up would find it.
+	g.Eventually(func() bool { return hasLocalRoute(g, h, "fe10:f00d::c/128") }).Should(BeTrue())
 
 	i := mustFixture(t, fixtureOpts{yaml: dualStackConfig + "  reserveLocalRoutes: true\n"}, nil).ipam
 	var got4, got6 []string
@@ -111,4 +115,16 @@ func mustLink(g Gomega, h *netlink.Handle, name string) netlink.Link {
 	l, err := h.LinkByName(name)
 	g.Expect(err).NotTo(HaveOccurred())
 	return l
+}
+
+// hasLocalRoute tells whether h's namespace has dst in its local table.
+func hasLocalRoute(g Gomega, h *netlink.Handle, dst string) bool {
+	routes, err := h.RouteListFiltered(netlink.FAMILY_V6, &netlink.Route{Table: unix.RT_TABLE_LOCAL}, netlink.RT_FILTER_TABLE)
+	g.Expect(err).NotTo(HaveOccurred())
+	for _, r := range routes {
+		if r.Dst != nil && r.Dst.String() == dst {
+			return true
+		}
+	}
+	return false
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/contiv-ipam/agent/infra/servicelabel"
 	"github.com/contiv-ipam/agent/plugins/contivconf"
 	"github.com/contiv-ipam/agent/plugins/controller/api"
+	"github.com/contiv-ipam/agent/plugins/ipam/addressing"
 	"github.com/contiv-ipam/agent/plugins/nodesync"
 	"github.com/contiv-ipam/agent/plugins/podmanager"
 )
@@ -56,7 +57,7 @@ type Plugin struct {
 
 	// st is the derived addressing, replaced whole at each resync (by the
 	// event loop's goroutine) and read by any API caller.
-	st      atomic.Pointer[state]
+	st      atomic.Pointer[addressing.State]
 	waiting atomic.Pointer[waitError] // why st is nil after a resync
 	readyMu sync.Mutex                // orders the readiness reports
 	keeper  *keeper
@@ -72,54 +73,6 @@ type Plugin struct {
 	// stopped by Close.
 	stopClaimer context.CancelFunc
 	claimerDone chan struct{}
-}
-
-// state is the addressing derived at a resync; it is never modified
-// after it is published.
-type state struct {
-	nodeID   uint32
-	nodeName string
-	cfg      *contivconf.IPAMConfig
-	gateway  netip.Addr // static default gateway, excluded from node IPs
-
-	famState // the primary family (ipamConfig)
-	// second is the second family of a dual-stack node
-	// (ipamConfig.dualStack), cut from the same node ID; nil when
-	// single-stack.
-	second *famState
-}
-
-// famState is the addressing of one address family.
-type famState struct {
-	podAll, podThis   netip.Prefix
-	podGW, natLoop    netip.Addr
-	hostAll, hostThis netip.Prefix
-	hostVPP, hostLnx  netip.Addr
-	nodeIC, vxlan     netip.Prefix // nodeIC invalid when undefined
-	service           netip.Prefix
-	// vxlanIP and nodeIP are this node's VXLAN and node-interconnect
-	// addresses, set for the second family only (nodeIP invalid when
-	// its nodeInterconnectCIDR is undefined).
-	vxlanIP, nodeIP netip.Addr
-}
-
-// families lists the node's families: the primary, then the second.
-func (st *state) families() []*famState {
-	if st.second == nil {
-		return []*famState{&st.famState}
-	}
-	return []*famState{&st.famState, st.second}
-}
-
-// slotOf is the slot (0 primary, 1 second) of a's family; false when the
-// node has no pod subnet of that family.
-func (st *state) slotOf(a netip.Addr) (int, bool) {
-	for i, f := range st.families() {
-		if f.podThis.Addr().Is4() == a.Unmap().Is4() {
-			return i, true
-		}
-	}
-	return 0, false
 }
 
 var (
@@ -210,7 +163,7 @@ func (p *Plugin) Close() error {
 
 // read runs fn with the addressing; fn is not called before the first
 // resync.
-func (p *Plugin) read(fn func(st *state)) {
+func (p *Plugin) read(fn func(st *addressing.State)) {
 	if st := p.st.Load(); st != nil {
 		fn(st)
 	}
@@ -222,14 +175,14 @@ func (p *Plugin) ready() bool { return p.st.Load() != nil }
 // NodeIPAddress implements API.
 func (p *Plugin) NodeIPAddress(nodeID uint32) (ip net.IP, network *net.IPNet, err error) {
 	err = errNotReady
-	p.read(func(st *state) {
-		if !st.nodeIC.IsValid() {
+	p.read(func(st *addressing.State) {
+		if !st.NodeIC.IsValid() {
 			err = fmt.Errorf("nodeInterconnectCIDR is undefined: %w", ErrUndefined)
 			return
 		}
 		var a netip.Addr
-		if a, err = nodeAddress(st.nodeIC, nodeID, st.gateway); err == nil {
-			ip, network = toIP(a), toIPNet(st.nodeIC)
+		if a, err = addressing.NodeAddress(st.NodeIC, nodeID, st.Gateway); err == nil {
+			ip, network = addressing.ToIP(a), addressing.ToIPNet(st.NodeIC)
 		}
 	})
 	return ip, network, err
@@ -238,10 +191,10 @@ func (p *Plugin) NodeIPAddress(nodeID uint32) (ip net.IP, network *net.IPNet, er
 // VxlanIPAddress implements API.
 func (p *Plugin) VxlanIPAddress(nodeID uint32) (ip net.IP, network *net.IPNet, err error) {
 	err = errNotReady
-	p.read(func(st *state) {
+	p.read(func(st *addressing.State) {
 		var a netip.Addr
-		if a, err = nodeAddress(st.vxlan, nodeID, netip.Addr{}); err == nil {
-			ip, network = toIP(a), toIPNet(st.vxlan)
+		if a, err = addressing.NodeAddress(st.Vxlan, nodeID, netip.Addr{}); err == nil {
+			ip, network = addressing.ToIP(a), addressing.ToIPNet(st.Vxlan)
 		}
 	})
 	return ip, network, err
@@ -249,35 +202,35 @@ func (p *Plugin) VxlanIPAddress(nodeID uint32) (ip net.IP, network *net.IPNet, e
 
 // HostInterconnectIPInVPP implements API.
 func (p *Plugin) HostInterconnectIPInVPP() (ip net.IP) {
-	p.read(func(st *state) { ip = toIP(st.hostVPP) })
+	p.read(func(st *addressing.State) { ip = addressing.ToIP(st.HostVPP) })
 	return ip
 }
 
 // HostInterconnectIPInLinux implements API.
 func (p *Plugin) HostInterconnectIPInLinux() (ip net.IP) {
-	p.read(func(st *state) { ip = toIP(st.hostLnx) })
+	p.read(func(st *addressing.State) { ip = addressing.ToIP(st.HostLnx) })
 	return ip
 }
 
 // HostInterconnectSubnetThisNode implements API.
 func (p *Plugin) HostInterconnectSubnetThisNode() (n *net.IPNet) {
-	p.read(func(st *state) { n = toIPNet(st.hostThis) })
+	p.read(func(st *addressing.State) { n = addressing.ToIPNet(st.HostThis) })
 	return n
 }
 
 // HostInterconnectSubnetAllNodes implements API.
 func (p *Plugin) HostInterconnectSubnetAllNodes() (n *net.IPNet) {
-	p.read(func(st *state) { n = toIPNet(st.hostAll) })
+	p.read(func(st *addressing.State) { n = addressing.ToIPNet(st.HostAll) })
 	return n
 }
 
 // HostInterconnectSubnetOtherNode implements API.
 func (p *Plugin) HostInterconnectSubnetOtherNode(nodeID uint32) (n *net.IPNet, err error) {
 	err = errNotReady
-	p.read(func(st *state) {
+	p.read(func(st *addressing.State) {
 		var sub netip.Prefix
-		if sub, err = dissect(st.hostAll, st.hostThis.Bits(), nodeID); err == nil {
-			n = toIPNet(sub)
+		if sub, err = addressing.Dissect(st.HostAll, st.HostThis.Bits(), nodeID); err == nil {
+			n = addressing.ToIPNet(sub)
 		}
 	})
 	return n, err
@@ -285,23 +238,23 @@ func (p *Plugin) HostInterconnectSubnetOtherNode(nodeID uint32) (n *net.IPNet, e
 
 // PodSubnetAllNodes implements API.
 func (p *Plugin) PodSubnetAllNodes() (n *net.IPNet) {
-	p.read(func(st *state) { n = toIPNet(st.podAll) })
+	p.read(func(st *addressing.State) { n = addressing.ToIPNet(st.PodAll) })
 	return n
 }
 
 // PodSubnetThisNode implements API.
 func (p *Plugin) PodSubnetThisNode() (n *net.IPNet) {
-	p.read(func(st *state) { n = toIPNet(st.podThis) })
+	p.read(func(st *addressing.State) { n = addressing.ToIPNet(st.PodThis) })
 	return n
 }
 
 // PodSubnetOtherNode implements API.
 func (p *Plugin) PodSubnetOtherNode(nodeID uint32) (n *net.IPNet, err error) {
 	err = errNotReady
-	p.read(func(st *state) {
+	p.read(func(st *addressing.State) {
 		var sub netip.Prefix
-		if sub, err = dissect(st.podAll, st.podThis.Bits(), nodeID); err == nil {
-			n = toIPNet(sub)
+		if sub, err = addressing.Dissect(st.PodAll, st.PodThis.Bits(), nodeID); err == nil {
+			n = addressing.ToIPNet(sub)
 		}
 	})
 	return n, err
@@ -309,32 +262,32 @@ func (p *Plugin) PodSubnetOtherNode(nodeID uint32) (n *net.IPNet, err error) {
 
 // ServiceNetwork implements API.
 func (p *Plugin) ServiceNetwork() (n *net.IPNet) {
-	p.read(func(st *state) { n = toIPNet(st.service) })
+	p.read(func(st *addressing.State) { n = addressing.ToIPNet(st.Service) })
 	return n
 }
 
 // PodGatewayIP implements API.
 func (p *Plugin) PodGatewayIP() (ip net.IP) {
-	p.read(func(st *state) { ip = toIP(st.podGW) })
+	p.read(func(st *addressing.State) { ip = addressing.ToIP(st.PodGW) })
 	return ip
 }
 
 // NatLoopbackIP implements API.
 func (p *Plugin) NatLoopbackIP() (ip net.IP) {
-	p.read(func(st *state) { ip = toIP(st.natLoop) })
+	p.read(func(st *addressing.State) { ip = addressing.ToIP(st.NatLoop) })
 	return ip
 }
 
 // NodeIDFromPodIP implements API.
 func (p *Plugin) NodeIDFromPodIP(podIP net.IP) (id uint32, err error) {
 	err = errNotReady
-	p.read(func(st *state) {
-		a, ok := toAddr(podIP)
+	p.read(func(st *addressing.State) {
+		a, ok := addressing.ToAddr(podIP)
 		if !ok {
 			err = fmt.Errorf("pod IP %q is not an IP address", podIP)
 			return
 		}
-		id, err = nodeIDOf(st.podAll, st.podThis.Bits(), a)
+		id, err = addressing.NodeIDOf(st.PodAll, st.PodThis.Bits(), a)
 	})
 	return id, err
 }

@@ -7,8 +7,8 @@ import (
 	"net/netip"
 	"slices"
 
-	"github.com/contiv-ipam/agent/infra/kvdb"
 	"github.com/contiv-ipam/agent/engine/cidr"
+	"github.com/contiv-ipam/agent/infra/kvdb"
 	podmodel "github.com/contiv-ipam/agent/plugins/ksr/model/pod"
 )
 

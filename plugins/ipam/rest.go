@@ -14,6 +14,7 @@ import (
 
 	"github.com/contiv-ipam/agent/infra/rest"
 	"github.com/contiv-ipam/agent/plugins/contivconf"
+	"github.com/contiv-ipam/agent/plugins/ipam/addressing"
 )
 
 // REST paths of the IPAM plugin.
@@ -189,40 +190,40 @@ func (p *Plugin) ipamHandler(f *rest.Formatter) http.HandlerFunc {
 
 // nodeInfo gathers GET /contiv/v1/ipam from one addressing state, so
 // that every field is of the same resync.
-func (p *Plugin) nodeInfo(st *state) NodeIPAMInfo {
+func (p *Plugin) nodeInfo(st *addressing.State) NodeIPAMInfo {
 	info := NodeIPAMInfo{
-		NodeID:            st.nodeID,
-		NodeName:          st.nodeName,
-		PodSubnetThisNode: st.podThis.String(),
-		VppHostNetwork:    st.hostThis.String(),
+		NodeID:            st.NodeID,
+		NodeName:          st.NodeName,
+		PodSubnetThisNode: st.PodThis.String(),
+		VppHostNetwork:    st.HostThis.String(),
 		Config:            p.effectiveConfig(st),
 	}
-	if st.nodeIC.IsValid() {
-		if ip, err := nodeAddress(st.nodeIC, st.nodeID, st.gateway); err == nil {
+	if st.NodeIC.IsValid() {
+		if ip, err := addressing.NodeAddress(st.NodeIC, st.NodeID, st.Gateway); err == nil {
 			info.NodeIP = ip.String()
 		}
 	}
-	if st.second != nil {
-		info.DualStack = familyInfo(st.second, st.nodeID)
+	if st.Second != nil {
+		info.DualStack = familyInfo(st.Second, st.NodeID)
 	}
 	return info
 }
 
 // familyInfo is the addressing of node id in the second family f (the
 // static default gateway is the primary family's: none is stepped over).
-func familyInfo(f *famState, id uint32) *FamilyInfo {
+func familyInfo(f *addressing.FamilyState, id uint32) *FamilyInfo {
 	fi := &FamilyInfo{
-		PodSubnetThisNode: f.podThis.String(),
-		PodGatewayIP:      f.podGW.String(),
-		NatLoopbackIP:     f.natLoop.String(),
-		VppHostNetwork:    f.hostThis.String(),
+		PodSubnetThisNode: f.PodThis.String(),
+		PodGatewayIP:      f.PodGW.String(),
+		NatLoopbackIP:     f.NatLoop.String(),
+		VppHostNetwork:    f.HostThis.String(),
 	}
-	if f.nodeIC.IsValid() {
-		if ip, err := nodeAddress(f.nodeIC, id, netip.Addr{}); err == nil {
+	if f.NodeIC.IsValid() {
+		if ip, err := addressing.NodeAddress(f.NodeIC, id, netip.Addr{}); err == nil {
 			fi.NodeIP = ip.String()
 		}
 	}
-	if ip, err := nodeAddress(f.vxlan, id, netip.Addr{}); err == nil {
+	if ip, err := addressing.NodeAddress(f.Vxlan, id, netip.Addr{}); err == nil {
 		fi.VxlanIP = ip.String()
 	}
 	return fi
@@ -231,22 +232,22 @@ func familyInfo(f *famState, id uint32) *FamilyInfo {
 // effectiveConfig is the file's ipamConfig with the subnets and one-node
 // prefix lengths in use in st (after the contivCIDR split, or the
 // external pod CIDRs), in both families of a dual-stack node.
-func (p *Plugin) effectiveConfig(st *state) *contivconf.IPAMConfigJSON {
+func (p *Plugin) effectiveConfig(st *addressing.State) *contivconf.IPAMConfigJSON {
 	c := p.ContivConf.GetIPAMConfigForJSON()
 	if c == nil {
 		c = &contivconf.IPAMConfigJSON{}
 	}
-	c.PodSubnetCIDR, c.PodSubnetOneNodePrefixLen = st.podAll.String(), st.podThis.Bits()
-	c.VPPHostSubnetCIDR, c.VPPHostSubnetOneNodePrefixLen = st.hostAll.String(), st.hostThis.Bits()
-	c.VxlanCIDR, c.NodeInterconnectCIDR = st.vxlan.String(), nodeICString(st.nodeIC)
-	if f := st.second; f != nil {
+	c.PodSubnetCIDR, c.PodSubnetOneNodePrefixLen = st.PodAll.String(), st.PodThis.Bits()
+	c.VPPHostSubnetCIDR, c.VPPHostSubnetOneNodePrefixLen = st.HostAll.String(), st.HostThis.Bits()
+	c.VxlanCIDR, c.NodeInterconnectCIDR = st.Vxlan.String(), nodeICString(st.NodeIC)
+	if f := st.Second; f != nil {
 		if c.DualStack == nil {
 			c.DualStack = &contivconf.FamilyJSON{}
 		}
 		d := c.DualStack // GetIPAMConfigForJSON's copy
-		d.PodSubnetCIDR, d.PodSubnetOneNodePrefixLen = f.podAll.String(), f.podThis.Bits()
-		d.VPPHostSubnetCIDR, d.VPPHostSubnetOneNodePrefixLen = f.hostAll.String(), f.hostThis.Bits()
-		d.VxlanCIDR, d.NodeInterconnectCIDR = f.vxlan.String(), nodeICString(f.nodeIC)
+		d.PodSubnetCIDR, d.PodSubnetOneNodePrefixLen = f.PodAll.String(), f.PodThis.Bits()
+		d.VPPHostSubnetCIDR, d.VPPHostSubnetOneNodePrefixLen = f.HostAll.String(), f.HostThis.Bits()
+		d.VxlanCIDR, d.NodeInterconnectCIDR = f.Vxlan.String(), nodeICString(f.NodeIC)
 	}
 	return c
 }

@@ -10,8 +10,9 @@ import (
 	"net/netip"
 	"time"
 
-	"github.com/contiv-ipam/agent/infra/rest"
 	"github.com/contiv-ipam/agent/engine/ipalloc"
+	"github.com/contiv-ipam/agent/infra/rest"
+	"github.com/contiv-ipam/agent/plugins/ipam/addressing"
 )
 
 // The operator calls: an operator (or a tool of theirs) allocates,
@@ -208,7 +209,7 @@ func checkRelease(r *operatorRequest) error {
 }
 
 func (p *Plugin) operatorAllocate(r *operatorRequest) (any, error) {
-	res, err := p.allocateIP(toIP(r.ip), r.owner, 0)
+	res, err := p.allocateIP(addressing.ToIP(r.ip), r.owner, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -218,7 +219,7 @@ func (p *Plugin) operatorAllocate(r *operatorRequest) (any, error) {
 func (p *Plugin) operatorReserve(r *operatorRequest) (any, error) {
 	var rs []*AllocationResult
 	if r.has(fieldIP) {
-		res, err := p.allocateIP(toIP(r.ip), r.owner, r.timeout)
+		res, err := p.allocateIP(addressing.ToIP(r.ip), r.owner, r.timeout)
 		if err != nil {
 			return nil, err
 		}
@@ -242,7 +243,7 @@ func (p *Plugin) operatorReserve(r *operatorRequest) (any, error) {
 		return out, nil
 	}
 	out.ExpirationUUID = rs[0].ExpirationUUID
-	if a, ok := toAddr(rs[0].IP); ok {
+	if a, ok := addressing.ToAddr(rs[0].IP); ok {
 		if dl, ok := p.reservationDeadline(a, out.ExpirationUUID); ok {
 			out.Deadline = dl.UTC().Format(time.RFC3339Nano)
 		}
@@ -251,7 +252,7 @@ func (p *Plugin) operatorReserve(r *operatorRequest) (any, error) {
 }
 
 func (p *Plugin) operatorConfirm(r *operatorRequest) (any, error) {
-	if err := p.StopExpirationTimer(toIP(r.ip), r.uuid); err != nil {
+	if err := p.StopExpirationTimer(addressing.ToIP(r.ip), r.uuid); err != nil {
 		return nil, err
 	}
 	return OperatorConfirmation{IP: r.ip.String(), ExpirationUUID: r.uuid, Confirmed: true}, nil
@@ -259,7 +260,7 @@ func (p *Plugin) operatorConfirm(r *operatorRequest) (any, error) {
 
 func (p *Plugin) operatorRelease(r *operatorRequest) (any, error) {
 	if r.has(fieldIP) {
-		if err := p.ReleaseIP(toIP(r.ip)); err != nil {
+		if err := p.ReleaseIP(addressing.ToIP(r.ip)); err != nil {
 			return nil, err
 		}
 		return OperatorRelease{IP: r.ip.String(), Released: true}, nil
@@ -365,7 +366,7 @@ func (p *Plugin) serveOperator(op *operatorOp, req *operatorRequest, w http.Resp
 		if err := p.checkNodeID(); err != nil {
 			return nil, err
 		}
-		if st.cfg.UseExternalIPAM {
+		if st.Cfg.UseExternalIPAM {
 			return nil, errExternalIPAM
 		}
 	}

@@ -9,9 +9,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/contiv-ipam/agent/engine/ipalloc"
 	"github.com/contiv-ipam/agent/infra/kvdb"
 	"github.com/contiv-ipam/agent/plugins/controller/api"
-	"github.com/contiv-ipam/agent/engine/ipalloc"
+	"github.com/contiv-ipam/agent/plugins/ipam/addressing"
 	podmodel "github.com/contiv-ipam/agent/plugins/ksr/model/pod"
 	"github.com/contiv-ipam/agent/plugins/podmanager"
 )
@@ -34,7 +35,7 @@ func cursorKey(i int) string {
 
 // resyncInput is a resync handed to the keeper.
 type resyncInput struct {
-	st *state
+	st *addressing.State
 	ks api.KubeStateData
 	// live tells whether the state comes from etcd; nil keeps what the
 	// previous resync said (healing resyncs and PodCIDRChange use the
@@ -71,7 +72,7 @@ func (r *record) slotted(t *table) bool {
 			return false
 		}
 		if t.externalMode() {
-			if i, ok = t.slotOf(a); !ok || !t.st.families()[i].podThis.Contains(a) {
+			if i, ok = t.slotOf(a); !ok || !t.st.Families()[i].PodThis.Contains(a) {
 				return false
 			}
 		}
@@ -136,7 +137,7 @@ func (k *keeper) resync(in *resyncInput) error {
 		}
 	}
 	k.setCursors(cursor)
-	if g, ok := grantOf(in.ks, in.st.nodeName); ok {
+	if g, ok := grantOf(in.ks, in.st.NodeName); ok {
 		k.applyGrant(t, g)
 	}
 	for i := range t.slots() {
@@ -146,8 +147,8 @@ func (k *keeper) resync(in *resyncInput) error {
 	k.shrink() // an added block restored empty starts its block cooldown now
 	k.commit(k.tidyWrites(p))
 	k.moveAside(p.conflicts)
-	k.log.Info("ipam initialised", "node-id", in.st.nodeID, "pod-subnet", in.st.podThis.String(),
-		"gateway", in.st.podGW.String(), "vpp-host-subnet", in.st.hostThis.String(), "allocated", t.len(),
+	k.log.Info("ipam initialised", "node-id", in.st.NodeID, "pod-subnet", in.st.PodThis.String(),
+		"gateway", in.st.PodGW.String(), "vpp-host-subnet", in.st.HostThis.String(), "allocated", t.len(),
 		"absent", len(k.absent), "kube-state", kubeSource(live), "event", in.event)
 	return nil
 }
@@ -202,14 +203,14 @@ func (k *keeper) kubeAddrs(in *resyncInput, t *table, pod *podmodel.Pod) addrs {
 			continue
 		}
 		a = a.Unmap()
-		i, ok := in.st.slotOf(a)
+		i, ok := in.st.SlotOf(a)
 		if !ok || as[i].IsValid() {
 			continue
 		}
-		if inPool := t.inPool(a) || t.externalMode() && in.st.families()[i].podThis.Contains(a); !inPool {
+		if inPool := t.inPool(a) || t.externalMode() && in.st.Families()[i].PodThis.Contains(a); !inPool {
 			if k.runsHere(in, pod) {
 				k.log.Warn("ignoring the address of a pod of this node outside its pod subnets", "pod", podmodel.GetID(pod).String(),
-					"ip", a.String(), "pod-subnets", describeCIDRs(in.st.podCIDRs()))
+					"ip", a.String(), "pod-subnets", addressing.DescribeCIDRs(in.st.PodSubnets()))
 			}
 			continue
 		}
@@ -315,7 +316,7 @@ func ipList(ips []netip.Addr) string {
 // external IPAM gives them.
 func (t *table) blockSummary() string {
 	if t.externalMode() {
-		return "external IPAM: " + describeCIDRs(t.st.podCIDRs())
+		return "external IPAM: " + addressing.DescribeCIDRs(t.st.PodSubnets())
 	}
 	var parts []string
 	for i := range t.slots() {

@@ -38,8 +38,8 @@ type NodeStats struct {
 // the node ID; the node's pod subnet with an external IPAM).
 func (t *table) poolStats(i int) PoolStats {
 	if t.externalMode() {
-		f := t.st.families()[i]
-		return PoolStats{CIDR: f.podThis.String(), Family: familyOf(f.podThis), Assigned: uint64(t.count(i))}
+		f := t.st.Families()[i]
+		return PoolStats{CIDR: f.PodThis.String(), Family: familyOf(f.PodThis), Assigned: uint64(t.count(i))}
 	}
 	return t.blockStats(t.blocks[i][0])
 }

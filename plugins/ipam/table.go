@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/contiv-ipam/agent/engine/ipalloc"
+	"github.com/contiv-ipam/agent/plugins/ipam/addressing"
 	podmodel "github.com/contiv-ipam/agent/plugins/ksr/model/pod"
 	"github.com/contiv-ipam/agent/plugins/podmanager"
 )
@@ -63,7 +64,7 @@ func (as addrs) String() string {
 // (a write of unknown outcome that could not be read back); such a key's
 // next allocation stores the record again before it is acknowledged.
 type table struct {
-	st *state
+	st *addressing.State
 	// blocks are the pod subnets of each slot in the internal mode (none
 	// with an external IPAM, and none in slot 1 on a single-stack node):
 	// blocks[i][0] is the subnet cut from the node ID, the others were
@@ -92,15 +93,15 @@ type table struct {
 // newTable returns an empty table for the pod subnets of st: the
 // addresses between the gateway (host 1) and the NAT loopback (the
 // address before the broadcast) are handed out.
-func newTable(st *state) (*table, error) {
+func newTable(st *addressing.State) (*table, error) {
 	t := &table{st: st, external: map[allocKey]addrs{}, pods: map[allocKey]podmodel.ID{},
 		byPod: map[podmodel.ID][]allocKey{}, unsure: map[allocKey]struct{}{}, resv: map[allocKey]reservation{},
 		excl: newExclusions(), born: map[allocKey]time.Time{}, cool: newCooldowns()}
-	if st.cfg.UseExternalIPAM {
+	if st.Cfg.UseExternalIPAM {
 		return t, nil
 	}
-	for i, f := range st.families() {
-		b, err := newBlock(f.podThis)
+	for i, f := range st.Families() {
+		b, err := newBlock(f.PodThis)
 		if err != nil {
 			return nil, err
 		}
@@ -112,11 +113,11 @@ func newTable(st *state) (*table, error) {
 func (t *table) externalMode() bool { return len(t.blocks[0]) == 0 }
 
 // slots is the number of families of the node.
-func (t *table) slots() int { return len(t.st.families()) }
+func (t *table) slots() int { return len(t.st.Families()) }
 
 // slotOf is the slot of a's family, false when the node has no such
 // family.
-func (t *table) slotOf(a netip.Addr) (int, bool) { return t.st.slotOf(a) }
+func (t *table) slotOf(a netip.Addr) (int, bool) { return t.st.SlotOf(a) }
 
 // pool is the pool of the first block of slot i (the subnet cut from the
 // node ID; nil in the external mode).
@@ -545,7 +546,7 @@ type cniIPConfig struct {
 // parseExternal reads the pod's addresses from an external IPAM's result:
 // ipamData is one IPConfig, or a JSON array of them (one per family, from
 // a dual-stack IPAM). The error wraps podmanager.ErrBadRequest.
-func parseExternal(st *state, ipamData string) (addrs, error) {
+func parseExternal(st *addressing.State, ipamData string) (addrs, error) {
 	var list []cniIPConfig
 	trimmed := strings.TrimSpace(ipamData)
 	var err error
@@ -566,7 +567,7 @@ func parseExternal(st *state, ipamData string) (addrs, error) {
 			return addrs{}, fmt.Errorf("external IPAM result: address %q: want an address with a prefix length (10.1.1.5/24): %w", c.Address, podmanager.ErrBadRequest)
 		}
 		a := pfx.Addr().Unmap()
-		i, ok := st.slotOf(a)
+		i, ok := st.SlotOf(a)
 		switch {
 		case !ok:
 			return addrs{}, fmt.Errorf("external IPAM result: address %s: this node has no pod subnet of its family: %w", a, podmanager.ErrBadRequest)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/contiv-ipam/agent/infra/kvdb"
+	"github.com/contiv-ipam/agent/plugins/ipam/addressing"
 )
 
 // StartExpirationTimer starts an expiration timer on the allocation that
@@ -50,7 +51,7 @@ func (p *Plugin) StopExpirationTimer(ip net.IP, uuid string) error {
 // changeTimer stores the allocation holding ip with the reservation next
 // picks (nil: none), and keeps it in the table once durable.
 func (p *Plugin) changeTimer(ip net.IP, next func(t *table, key allocKey) (*reservation, error)) error {
-	a, ok := toAddr(ip)
+	a, ok := addressing.ToAddr(ip)
 	if !ok {
 		return fmt.Errorf("address %q: not an IP address", ip)
 	}
@@ -92,7 +93,7 @@ func (p *Plugin) changeTimer(ip net.IP, next func(t *table, key allocKey) (*rese
 // holds it keeps it until released). Run-time exclusions are kept in
 // memory and applied again at every resync; errors are logged.
 func (p *Plugin) BlacklistIP(ip net.IP, owner string) {
-	a, ok := toAddr(ip)
+	a, ok := addressing.ToAddr(ip)
 	if !ok {
 		p.Log.Warn("exclusion ignored: not an IP address", "ip", ip.String(), "owner", owner)
 		return
@@ -102,7 +103,7 @@ func (p *Plugin) BlacklistIP(ip net.IP, owner string) {
 
 // BlacklistIPNet excludes the addresses of ipNet, as BlacklistIP.
 func (p *Plugin) BlacklistIPNet(ipNet net.IPNet, owner string) {
-	pfx, ok := toPrefix(&ipNet)
+	pfx, ok := addressing.ToPrefix(&ipNet)
 	if !ok {
 		p.Log.Warn("exclusion ignored: not a subnet", "cidr", ipNet.String(), "owner", owner)
 		return
@@ -130,12 +131,12 @@ func (p *Plugin) exclude(es ...exclusion) {
 // exclusionsFor are the exclusions a resync applies: ipamConfig.excludeIPs,
 // the host's local routes inside the pod subnets (reserveLocalRoutes) and
 // the run-time ones.
-func (p *Plugin) exclusionsFor(st *state) []exclusion {
+func (p *Plugin) exclusionsFor(st *addressing.State) []exclusion {
 	var out []exclusion
-	for _, e := range st.cfg.Exclusions {
+	for _, e := range st.Cfg.Exclusions {
 		out = append(out, exclusion{prefix: e.Prefix, owner: e.Owner})
 	}
-	if st.cfg.ReserveLocalRoutes {
+	if st.Cfg.ReserveLocalRoutes {
 		out = append(out, p.localRouteExclusions(st)...)
 	}
 	p.exclMu.Lock()

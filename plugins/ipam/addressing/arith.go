@@ -1,4 +1,4 @@
-package ipam
+package addressing
 
 import (
 	"errors"
@@ -22,9 +22,9 @@ var (
 // other plugins, which carry net.IP and *net.IPNet; inside, IPAM works on
 // netip values and the arithmetic of package cidr.
 
-// toPrefix converts a *net.IPNet (IPv4 in 4- or 16-byte form) to a masked
+// ToPrefix converts a *net.IPNet (IPv4 in 4- or 16-byte form) to a masked
 // netip.Prefix.
-func toPrefix(n *net.IPNet) (netip.Prefix, bool) {
+func ToPrefix(n *net.IPNet) (netip.Prefix, bool) {
 	if n == nil {
 		return netip.Prefix{}, false
 	}
@@ -48,8 +48,8 @@ func toPrefix(n *net.IPNet) (netip.Prefix, bool) {
 	return netip.PrefixFrom(addr, ones).Masked(), true
 }
 
-// toAddr converts a net.IP to a netip.Addr (IPv4 unmapped).
-func toAddr(ip net.IP) (netip.Addr, bool) {
+// ToAddr converts a net.IP to a netip.Addr (IPv4 unmapped).
+func ToAddr(ip net.IP) (netip.Addr, bool) {
 	if v4 := ip.To4(); v4 != nil {
 		return netip.AddrFrom4([4]byte(v4)), true
 	}
@@ -59,8 +59,8 @@ func toAddr(ip net.IP) (netip.Addr, bool) {
 	return netip.Addr{}, false
 }
 
-// toIPNet converts a prefix to a new *net.IPNet (IPv4 4-byte).
-func toIPNet(p netip.Prefix) *net.IPNet {
+// ToIPNet converts a prefix to a new *net.IPNet (IPv4 4-byte).
+func ToIPNet(p netip.Prefix) *net.IPNet {
 	if !p.IsValid() {
 		return nil
 	}
@@ -68,18 +68,18 @@ func toIPNet(p netip.Prefix) *net.IPNet {
 	return &net.IPNet{IP: net.IP(a.AsSlice()), Mask: net.CIDRMask(p.Bits(), a.BitLen())}
 }
 
-// toIP converts an address to a new net.IP (IPv4 4-byte); nil if invalid.
-func toIP(a netip.Addr) net.IP {
+// ToIP converts an address to a new net.IP (IPv4 4-byte); nil if invalid.
+func ToIP(a netip.Addr) net.IP {
 	if !a.IsValid() {
 		return nil
 	}
 	return net.IP(a.AsSlice())
 }
 
-// dissect returns node id's subnet of length oneNodeLen cut from cluster
+// Dissect returns node id's subnet of length oneNodeLen cut from cluster
 // (spec §2.4.1): the ID equal to the number of node subnets takes subnet 0;
 // a bigger ID, or ID 0, is an error wrapping ErrNodeIDRange.
-func dissect(cluster netip.Prefix, oneNodeLen int, id uint32) (netip.Prefix, error) {
+func Dissect(cluster netip.Prefix, oneNodeLen int, id uint32) (netip.Prefix, error) {
 	l, s := cluster.Bits(), cluster.Addr().BitLen()
 	if oneNodeLen <= l {
 		return netip.Prefix{}, fmt.Errorf("prefix length for one node (%d) must be higher than the cluster-wide subnet prefix length (%d) of %s",
@@ -104,10 +104,10 @@ func dissect(cluster netip.Prefix, oneNodeLen int, id uint32) (netip.Prefix, err
 	return cidr.Subnet(cluster, oneNodeLen, num)
 }
 
-// nodeHost returns the host number of node id in subnet (spec §2.4.2): the
+// NodeHost returns the host number of node id in subnet (spec §2.4.2): the
 // ID itself; an ID equal to 2^hostBits has no address (its host part would
 // be the network address) and a bigger one is out of range.
-func nodeHost(subnet netip.Prefix, id uint32) (uint64, error) {
+func NodeHost(subnet netip.Prefix, id uint32) (uint64, error) {
 	num := uint64(id)
 	if id == 0 {
 		return 0, fmt.Errorf("node ID 0 in %s: %w", subnet, ErrNodeIDRange)
@@ -123,12 +123,12 @@ func nodeHost(subnet netip.Prefix, id uint32) (uint64, error) {
 	return num, nil
 }
 
-// nodeAddress returns node id's address in subnet, stepping over excluded
+// NodeAddress returns node id's address in subnet, stepping over excluded
 // (the static default gateway) when it lies in subnet at or below the
 // address: the gateway is never handed out and the result never leaves the
 // subnet (spec §2.16 bug 3 fixed).
-func nodeAddress(subnet netip.Prefix, id uint32, excluded netip.Addr) (netip.Addr, error) {
-	num, err := nodeHost(subnet, id)
+func NodeAddress(subnet netip.Prefix, id uint32, excluded netip.Addr) (netip.Addr, error) {
+	num, err := NodeHost(subnet, id)
 	if err != nil {
 		return netip.Addr{}, err
 	}
@@ -147,10 +147,10 @@ func nodeAddress(subnet netip.Prefix, id uint32, excluded netip.Addr) (netip.Add
 	return ip, nil
 }
 
-// nodeIDOf returns the node ID whose subnet of length oneNodeLen in
+// NodeIDOf returns the node ID whose subnet of length oneNodeLen in
 // cluster holds ip (spec §2.4.7): the highest ID, which takes subnet 0,
 // maps back to 0.
-func nodeIDOf(cluster netip.Prefix, oneNodeLen int, ip netip.Addr) (uint32, error) {
+func NodeIDOf(cluster netip.Prefix, oneNodeLen int, ip netip.Addr) (uint32, error) {
 	if !cluster.Contains(ip) {
 		return 0, fmt.Errorf("pod IP %s not from pod subnet %s", ip, cluster)
 	}

@@ -1,4 +1,4 @@
-package ipam
+package addressing
 
 import (
 	"errors"
@@ -28,15 +28,15 @@ func TestWorkedTable(t *testing.T) {
 		{257, "", "", "", "nodeID is out of the valid range 257 > 256"},
 	}
 	for _, r := range rows {
-		sub, err := dissect(pod, 24, r.id)
+		sub, err := Dissect(pod, 24, r.id)
 		if r.pod == "" {
 			g.Expect(err).To(MatchError(ErrNodeIDRange), "id %d", r.id)
 		} else {
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(sub.String()).To(Equal(r.pod), "id %d", r.id)
 		}
-		ip, err := nodeAddress(nodeIC, r.id, netip.Addr{})
-		vip, verr := nodeAddress(vxlan, r.id, netip.Addr{})
+		ip, err := NodeAddress(nodeIC, r.id, netip.Addr{})
+		vip, verr := NodeAddress(vxlan, r.id, netip.Addr{})
 		if r.nodeErr != "" {
 			g.Expect(err).To(MatchError(ContainSubstring(r.nodeErr)))
 			g.Expect(verr).To(MatchError(ContainSubstring(r.nodeErr)))
@@ -73,7 +73,7 @@ func TestDissect(t *testing.T) {
 		{"fd00::/96", 128, 1<<32 - 1, "fd00::ffff:ffff/128", ""},
 	}
 	for _, c := range cases {
-		got, err := dissect(mustPrefix(c.cluster), c.oneNode, c.id)
+		got, err := Dissect(mustPrefix(c.cluster), c.oneNode, c.id)
 		if c.err != "" {
 			g.Expect(err).To(MatchError(ContainSubstring(c.err)), "%+v", c)
 			continue
@@ -91,68 +91,68 @@ func TestNodeAddressStepsOverGatewayInsideTheSubnet(t *testing.T) {
 	sub, gw := mustPrefix("3.4.5.192/26"), netip.MustParseAddr("3.4.5.194")
 	var got []string
 	for id := uint32(1); id <= 3; id++ {
-		a, err := nodeAddress(sub, id, gw)
+		a, err := NodeAddress(sub, id, gw)
 		g.Expect(err).NotTo(HaveOccurred())
 		got = append(got, a.String())
 	}
 	g.Expect(got).To(Equal([]string{"3.4.5.193", "3.4.5.195", "3.4.5.196"}))
 
 	small := mustPrefix("3.4.5.0/29")
-	_, err := nodeAddress(small, 7, netip.MustParseAddr("3.4.5.1"))
+	_, err := NodeAddress(small, 7, netip.MustParseAddr("3.4.5.1"))
 	g.Expect(err).To(MatchError(ContainSubstring("outside 3.4.5.0/29")))
 	g.Expect(errors.Is(err, ErrNodeIDRange)).To(BeTrue())
 
 	// A gateway outside the subnet shifts nothing (the original compared
 	// bytes and shifted every node above it).
-	a, err := nodeAddress(sub, 1, netip.MustParseAddr("1.1.1.1"))
+	a, err := NodeAddress(sub, 1, netip.MustParseAddr("1.1.1.1"))
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(a.String()).To(Equal("3.4.5.193"))
 
 	// A subnet with 64 host bits or more has room for every node ID.
-	a, err = nodeAddress(mustPrefix("fd00:1::/64"), 1<<32-1, netip.MustParseAddr("fd00:1::1"))
+	a, err = NodeAddress(mustPrefix("fd00:1::/64"), 1<<32-1, netip.MustParseAddr("fd00:1::1"))
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(a.String()).To(Equal("fd00:1::1:0:0"))
 }
 
 func TestNodeIDOf(t *testing.T) {
 	g := NewWithT(t)
-	id, err := nodeIDOf(mustPrefix("1.2.128.0/17"), 29, netip.MustParseAddr("1.2.128.40"))
+	id, err := NodeIDOf(mustPrefix("1.2.128.0/17"), 29, netip.MustParseAddr("1.2.128.40"))
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(id).To(Equal(uint32(5)))
-	id, err = nodeIDOf(mustPrefix("fe10:f00d::/90"), 120, netip.MustParseAddr("fe10:f00d::500"))
+	id, err = NodeIDOf(mustPrefix("fe10:f00d::/90"), 120, netip.MustParseAddr("fe10:f00d::500"))
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(id).To(Equal(uint32(5)))
-	_, err = nodeIDOf(mustPrefix("1.2.128.0/17"), 29, netip.MustParseAddr("9.9.9.9"))
+	_, err = NodeIDOf(mustPrefix("1.2.128.0/17"), 29, netip.MustParseAddr("9.9.9.9"))
 	g.Expect(err).To(MatchError("pod IP 9.9.9.9 not from pod subnet 1.2.128.0/17"))
-	_, err = nodeIDOf(mustPrefix("fe10::/16"), 128, netip.MustParseAddr("fe10::1:0:0:0:0"))
+	_, err = NodeIDOf(mustPrefix("fe10::/16"), 128, netip.MustParseAddr("fe10::1:0:0:0:0"))
 	g.Expect(err).To(MatchError(ErrNodeIDRange))
-	_, err = nodeIDOf(mustPrefix("10.0.0.0/8"), 32, netip.MustParseAddr("10.255.255.255"))
+	_, err = NodeIDOf(mustPrefix("10.0.0.0/8"), 32, netip.MustParseAddr("10.255.255.255"))
 	g.Expect(err).NotTo(HaveOccurred(), "2^24-1 fits a node ID")
-	_, err = nodeIDOf(mustPrefix("fd00::/64"), 112, netip.MustParseAddr("fd00::1:0:0:0"))
+	_, err = NodeIDOf(mustPrefix("fd00::/64"), 112, netip.MustParseAddr("fd00::1:0:0:0"))
 	g.Expect(err).To(MatchError(ErrNodeIDRange), "subnet 2^32 is beyond the node IDs")
 }
 
 func TestConversions(t *testing.T) {
 	g := NewWithT(t)
 	_, n4, _ := net.ParseCIDR("10.1.2.3/16")
-	p, ok := toPrefix(n4)
+	p, ok := ToPrefix(n4)
 	g.Expect(ok).To(BeTrue())
 	g.Expect(p.String()).To(Equal("10.1.0.0/16"))
-	g.Expect(toIPNet(p).String()).To(Equal("10.1.0.0/16"))
-	g.Expect(toIPNet(p).IP).To(HaveLen(4))
+	g.Expect(ToIPNet(p).String()).To(Equal("10.1.0.0/16"))
+	g.Expect(ToIPNet(p).IP).To(HaveLen(4))
 	mapped := &net.IPNet{IP: net.ParseIP("10.1.0.0"), Mask: net.CIDRMask(16, 32)}
-	p, ok = toPrefix(mapped)
+	p, ok = ToPrefix(mapped)
 	g.Expect(ok).To(BeTrue())
 	g.Expect(p.Addr().Is4()).To(BeTrue())
-	_, ok = toPrefix(&net.IPNet{IP: net.ParseIP("fe10::"), Mask: net.CIDRMask(16, 32)})
+	_, ok = ToPrefix(&net.IPNet{IP: net.ParseIP("fe10::"), Mask: net.CIDRMask(16, 32)})
 	g.Expect(ok).To(BeFalse())
-	_, ok = toPrefix(nil)
+	_, ok = ToPrefix(nil)
 	g.Expect(ok).To(BeFalse())
-	a, ok := toAddr(net.ParseIP("1.2.3.4"))
+	a, ok := ToAddr(net.ParseIP("1.2.3.4"))
 	g.Expect(ok).To(BeTrue())
 	g.Expect(a.Is4()).To(BeTrue())
-	_, ok = toAddr(net.IP{1, 2})
+	_, ok = ToAddr(net.IP{1, 2})
 	g.Expect(ok).To(BeFalse())
-	g.Expect(toIP(netip.Addr{})).To(BeNil())
-	g.Expect(toIPNet(netip.Prefix{})).To(BeNil())
+	g.Expect(ToIP(netip.Addr{})).To(BeNil())
+	g.Expect(ToIPNet(netip.Prefix{})).To(BeNil())
 }

@@ -1,4 +1,4 @@
-package ipam
+package addressing
 
 import (
 	"math"
@@ -33,18 +33,18 @@ func NodeIDFits(cfg *contivconf.IPAMConfig, gw netip.Addr, id uint32) bool {
 
 // familyFits is NodeIDFits for one family.
 func familyFits(cfg contivconf.FamilyConfig, gw netip.Addr, id uint32) bool {
-	if _, err := dissect(cfg.PodSubnetCIDR.Masked(), cfg.PodSubnetOneNodePrefixLen, id); err != nil {
+	if _, err := Dissect(cfg.PodSubnetCIDR.Masked(), cfg.PodSubnetOneNodePrefixLen, id); err != nil {
 		return false
 	}
-	host, err := dissect(cfg.VPPHostSubnetCIDR.Masked(), cfg.VPPHostSubnetOneNodePrefixLen, id)
+	host, err := Dissect(cfg.VPPHostSubnetCIDR.Masked(), cfg.VPPHostSubnetOneNodePrefixLen, id)
 	if err != nil || host.Bits() > host.Addr().BitLen()-2 {
 		return false
 	}
-	if _, err := nodeAddress(cfg.VxlanCIDR.Masked(), id, netip.Addr{}); err != nil {
+	if _, err := NodeAddress(cfg.VxlanCIDR.Masked(), id, netip.Addr{}); err != nil {
 		return false
 	}
 	if cfg.NodeInterconnectCIDR.IsValid() {
-		if _, err := nodeAddress(cfg.NodeInterconnectCIDR.Masked(), id, gw); err != nil {
+		if _, err := NodeAddress(cfg.NodeInterconnectCIDR.Masked(), id, gw); err != nil {
 			return false
 		}
 	}
