@@ -175,6 +175,29 @@ func addAddr(t *testing.T, h *netlink.Handle, link int, addr string, flags int) 
 	if err := h.AddrAdd(l, &netlink.Addr{IPNet: cidr(addr), Flags: flags}); err != nil {
 		t.Fatalf("adding address %s to %s: %v", addr, l.Attrs().Name, err)
 	}
+	// The kernel adds an IPv6 address's local route from its address work
+	// queue, after AddrAdd has returned: wait for it (an IPv4 one is there
+	// at once).
+	a := netip.MustParsePrefix(addr).Addr()
+	NewWithT(t).Eventually(func() bool { return hasLocal(t, h, a) }).Should(BeTrue(), "the local route of %s", a)
+}
+
+// hasLocal tells whether h's namespace has a local route for a.
+func hasLocal(t *testing.T, h *netlink.Handle, a netip.Addr) bool {
+	family := netlink.FAMILY_V4
+	if a.Is6() {
+		family = netlink.FAMILY_V6
+	}
+	routes, err := h.RouteListFiltered(family, &netlink.Route{Table: unix.RT_TABLE_LOCAL}, netlink.RT_FILTER_TABLE)
+	if err != nil {
+		t.Fatalf("listing the local table: %v", err)
+	}
+	for _, r := range routes {
+		if r.Dst != nil && r.Dst.IP.Equal(a.AsSlice()) {
+			return true
+		}
+	}
+	return false
 }
 
 // cidr parses a prefix into the form netlink takes, host bits kept.
