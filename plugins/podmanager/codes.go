@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 
-	"github.com/contiv-ipam/agent/plugins/controller/api"
 	"github.com/contiv-ipam/agent/engine/ipalloc"
+	"github.com/contiv-ipam/agent/plugins/controller/api"
 	"github.com/contiv-ipam/agent/plugins/podmanager/cni"
 )
 

@@ -27,11 +27,29 @@ type Config struct {
 	// pushes and the durable writes it waits for. The client's own
 	// deadline applies on top.
 	RequestTimeout time.Duration `json:"requestTimeout"`
+	// MaxConnections is how many connections the socket keeps open at
+	// once; further ones wait in the kernel's accept backlog until one
+	// closes.
+	MaxConnections int `json:"maxConnections"`
+	// HandshakeTimeout closes a connection that has not completed the
+	// gRPC (HTTP/2) handshake this long after it was accepted.
+	HandshakeTimeout time.Duration `json:"handshakeTimeout"`
+	// IdleTimeout closes a connection that has had no call in flight for
+	// this long (contiv-cni dials anew for every call).
+	IdleTimeout time.Duration `json:"idleTimeout"`
 }
 
-// DefaultConfig returns the defaults: /var/run/contiv/cni.sock, 10s.
+// DefaultConfig returns the defaults: /var/run/contiv/cni.sock, requests
+// of at most 10s, 1024 connections, handshakes of at most 5s, idle
+// connections closed after 2m.
 func DefaultConfig() Config {
-	return Config{SocketPath: DefaultSocketPath, RequestTimeout: 10 * time.Second}
+	return Config{
+		SocketPath:       DefaultSocketPath,
+		RequestTimeout:   10 * time.Second,
+		MaxConnections:   1024,
+		HandshakeTimeout: time.Second,
+		IdleTimeout:      2 * time.Minute,
+	}
 }
 
 // Validate names every bad key and value.
@@ -46,8 +64,20 @@ func (c *Config) Validate() error {
 	case filepath.Base(c.SocketPath) == "." || filepath.Base(c.SocketPath) == "/" || c.SocketPath[len(c.SocketPath)-1] == '/':
 		errs = append(errs, fmt.Errorf("socketPath %q: want a file name, not a directory", c.SocketPath))
 	}
-	if c.RequestTimeout <= 0 {
-		errs = append(errs, fmt.Errorf("requestTimeout %s: want a positive duration", c.RequestTimeout))
+	if c.MaxConnections < 1 {
+		errs = append(errs, fmt.Errorf("maxConnections %d: want at least 1", c.MaxConnections))
+	}
+	for _, d := range []struct {
+		key string
+		val time.Duration
+	}{
+		{"requestTimeout", c.RequestTimeout},
+		{"handshakeTimeout", c.HandshakeTimeout},
+		{"idleTimeout", c.IdleTimeout},
+	} {
+		if d.val <= 0 {
+			errs = append(errs, fmt.Errorf("%s %s: want a positive duration", d.key, d.val))
+		}
 	}
 	return errors.Join(errs...)
 }

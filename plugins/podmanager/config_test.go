@@ -26,6 +26,15 @@ func TestConfigValidate(t *testing.T) {
 		{"directory", func(c *Config) { c.SocketPath = "/var/run/" }, `socketPath "/var/run/": want a file name`},
 		{"zero timeout", func(c *Config) { c.RequestTimeout = 0 }, "requestTimeout 0s: want a positive duration"},
 		{"negative timeout", func(c *Config) { c.RequestTimeout = -time.Second }, "requestTimeout -1s"},
+		{"one connection", func(c *Config) { c.MaxConnections = 1 }, ""},
+		{"zero connections", func(c *Config) { c.MaxConnections = 0 }, "maxConnections 0: want at least 1"},
+		{"negative connections", func(c *Config) { c.MaxConnections = -5 }, "maxConnections -5: want at least 1"},
+		{"short handshake", func(c *Config) { c.HandshakeTimeout = time.Millisecond }, ""},
+		{"zero handshake", func(c *Config) { c.HandshakeTimeout = 0 }, "handshakeTimeout 0s: want a positive duration"},
+		{"negative handshake", func(c *Config) { c.HandshakeTimeout = -time.Second }, "handshakeTimeout -1s: want a positive duration"},
+		{"short idle", func(c *Config) { c.IdleTimeout = time.Second }, ""},
+		{"zero idle", func(c *Config) { c.IdleTimeout = 0 }, "idleTimeout 0s: want a positive duration"},
+		{"negative idle", func(c *Config) { c.IdleTimeout = -time.Minute }, "idleTimeout -1m0s: want a positive duration"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -42,6 +51,24 @@ func TestConfigValidate(t *testing.T) {
 	}
 }
 
+func TestConfigValidateNamesEveryBadKey(t *testing.T) {
+	g := NewWithT(t)
+	c := Config{SocketPath: "/run/cni.sock"}
+	err := c.Validate()
+	g.Expect(err).To(MatchError(And(
+		ContainSubstring("requestTimeout 0s"), ContainSubstring("maxConnections 0"),
+		ContainSubstring("handshakeTimeout 0s"), ContainSubstring("idleTimeout 0s"))))
+}
+
+func TestDefaultConfigBoundsTheSocket(t *testing.T) {
+	g := NewWithT(t)
+	c := DefaultConfig()
+	g.Expect(c.MaxConnections).To(Equal(1024))
+	g.Expect(c.HandshakeTimeout).To(Equal(time.Second))
+	g.Expect(c.IdleTimeout).To(Equal(2 * time.Minute))
+	g.Expect(c.Validate()).To(Succeed())
+}
+
 func TestConfigFile(t *testing.T) {
 	cases := []struct {
 		name    string
@@ -49,12 +76,18 @@ func TestConfigFile(t *testing.T) {
 		want    Config
 		err     []string
 	}{
-		{"keys", "socketPath: /tmp/x/cni.sock\nrequestTimeout: 3s\n",
-			Config{SocketPath: "/tmp/x/cni.sock", RequestTimeout: 3 * time.Second}, nil},
+		{"keys", "socketPath: /tmp/x/cni.sock\nrequestTimeout: 3s\nmaxConnections: 64\nhandshakeTimeout: 500ms\nidleTimeout: 30s\n",
+			Config{SocketPath: "/tmp/x/cni.sock", RequestTimeout: 3 * time.Second,
+				MaxConnections: 64, HandshakeTimeout: 500 * time.Millisecond, IdleTimeout: 30 * time.Second}, nil},
 		{"defaults fill the rest", "requestTimeout: 1s\n",
-			Config{SocketPath: DefaultSocketPath, RequestTimeout: time.Second}, nil},
+			Config{SocketPath: DefaultSocketPath, RequestTimeout: time.Second,
+				MaxConnections: 1024, HandshakeTimeout: time.Second, IdleTimeout: 2 * time.Minute}, nil},
 		{"unknown key", "socketPath: /tmp/x.sock\nsocketMode: \"0666\"\n", Config{}, []string{`"socketMode"`}},
 		{"bad value", "requestTimeout: 0s\n", Config{}, []string{"requestTimeout 0s"}},
+		{"bad bounds", "maxConnections: 0\nhandshakeTimeout: -1s\nidleTimeout: 0s\n", Config{},
+			[]string{"maxConnections 0: want at least 1", "handshakeTimeout -1s", "idleTimeout 0s"}},
+		{"not a duration", "handshakeTimeout: 5\n", Config{}, []string{"handshakeTimeout"}},
+		{"not a number", "maxConnections: many\n", Config{}, []string{"maxConnections"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -23,10 +23,25 @@
 // same socket stops before any plugin has created anything (etcd data,
 // bolt file); AfterInit looks again and replaces a stale socket.
 //
+// The socket is bounded (podmanager.conf; limitListener, gRPC options):
+//
+//   - at most maxConnections connections are open at once; the next one is
+//     accepted only when an open one closes, and waits in the kernel's
+//     accept backlog meanwhile (a client dialing into a full backlog gets
+//     EAGAIN). A flood of connections therefore delays the clients that
+//     dial behind it (by about the flood's size / maxConnections *
+//     handshakeTimeout) but never costs the agent more than maxConnections
+//     file descriptors;
+//   - a connection that has not completed the gRPC (HTTP/2) handshake
+//     handshakeTimeout after it was accepted is closed (and counted);
+//   - a connection with no call in flight for idleTimeout is closed
+//     (GOAWAY first); a call in flight is never cut by it.
+//
 // Close first ends every call in flight (they answer code 11, "try again
 // later": nothing of them was acknowledged), stops the server gracefully
-// (at most gracefulStopTimeout, then cuts the connections) and removes the
-// socket file if it is still the one it created.
+// (at most gracefulStopTimeout, then cuts the connections; handshakes in
+// progress are cut at once, as gRPC's stop would wait for their deadline)
+// and removes the socket file if it is still the one it created.
 //
 // # A call
 //
@@ -108,6 +123,9 @@
 //     both under Plugin.mu. Each call runs on its own gRPC goroutine and
 //     touches only its own event; the event's outputs are read after the
 //     loop is done with it.
+//   - The socket's open connections and the handshakes in progress:
+//     limitListener, under its own mutex; a connection frees its slot when
+//     gRPC (or Close) closes it.
 //
 // # Caller duties
 //
@@ -128,6 +146,8 @@
 //
 // Health: StatusCheck hears init until the socket serves, ok while it
 // does, error if serving stops early and after Close. Metrics:
-// contiv_podmanager_requests_total{method,code} and
-// contiv_podmanager_request_duration_seconds{method}.
+// contiv_podmanager_requests_total{method,code},
+// contiv_podmanager_request_duration_seconds{method},
+// contiv_podmanager_open_connections (at most maxConnections) and
+// contiv_podmanager_handshake_timeouts_total.
 package podmanager

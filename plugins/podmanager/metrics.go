@@ -20,8 +20,10 @@ const (
 // podmanagerMetrics are the plugin's Prometheus metrics; they count even
 // when no registry is wired.
 type podmanagerMetrics struct {
-	requests *prometheus.CounterVec
-	latency  *prometheus.HistogramVec
+	requests          *prometheus.CounterVec
+	latency           *prometheus.HistogramVec
+	connections       prometheus.Gauge   // limitListener
+	handshakeTimeouts prometheus.Counter // limitListener
 }
 
 func newPodmanagerMetrics() *podmanagerMetrics {
@@ -36,6 +38,14 @@ func newPodmanagerMetrics() *podmanagerMetrics {
 			Buckets: []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
 				0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10},
 		}, []string{"method"}),
+		connections: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "contiv_podmanager_open_connections",
+			Help: "Connections open on the CNI socket, at most maxConnections (further ones wait in the kernel's accept backlog).",
+		}),
+		handshakeTimeouts: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "contiv_podmanager_handshake_timeouts_total",
+			Help: "Connections to the CNI socket closed because they did not complete the gRPC (HTTP/2) handshake within handshakeTimeout.",
+		}),
 	}
 }
 
@@ -49,10 +59,14 @@ func (m *podmanagerMetrics) observe(method string, code uint32, took time.Durati
 func (m *podmanagerMetrics) Describe(ch chan<- *prometheus.Desc) {
 	m.requests.Describe(ch)
 	m.latency.Describe(ch)
+	m.connections.Describe(ch)
+	m.handshakeTimeouts.Describe(ch)
 }
 
 // Collect implements prometheus.Collector.
 func (m *podmanagerMetrics) Collect(ch chan<- prometheus.Metric) {
 	m.requests.Collect(ch)
 	m.latency.Collect(ch)
+	m.connections.Collect(ch)
+	m.handshakeTimeouts.Collect(ch)
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/keepalive"
 
 	"github.com/contiv-ipam/agent/infra"
 	"github.com/contiv-ipam/agent/infra/config"
@@ -107,19 +108,24 @@ func (p *Plugin) AfterInit() error {
 		p.report(health.Error, err)
 		return err
 	}
-	srv := grpc.NewServer()
+	srv := grpc.NewServer(
+		grpc.ConnectionTimeout(p.cfg.HandshakeTimeout),
+		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: p.cfg.IdleTimeout}),
+	)
 	cni.RegisterRemoteCNIServer(srv, &server{p: p})
 	p.grpc, p.sock, p.served = srv, sock, make(chan struct{})
-	go p.serve(srv, sock)
+	go p.serve(srv, newLimitListener(sock.ln, p.cfg.MaxConnections, p.metrics), sock)
 	p.report(health.OK, nil)
-	p.Log.Info("serving the CNI API", "socket", p.cfg.SocketPath, "request-timeout", p.cfg.RequestTimeout)
+	p.Log.Info("serving the CNI API", "socket", p.cfg.SocketPath, "request-timeout", p.cfg.RequestTimeout,
+		"max-connections", p.cfg.MaxConnections, "handshake-timeout", p.cfg.HandshakeTimeout, "idle-timeout", p.cfg.IdleTimeout)
 	return nil
 }
 
-// serve runs the gRPC server until Close; an early end turns health red.
-func (p *Plugin) serve(srv *grpc.Server, sock *socket) {
+// serve runs the gRPC server on ln (sock's listener, bounded) until Close;
+// an early end turns health red.
+func (p *Plugin) serve(srv *grpc.Server, ln *limitListener, sock *socket) {
 	defer close(p.served)
-	err := srv.Serve(sock.ln)
+	err := srv.Serve(ln)
 	if err != nil && !errors.Is(err, grpc.ErrServerStopped) {
 		p.Log.Error("the CNI API stopped serving", "socket", sock.path, "error", err)
 		p.report(health.Error, fmt.Errorf("CNI socket %q: %w", sock.path, err))
