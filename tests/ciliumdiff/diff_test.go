@@ -12,8 +12,8 @@ import (
 
 	. "github.com/onsi/gomega"
 
-	"github.com/contiv-ipam/agent/plugins/ipam"
 	"github.com/contiv-ipam/agent/engine/ipalloc"
+	"github.com/contiv-ipam/agent/plugins/ipam"
 )
 
 var (

@@ -9,8 +9,8 @@ import (
 
 	"github.com/cilium/cilium/pkg/ipam/service/ipallocator"
 
-	"github.com/contiv-ipam/agent/plugins/ipam"
 	"github.com/contiv-ipam/agent/engine/ipalloc"
+	"github.com/contiv-ipam/agent/plugins/ipam"
 )
 
 // cap64 is dualStack with an IPv6 /64 per node: node 1 gets

@@ -15,6 +15,7 @@ import (
 	"github.com/cilium/cilium/pkg/ipam/service/allocator"
 	"github.com/cilium/cilium/pkg/ipam/service/ipallocator"
 
+	"github.com/contiv-ipam/agent/engine/ipalloc"
 	"github.com/contiv-ipam/agent/infra/config"
 	"github.com/contiv-ipam/agent/infra/kvdb"
 	"github.com/contiv-ipam/agent/infra/kvdb/bolt"
@@ -22,7 +23,6 @@ import (
 	"github.com/contiv-ipam/agent/plugins/contivconf"
 	"github.com/contiv-ipam/agent/plugins/controller/api"
 	"github.com/contiv-ipam/agent/plugins/ipam"
-	"github.com/contiv-ipam/agent/engine/ipalloc"
 	"github.com/contiv-ipam/agent/plugins/nodesync"
 )
 

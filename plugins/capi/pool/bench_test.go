@@ -5,8 +5,8 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"github.com/contiv-ipam/agent/plugins/capi/api/v1alpha1"
 	"github.com/contiv-ipam/agent/engine/cidr"
+	"github.com/contiv-ipam/agent/plugins/capi/api/v1alpha1"
 )
 
 // BenchmarkAllocateRelease allocates and releases one owner in a /16 pool
