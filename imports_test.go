@@ -32,6 +32,15 @@ func TestImportsPointDown(t *testing.T) {
 		// pool-block protocol of the Kubernetes-state models, nothing else.
 		{"plugins/nodeipam/...", []string{"engine/ipalloc", "engine/cidr", "infra/kvdb",
 			"plugins/ksr/model/codec", "plugins/ksr/model/poolblock"}},
+		// The allocation core knows its store, the engine, the addressing
+		// and the records it keeps, and the CNI vocabulary of podmanager
+		// (AttachmentKey, ErrTryAgain); never the IPAM plugin, its REST
+		// surface or another face.
+		{"plugins/ipam/addressing", []string{"engine", "plugins/contivconf", "infra",
+			"plugins/controller/api", "plugins/ksr/model"}}, // the last two through contivconf
+		{"plugins/ipam/keeper", []string{"engine", "infra", "plugins/ipam/addressing",
+			"plugins/ipam/checkpoint", "plugins/ksr/model", "plugins/podmanager",
+			"plugins/controller/api", "plugins/contivconf"}},
 		// The CAPI framework knows nothing of ours; the pool engine sits on
 		// the allocator engine and the pool API.
 		{"plugins/capi/ipamutil", nil},

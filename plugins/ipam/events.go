@@ -12,6 +12,7 @@ import (
 	"github.com/contiv-ipam/agent/plugins/contivconf"
 	"github.com/contiv-ipam/agent/plugins/controller/api"
 	"github.com/contiv-ipam/agent/plugins/ipam/addressing"
+	"github.com/contiv-ipam/agent/plugins/ipam/keeper"
 	"github.com/contiv-ipam/agent/plugins/ksr/model/node"
 	podmodel "github.com/contiv-ipam/agent/plugins/ksr/model/pod"
 	"github.com/contiv-ipam/agent/plugins/ksr/model/poolblock"
@@ -61,8 +62,9 @@ func (p *Plugin) Resync(ev api.Event, ks api.KubeStateData, _ int, _ api.ResyncO
 	if err != nil {
 		return api.NewFatalError(fmt.Errorf("ipam resync: %w", err))
 	}
-	in := &resyncInput{st: st, ks: ks, live: liveness(ev), event: ev.GetName(), hostIPs: p.thisNodeIPs(), exclusions: p.exclusionsFor(st)}
-	if err := p.keeper.do(&request{kind: reqResync, rs: in}).err; err != nil {
+	in := &keeper.ResyncInput{State: st, KubeState: ks, Live: liveness(ev), Event: ev.GetName(), HostIPs: p.thisNodeIPs(),
+		Exclusions: p.exclusionsFor(st)}
+	if err := p.keeper.Do(&keeper.Request{Kind: keeper.ReqResync, Resync: in}).Err; err != nil {
 		return api.NewFatalError(fmt.Errorf("ipam resync: %w", err))
 	}
 	p.st.Store(st)
@@ -162,13 +164,13 @@ func (p *Plugin) setWaiting(w *waitError) {
 func (p *Plugin) reportReadiness() {
 	p.readyMu.Lock()
 	defer p.readyMu.Unlock()
-	switch w, storeErr := p.waiting.Load(), p.keeper.health.get(); {
+	switch w, storeErr := p.waiting.Load(), p.keeper.StoreFailing(); {
 	case w != nil:
 		p.report(health.Init, w)
 	case storeErr != nil:
 		p.report(health.Error, fmt.Errorf("%w: %w", ErrStoreFailing, storeErr))
 	case p.st.Load() == nil:
-		p.report(health.Init, errNotReady)
+		p.report(health.Init, keeper.ErrNotReady)
 	default:
 		p.report(health.OK, nil)
 	}
@@ -294,7 +296,7 @@ func (p *Plugin) podChange(e *api.KubeStateChange) (string, error) {
 	}
 	if e.NewValue != nil {
 		if pod, ok := e.NewValue.(*podmodel.Pod); ok {
-			return "", p.keeper.do(&request{kind: reqPodSeen, pod: podmodel.GetID(pod)}).err
+			return "", p.keeper.Do(&keeper.Request{Kind: keeper.ReqPodSeen, Pod: podmodel.GetID(pod)}).Err
 		}
 		return "", nil
 	}
@@ -303,11 +305,11 @@ func (p *Plugin) podChange(e *api.KubeStateChange) (string, error) {
 		return "", nil
 	}
 	id := podmodel.GetID(pod)
-	rep := p.keeper.do(&request{kind: reqPodGone, pod: id})
-	if rep.err != nil || !rep.held {
-		return "", rep.err
+	rep := p.keeper.Do(&keeper.Request{Kind: keeper.ReqPodGone, Pod: id})
+	if rep.Err != nil || !rep.Held {
+		return "", rep.Err
 	}
-	return fmt.Sprintf("released the address %s of deleted pod %s", rep.addr, id), nil
+	return fmt.Sprintf("released the address %s of deleted pod %s", rep.Addr, id), nil
 }
 
 // grantChange makes the node's pools follow its changed grant.
@@ -317,18 +319,15 @@ func (p *Plugin) grantChange(e *api.KubeStateChange) (string, error) {
 		v, ok := e.NewValue.(*structpb.Struct)
 		var parsed bool
 		if ok {
-			g, parsed = grantFromStruct(v)
+			g, parsed = keeper.GrantFromStruct(v)
 		}
 		if !parsed {
 			p.invalidValue("poolgrant", fmt.Errorf("pool grant %s: not a grant", e.Key), p.st.Load())
 			return "", nil
 		}
 	}
-	err := p.keeper.exec(func(t *table, _ *batch) error {
-		p.keeper.applyGrant(t, g)
-		return nil
-	})
-	if errors.Is(err, errNotReady) {
+	err := p.keeper.ApplyGrant(g)
+	if errors.Is(err, keeper.ErrNotReady) {
 		return "", nil // the first resync reads the grant
 	}
 	return fmt.Sprintf("pool grant: %v", g.Blocks), err

@@ -3,11 +3,11 @@ package ipam
 import (
 	"context"
 	"net/netip"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/contiv-ipam/agent/plugins/ipam/addressing"
+	"github.com/contiv-ipam/agent/plugins/ipam/keeper"
 	podmodel "github.com/contiv-ipam/agent/plugins/ksr/model/pod"
 )
 
@@ -17,23 +17,20 @@ import (
 // in its channel, or taken and waiting behind the commit in flight
 // (deferred, behind a barrier, or decided into the next batch); a sweep
 // of absent pods that waits for the commit counts as one.
-func QueuedRequests(p *Plugin) int { return len(p.keeper.reqs) + int(p.keeper.pipe.waiting.Load()) }
+func QueuedRequests(p *Plugin) int { return p.keeper.QueuedRequests() }
 
 // Closing tells whether Close has begun (the keeper's stop is closed).
-func Closing(p *Plugin) bool { return p.keeper.stopping() }
+func Closing(p *Plugin) bool { return p.keeper.Closing() }
 
 // Clock is the keeper's time source.
-type Clock interface {
-	Now() time.Time
-	NewTimer(d time.Duration) (<-chan time.Time, func() bool)
-}
+type Clock = keeper.Clock
 
 // UseClock replaces the system clock.
 func UseClock(c Clock) Option { return func(p *Plugin) { p.clock = c } }
 
 // AbsentReleases counts the addresses released after the grace period.
 func AbsentReleases(p *Plugin) prometheus.Collector {
-	return p.metrics.reclaimed.WithLabelValues(reasonAbsent)
+	return p.metrics.keeper.AbsentReleases()
 }
 
 // AllocationsOf is the reply of GET /contiv/v1/ipam/allocations.
@@ -41,10 +38,7 @@ func AllocationsOf(p *Plugin) Allocations { return p.allocations() }
 
 // KubeStateIsLive tells whether the keeper's view of the Kubernetes pods
 // comes from etcd (a remote DB resync), not from the local mirror.
-func KubeStateIsLive(p *Plugin) (live bool) {
-	p.keeper.read(func(*table) { live = p.keeper.view.live })
-	return live
-}
+func KubeStateIsLive(p *Plugin) bool { return p.keeper.KubeStateLive() }
 
 // Submitted is what the AddPod handler gets from the keeper: the
 // in-memory decision (Addr or Err) at once, and Final, which waits for
@@ -57,18 +51,18 @@ type Submitted struct {
 
 // SubmitAllocation submits an allocation the way the AddPod handler does.
 func SubmitAllocation(p *Plugin, id podmodel.ID) Submitted {
-	return submitted(p.keeper.submit(&request{kind: reqAllocate, pod: id}))
+	return submitted(p.keeper.Submit(&keeper.Request{Kind: keeper.ReqAllocate, Pod: id}))
 }
 
 // SubmitRelease submits a release the way the DeletePod handler does.
 func SubmitRelease(p *Plugin, id podmodel.ID) Submitted {
-	return submitted(p.keeper.submit(&request{kind: reqRelease, pod: id}))
+	return submitted(p.keeper.Submit(&keeper.Request{Kind: keeper.ReqRelease, Pod: id}))
 }
 
-func submitted(dec reply, final func(ctx context.Context) reply) Submitted {
-	return Submitted{Addr: dec.addr, Err: dec.err, Final: func(ctx context.Context) (netip.Addr, error) {
+func submitted(dec keeper.Reply, final func(ctx context.Context) keeper.Reply) Submitted {
+	return Submitted{Addr: dec.Addr, Err: dec.Err, Final: func(ctx context.Context) (netip.Addr, error) {
 		rep := final(ctx)
-		return rep.addr, rep.err
+		return rep.Addr, rep.Err
 	}}
 }
 
@@ -81,10 +75,8 @@ func FamilyCount(p *Plugin) (n int) {
 // MaxHeldRequests bounds the requests the keeper holds behind one stalled
 // transaction: its queue, its deferred list, the stalled one and a
 // barrier.
-const MaxHeldRequests = queueLen + maxDeferred + 2
+const MaxHeldRequests = keeper.MaxHeldRequests
 
 // WritesInFlight is the number of transactions the keeper handed to the
 // store whose outcome it has not settled yet.
-func WritesInFlight(p *Plugin) (n int) {
-	return int(p.keeper.pipe.flightCount.Load())
-}
+func WritesInFlight(p *Plugin) int { return p.keeper.WritesInFlight() }

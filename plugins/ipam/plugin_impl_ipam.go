@@ -19,6 +19,7 @@ import (
 	"github.com/contiv-ipam/agent/plugins/contivconf"
 	"github.com/contiv-ipam/agent/plugins/controller/api"
 	"github.com/contiv-ipam/agent/plugins/ipam/addressing"
+	"github.com/contiv-ipam/agent/plugins/ipam/keeper"
 	"github.com/contiv-ipam/agent/plugins/nodesync"
 	"github.com/contiv-ipam/agent/plugins/podmanager"
 )
@@ -52,7 +53,7 @@ type Plugin struct {
 
 	fixedConf *Config // UseConf
 	loaded    config.Preloaded[Config]
-	clock     clock // UseClock (tests); the system clock by default
+	clock     keeper.Clock // UseClock (tests); the system clock by default
 	cfg       Config
 
 	// st is the derived addressing, replaced whole at each resync (by the
@@ -60,14 +61,14 @@ type Plugin struct {
 	st      atomic.Pointer[addressing.State]
 	waiting atomic.Pointer[waitError] // why st is nil after a resync
 	readyMu sync.Mutex                // orders the readiness reports
-	keeper  *keeper
+	keeper  *keeper.Keeper
 	metrics *ipamMetrics
 
 	// exclMu guards runtimeExcl, the exclusions made at run time
 	// (BlacklistIP, ReserveLocalRoutes): appended by any caller, read at
 	// each resync.
 	exclMu      sync.Mutex
-	runtimeExcl []exclusion
+	runtimeExcl []keeper.Exclusion
 
 	// The claimer goroutine (elastic pools): started by AfterInit,
 	// stopped by Close.
@@ -103,18 +104,18 @@ func (p *Plugin) Init() error {
 		p.Log.Warn("no LocalDB: pod allocations are kept in memory only")
 	}
 	if p.clock == nil {
-		p.clock = realClock{}
+		p.clock = keeper.RealClock{}
 	}
 	p.metrics = newIPAMMetrics(p)
-	p.keeper = newKeeper(p.LocalDB, cfg, p.Log, p.clock, p.metrics)
-	p.keeper.health.notify = func(failing error) {
+	p.keeper = keeper.New(p.LocalDB, cfg, p.Log, p.clock, p.metrics.keeper)
+	p.keeper.OnStoreHealth(func(failing error) {
 		if failing != nil {
 			p.Log.Error("the store does not take the pod allocations: IPAM is not ready", "error", failing)
 		} else {
 			p.Log.Info("the store takes the pod allocations again: IPAM is ready")
 		}
 		p.reportReadiness()
-	}
+	})
 	if p.Metrics != nil {
 		if err := p.Metrics.Register(p.metrics); err != nil {
 			return fmt.Errorf("registering ipam metrics: %w", err)
@@ -133,14 +134,14 @@ func (p *Plugin) Init() error {
 // the first resync comes after it (the controller starts its watcher in
 // its own AfterInit, which runs later).
 func (p *Plugin) AfterInit() error {
-	p.keeper.start()
+	p.keeper.Start()
 	if p.PoolClaims != nil && p.cfg.WarmTarget > 0 {
 		ctx, cancel := context.WithCancel(context.Background())
 		p.stopClaimer = cancel
 		p.claimerDone = make(chan struct{})
 		go func() {
 			defer close(p.claimerDone)
-			p.runClaimer(ctx, p.keeper.el.claims)
+			p.runClaimer(ctx, p.keeper.Claims())
 		}()
 	}
 	return nil
@@ -152,7 +153,7 @@ func (p *Plugin) AfterInit() error {
 // nothing is lost.
 func (p *Plugin) Close() error {
 	if p.keeper != nil {
-		p.keeper.close()
+		p.keeper.Close()
 	}
 	if p.stopClaimer != nil {
 		p.stopClaimer()
@@ -174,7 +175,7 @@ func (p *Plugin) ready() bool { return p.st.Load() != nil }
 
 // NodeIPAddress implements API.
 func (p *Plugin) NodeIPAddress(nodeID uint32) (ip net.IP, network *net.IPNet, err error) {
-	err = errNotReady
+	err = keeper.ErrNotReady
 	p.read(func(st *addressing.State) {
 		if !st.NodeIC.IsValid() {
 			err = fmt.Errorf("nodeInterconnectCIDR is undefined: %w", ErrUndefined)
@@ -190,7 +191,7 @@ func (p *Plugin) NodeIPAddress(nodeID uint32) (ip net.IP, network *net.IPNet, er
 
 // VxlanIPAddress implements API.
 func (p *Plugin) VxlanIPAddress(nodeID uint32) (ip net.IP, network *net.IPNet, err error) {
-	err = errNotReady
+	err = keeper.ErrNotReady
 	p.read(func(st *addressing.State) {
 		var a netip.Addr
 		if a, err = addressing.NodeAddress(st.Vxlan, nodeID, netip.Addr{}); err == nil {
@@ -226,7 +227,7 @@ func (p *Plugin) HostInterconnectSubnetAllNodes() (n *net.IPNet) {
 
 // HostInterconnectSubnetOtherNode implements API.
 func (p *Plugin) HostInterconnectSubnetOtherNode(nodeID uint32) (n *net.IPNet, err error) {
-	err = errNotReady
+	err = keeper.ErrNotReady
 	p.read(func(st *addressing.State) {
 		var sub netip.Prefix
 		if sub, err = addressing.Dissect(st.HostAll, st.HostThis.Bits(), nodeID); err == nil {
@@ -250,7 +251,7 @@ func (p *Plugin) PodSubnetThisNode() (n *net.IPNet) {
 
 // PodSubnetOtherNode implements API.
 func (p *Plugin) PodSubnetOtherNode(nodeID uint32) (n *net.IPNet, err error) {
-	err = errNotReady
+	err = keeper.ErrNotReady
 	p.read(func(st *addressing.State) {
 		var sub netip.Prefix
 		if sub, err = addressing.Dissect(st.PodAll, st.PodThis.Bits(), nodeID); err == nil {
@@ -280,7 +281,7 @@ func (p *Plugin) NatLoopbackIP() (ip net.IP) {
 
 // NodeIDFromPodIP implements API.
 func (p *Plugin) NodeIDFromPodIP(podIP net.IP) (id uint32, err error) {
-	err = errNotReady
+	err = keeper.ErrNotReady
 	p.read(func(st *addressing.State) {
 		a, ok := addressing.ToAddr(podIP)
 		if !ok {
@@ -295,10 +296,7 @@ func (p *Plugin) NodeIDFromPodIP(podIP net.IP) (id uint32, err error) {
 // notReady says why IPAM has no addressing yet.
 func (p *Plugin) notReady() error {
 	if w := p.waiting.Load(); w != nil {
-		return fmt.Errorf("%w: %w", errNotReady, w)
+		return fmt.Errorf("%w: %w", keeper.ErrNotReady, w)
 	}
-	return errNotReady
+	return keeper.ErrNotReady
 }
-
-// errNotReady is returned before the first resync.
-var errNotReady = errors.New("IPAM is not initialised yet: no resync processed")

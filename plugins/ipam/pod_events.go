@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 
+	"github.com/contiv-ipam/agent/plugins/ipam/keeper"
 	"github.com/contiv-ipam/agent/plugins/podmanager"
 )
 
@@ -18,40 +19,40 @@ import (
 // reservation whose ID is ev.Reservation. The CNI reply waits
 // (ev.Await) for the allocation's record to be durable.
 func (p *Plugin) addPod(ev *podmanager.AddPod) (string, error) {
-	if err := checkAttachment(ev.Key); err != nil {
+	if err := keeper.CheckAttachment(ev.Key); err != nil {
 		return "", err
 	}
-	if err := checkPodID(ev.Pod); err != nil {
+	if err := keeper.CheckPodID(ev.Pod); err != nil {
 		return "", fmt.Errorf("%w: %w", podmanager.ErrBadRequest, err)
 	}
 	if err := p.checkNodeID(); err != nil {
-		p.metrics.failed.Inc()
+		p.metrics.keeper.FailedAllocations().Inc()
 		return "", err
 	}
-	req := &request{kind: reqAllocate, pod: ev.Pod, key: ev.Key, data: ev.IPAMData, ctx: ev.Ctx, mayRefuse: true}
+	req := &keeper.Request{Kind: keeper.ReqAllocate, Pod: ev.Pod, Key: ev.Key, Data: ev.IPAMData, Ctx: ev.Ctx, MayRefuse: true}
 	if ev.Confirms && !p.externalIPAM() {
-		req.timeout = p.cfg.CNIReservationTimeout
+		req.Timeout = p.cfg.CNIReservationTimeout
 	}
-	dec, final := p.keeper.submit(req)
-	if dec.err != nil {
-		return "", p.cniError(dec.err)
+	dec, final := p.keeper.Submit(req)
+	if dec.Err != nil {
+		return "", p.cniError(dec.Err)
 	}
 	iface := podmanager.PodInterface{Name: ev.Key.IfName, Sandbox: ev.NetworkNamespace}
 	ev.Routes = nil
-	for i, a := range dec.addrs {
+	for i, a := range dec.Addrs {
 		if !a.IsValid() {
 			continue
 		}
-		if !dec.nets[i].Contains(a) {
+		if !dec.Nets[i].Contains(a) {
 			return "", fmt.Errorf("%w: the pod subnet changed while %s was allocated", podmanager.ErrTryAgain, ev.Key)
 		}
-		iface.IPAddresses = append(iface.IPAddresses, podmanager.IPWithGateway{Address: netip.PrefixFrom(a, dec.nets[i].Bits()), Gateway: dec.gws[i]})
-		ev.Routes = append(ev.Routes, podmanager.Route{Dst: defaultRoute(a), Gw: dec.gws[i]})
+		iface.IPAddresses = append(iface.IPAddresses, podmanager.IPWithGateway{Address: netip.PrefixFrom(a, dec.Nets[i].Bits()), Gateway: dec.Gws[i]})
+		ev.Routes = append(ev.Routes, podmanager.Route{Dst: defaultRoute(a), Gw: dec.Gws[i]})
 	}
 	ev.Interfaces = []podmanager.PodInterface{iface}
-	ev.Reservation = dec.resv
-	ev.Await(func(ctx context.Context) error { return p.cniError(final(ctx).err) })
-	return fmt.Sprintf("%s: %s", ev.Key, dec.addrs), nil
+	ev.Reservation = dec.Resv
+	ev.Await(func(ctx context.Context) error { return p.cniError(final(ctx).Err) })
+	return fmt.Sprintf("%s: %s", ev.Key, dec.Addrs), nil
 }
 
 // defaultRoute is 0.0.0.0/0 or ::/0, the family of a.
@@ -66,27 +67,27 @@ func defaultRoute(a netip.Addr) netip.Prefix {
 // attachments, never a pod-keyed allocation); an unknown key releases
 // nothing and succeeds. The CNI reply waits for the delete to be durable.
 func (p *Plugin) deletePod(ev *podmanager.DeletePod) (string, error) {
-	if err := checkAttachment(ev.Key); err != nil {
+	if err := keeper.CheckAttachment(ev.Key); err != nil {
 		return "", err
 	}
-	dec, final := p.keeper.submit(&request{kind: reqRelease, pod: ev.Pod, key: ev.Key, ctx: ev.Ctx, mayRefuse: true})
-	if dec.err != nil {
-		return "", p.cniError(dec.err)
+	dec, final := p.keeper.Submit(&keeper.Request{Kind: keeper.ReqRelease, Pod: ev.Pod, Key: ev.Key, Ctx: ev.Ctx, MayRefuse: true})
+	if dec.Err != nil {
+		return "", p.cniError(dec.Err)
 	}
-	ev.Await(func(ctx context.Context) error { return p.cniError(final(ctx).err) })
-	if !dec.held {
+	ev.Await(func(ctx context.Context) error { return p.cniError(final(ctx).Err) })
+	if !dec.Held {
 		return "", nil
 	}
-	return fmt.Sprintf("released %s of %s", dec.addr, ev.Key), nil
+	return fmt.Sprintf("released %s of %s", dec.Addr, ev.Key), nil
 }
 
 // revertAddPod releases what addPod allocated (a later handler failed).
 func (p *Plugin) revertAddPod(ev *podmanager.AddPod) error {
-	if checkAttachment(ev.Key) != nil {
+	if keeper.CheckAttachment(ev.Key) != nil {
 		return nil // addPod refused it: nothing to undo
 	}
-	rep := p.keeper.do(&request{kind: reqRelease, pod: ev.Pod, key: ev.Key})
-	return p.cniError(rep.err)
+	rep := p.keeper.Do(&keeper.Request{Kind: keeper.ReqRelease, Pod: ev.Pod, Key: ev.Key})
+	return p.cniError(rep.Err)
 }
 
 // gcPods releases every attachment of ev.Network that ev.Valid does not
@@ -96,19 +97,12 @@ func (p *Plugin) gcPods(ev *podmanager.GCPods) (string, error) {
 	if ev.Network == "" {
 		return "", fmt.Errorf("GC: the network name is empty: %w", podmanager.ErrBadRequest)
 	}
-	in := newGCInput(ev)
-	var released int
-	var gcErr error
-	ran := false
-	rep := p.keeper.do(&request{kind: reqRead, read: func(t *table) {
-		ran = true
-		released, gcErr = p.keeper.gc(t, in)
-	}})
+	released, ready, gcErr := p.keeper.GC(keeper.NewGCInput(ev))
 	switch {
-	case rep.err != nil:
-		return "", p.cniError(rep.err)
-	case !ran:
+	case !ready && gcErr == nil:
 		return "", p.notReadyTryAgain()
+	case !ready:
+		return "", p.cniError(gcErr)
 	case gcErr != nil:
 		return "", fmt.Errorf("GC of network %q: %d attachments released, others not: %w", ev.Network, released, gcErr)
 	case released == 0:
@@ -121,8 +115,8 @@ func (p *Plugin) gcPods(ev *podmanager.GCPods) (string, error) {
 // later"; other errors keep their wrapping (ipalloc.ErrPoolExhausted,
 // podmanager.ErrBadRequest).
 func (p *Plugin) cniError(err error) error {
-	if errors.Is(err, errNotReady) || errors.Is(err, errNotStarted) || errors.Is(err, errClosed) {
-		if errors.Is(err, errNotReady) {
+	if errors.Is(err, keeper.ErrNotReady) || errors.Is(err, keeper.ErrNotStarted) || errors.Is(err, keeper.ErrClosed) {
+		if errors.Is(err, keeper.ErrNotReady) {
 			err = p.notReady()
 		}
 		return fmt.Errorf("%w: %w", podmanager.ErrTryAgain, err)

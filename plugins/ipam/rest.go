@@ -1,20 +1,17 @@
 package ipam
 
 import (
-	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"net/netip"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/contiv-ipam/agent/infra/rest"
 	"github.com/contiv-ipam/agent/plugins/contivconf"
 	"github.com/contiv-ipam/agent/plugins/ipam/addressing"
+	"github.com/contiv-ipam/agent/plugins/ipam/keeper"
 )
 
 // REST paths of the IPAM plugin.
@@ -73,11 +70,8 @@ type PodAllocation struct {
 	ReservationDeadline string `json:"reservationDeadline,omitempty"`
 }
 
-// PodName names a pod in REST replies.
-type PodName struct {
-	Name      string `json:"Name"`
-	Namespace string `json:"Namespace"`
-}
+// PodName names a pod in the REST replies.
+type PodName = keeper.PodName
 
 // Allocations is the reply of GET /contiv/v1/ipam/allocations (the JSON of
 // Contiv's IPAM REST API; Pods is null when there are none).
@@ -104,23 +98,8 @@ func (p *Plugin) registerHandlers() {
 	p.registerPoolsHandler()
 }
 
-// Conflict is a record moved aside in GET /contiv/v1/ipam/conflicts: Name
-// identifies it for the resolve call, Key and Value are the record as it
-// was stored, Reason why a restore could not place it.
-type Conflict struct {
-	Name        string   `json:"name"`
-	PodID       PodName  `json:"PodID"`
-	IP          string   `json:"ip"`
-	IPs         []string `json:"ips,omitempty"`
-	KeptFor     string   `json:"keptFor"`
-	Reason      string   `json:"reason,omitempty"`
-	At          string   `json:"at"`
-	Key         string   `json:"key,omitempty"`
-	Value       string   `json:"value,omitempty"`
-	Network     string   `json:"network,omitempty"`
-	ContainerID string   `json:"containerId,omitempty"`
-	IfName      string   `json:"ifName,omitempty"`
-}
+// Conflict is a record moved aside in GET /contiv/v1/ipam/conflicts.
+type Conflict = keeper.Conflict
 
 // Conflicts is the reply of GET /contiv/v1/ipam/conflicts.
 type Conflicts struct {
@@ -142,30 +121,10 @@ func (p *Plugin) conflictsHandler(f *rest.Formatter) http.HandlerFunc {
 			return
 		}
 		for _, kv := range kvs {
-			out.Conflicts = append(out.Conflicts, conflictOf(kv.Key, kv.Value))
+			out.Conflicts = append(out.Conflicts, keeper.DecodeConflict(kv.Key, kv.Value))
 		}
 		f.JSON(w, http.StatusOK, out)
 	}
-}
-
-// conflictOf decodes a record moved aside.
-func conflictOf(key string, value []byte) Conflict {
-	var v conflictValue
-	if json.Unmarshal(value, &v) != nil {
-		v.IP = "unreadable: " + string(value)
-	}
-	c := Conflict{Name: strings.TrimPrefix(key, ConflictPrefix), IP: v.IP, KeptFor: v.KeptFor, Reason: v.Reason, At: v.At,
-		Key: v.Key, Value: v.Value, Network: v.Network, ContainerID: v.ContainerID, IfName: v.IfName}
-	for _, a := range v.IPs {
-		c.IPs = append(c.IPs, a.String())
-	}
-	if v.Pod != nil {
-		c.PodID = *v.Pod
-		return c
-	}
-	ns, name, _ := strings.Cut(strings.TrimPrefix(key, ConflictPrefix), "/")
-	c.PodID = PodName{Name: name, Namespace: ns}
-	return c
 }
 
 func (p *Plugin) ipamHandler(f *rest.Formatter) http.HandlerFunc {
@@ -269,24 +228,18 @@ func (p *Plugin) allocationsHandler(f *rest.Formatter) http.HandlerFunc {
 // allocations lists this node's allocations sorted by namespace, name
 // and attachment.
 func (p *Plugin) allocations() Allocations {
-	list := p.allocationList()
-	slices.SortFunc(list, func(a, b allocation) int {
-		return cmp.Or(comparePods(a.pod, b.pod), compareKeys(a.key, b.key))
-	})
 	var out Allocations
-	for _, al := range list {
-		pa := PodAllocation{PodID: PodName{Name: al.pod.Name, Namespace: al.pod.Namespace},
-			MainIP: al.addrs.first().String(), Network: al.key.att.Network, ContainerID: al.key.att.ContainerID, IfName: al.key.att.IfName}
-		if ips := al.addrs.list(); len(ips) > 1 {
+	for _, al := range p.keeper.Allocations() {
+		pa := PodAllocation{PodID: PodName{Name: al.Pod.Name, Namespace: al.Pod.Namespace},
+			MainIP: al.Addrs.First().String(), Network: al.Attachment.Network, ContainerID: al.Attachment.ContainerID,
+			IfName: al.Attachment.IfName, Owner: al.Owner, Seq: al.Seq}
+		if ips := al.Addrs.List(); len(ips) > 1 {
 			for _, a := range ips {
 				pa.IPs = append(pa.IPs, a.String())
 			}
 		}
-		if al.key.ownerKeyed() {
-			pa.Owner, pa.Seq = al.key.pod.Name, al.key.seq
-		}
-		if al.resv != nil {
-			pa.ReservationDeadline = al.resv.deadline.UTC().Format(time.RFC3339Nano)
+		if !al.Deadline.IsZero() {
+			pa.ReservationDeadline = al.Deadline.UTC().Format(time.RFC3339Nano)
 		}
 		out.Pods = append(out.Pods, pa)
 	}

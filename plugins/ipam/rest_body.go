@@ -9,10 +9,11 @@ import (
 	"net/netip"
 	"strings"
 	"time"
-	"unicode"
 	"unicode/utf8"
 
 	"github.com/google/uuid"
+
+	"github.com/contiv-ipam/agent/plugins/ipam/keeper"
 )
 
 // This file decodes the bodies of the operator calls (rest_operator.go)
@@ -68,8 +69,6 @@ func (m opField) names() string {
 const (
 	// maxOperatorBody bounds a body; a longer one is 413.
 	maxOperatorBody = 64 << 10
-	// maxOwnerLen bounds an owner name, in bytes.
-	maxOwnerLen = 256
 	// maxQuoted bounds a value quoted in an error, in bytes.
 	maxQuoted = 80
 )
@@ -174,7 +173,7 @@ func (r *operatorRequest) setField(f opField, name, s string) error {
 			return bad(fmt.Sprintf("is not a family: want %q, %q or \"\" (every family of the node)", IPv4, IPv6))
 		}
 	case fieldOwner:
-		if err := checkOwner(s); err != nil {
+		if err := keeper.CheckOwner(s); err != nil {
 			return bad(err.Error())
 		}
 		r.owner = s
@@ -200,26 +199,6 @@ func (r *operatorRequest) setField(f opField, name, s string) error {
 		r.conflict = s
 	}
 	r.set |= f
-	return nil
-}
-
-// checkOwner says what is wrong with an owner name: empty, too long, not
-// UTF-8, a character that is not printable, or an address (the owner of
-// a release by owner must not read as a release by address).
-func checkOwner(s string) error {
-	switch {
-	case s == "":
-		return errors.New("is empty: want the owner's name")
-	case len(s) > maxOwnerLen:
-		return fmt.Errorf("is longer than %d bytes", maxOwnerLen)
-	case !utf8.ValidString(s):
-		return errors.New("is not UTF-8")
-	case strings.IndexFunc(s, func(c rune) bool { return !unicode.IsPrint(c) }) >= 0:
-		return errors.New("has a character that is not printable")
-	}
-	if _, err := netip.ParseAddr(s); err == nil {
-		return errors.New("is an IP address: want a name (release by address with \"ip\")")
-	}
 	return nil
 }
 

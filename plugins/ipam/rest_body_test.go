@@ -12,6 +12,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/contiv-ipam/agent/engine/ipalloc"
+	"github.com/contiv-ipam/agent/plugins/ipam/keeper"
 )
 
 // FuzzOperatorBody feeds arbitrary bodies to the decoder of every
@@ -65,8 +66,8 @@ func checkDecoded(t *testing.T, op, body string, r *operatorRequest) {
 	if r.has(fieldIP) && (!r.ip.IsValid() || r.ip.Zone() != "" || r.ip.Is4In6()) {
 		t.Fatalf("%s: %q: ip %v", op, body, r.ip)
 	}
-	if r.has(fieldOwner) && checkOwner(r.owner) != nil {
-		t.Fatalf("%s: %q: owner %q: %v", op, body, r.owner, checkOwner(r.owner))
+	if r.has(fieldOwner) && keeper.CheckOwner(r.owner) != nil {
+		t.Fatalf("%s: %q: owner %q: %v", op, body, r.owner, keeper.CheckOwner(r.owner))
 	}
 	if r.has(fieldTimeout) && r.timeout <= 0 {
 		t.Fatalf("%s: %q: timeout %v", op, body, r.timeout)
@@ -122,8 +123,8 @@ func TestOperatorStatusOfEveryError(t *testing.T) {
 	}{
 		{&refusal{http.StatusForbidden, "forbidden", errNoClientAuth}, 403, "forbidden"},
 		{&bodyError{field: "ip", msg: "missing"}, 400, "bad-request"},
-		{fmt.Errorf("x: %w", errNotReady), 503, "not-ready"},
-		{errClosed, 503, "not-ready"},
+		{fmt.Errorf("x: %w", keeper.ErrNotReady), 503, "not-ready"},
+		{keeper.ErrClosed, 503, "not-ready"},
 		{fmt.Errorf("x: %w", ErrNodeIDLost), 503, "node-id-lost"},
 		{errExternalIPAM, 409, "external-ipam"},
 		{fmt.Errorf("x: %w", ErrNotAllocated), 404, "not-allocated"},
@@ -137,7 +138,7 @@ func TestOperatorStatusOfEveryError(t *testing.T) {
 		{fmt.Errorf("x: %w", ErrIPv6Disabled), 422, "family-disabled"},
 		{fmt.Errorf("x: %w", ipalloc.ErrOutOfRange), 422, "out-of-range"},
 		{fmt.Errorf("x: %w", ipalloc.ErrReserved), 422, "reserved"},
-		{fmt.Errorf("x: %w: %w", errUnknownOutcome, errors.New("disk")), 500, "internal"},
+		{fmt.Errorf("x: %w: %w", keeper.ErrUnknownOutcome, errors.New("disk")), 500, "internal"},
 		{errors.Join(nil, fmt.Errorf("releasing: %w", errors.New("disk"))), 500, "internal"},
 	}
 	for _, tc := range cases {

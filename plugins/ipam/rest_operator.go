@@ -7,12 +7,12 @@ import (
 	"io"
 	"mime"
 	"net/http"
-	"net/netip"
 	"time"
 
 	"github.com/contiv-ipam/agent/engine/ipalloc"
 	"github.com/contiv-ipam/agent/infra/rest"
 	"github.com/contiv-ipam/agent/plugins/ipam/addressing"
+	"github.com/contiv-ipam/agent/plugins/ipam/keeper"
 )
 
 // The operator calls: an operator (or a tool of theirs) allocates,
@@ -244,7 +244,7 @@ func (p *Plugin) operatorReserve(r *operatorRequest) (any, error) {
 	}
 	out.ExpirationUUID = rs[0].ExpirationUUID
 	if a, ok := addressing.ToAddr(rs[0].IP); ok {
-		if dl, ok := p.reservationDeadline(a, out.ExpirationUUID); ok {
+		if dl, ok := p.keeper.ReservationDeadline(a, out.ExpirationUUID); ok {
 			out.Deadline = dl.UTC().Format(time.RFC3339Nano)
 		}
 	}
@@ -274,22 +274,6 @@ func (p *Plugin) operatorRelease(r *operatorRequest) (any, error) {
 // operatorAddress is the reply form of res.
 func operatorAddress(res *AllocationResult) OperatorAddress {
 	return OperatorAddress{IP: res.IP.String(), CIDRs: res.CIDRs, GatewayIP: res.GatewayIP}
-}
-
-// reservationDeadline is the deadline of reservation id of the allocation
-// holding a; false when it has none by that id (confirmed or released
-// since).
-func (p *Plugin) reservationDeadline(a netip.Addr, id string) (time.Time, bool) {
-	var deadline time.Time
-	found := false
-	p.keeper.read(func(t *table) {
-		if key, held := t.owner(a); held {
-			if rv, ok := t.resv[key]; ok && rv.id == id {
-				deadline, found = rv.deadline, true
-			}
-		}
-	})
-	return deadline, found
 }
 
 // refusal is an operator call refused before it reaches IPAM, with its
@@ -425,7 +409,7 @@ var operatorErrors = []struct {
 	status int
 	reason string
 }{
-	{[]error{errNotReady, errClosed}, http.StatusServiceUnavailable, "not-ready"},
+	{[]error{keeper.ErrNotReady, keeper.ErrClosed}, http.StatusServiceUnavailable, "not-ready"},
 	{[]error{ErrNodeIDLost}, http.StatusServiceUnavailable, "node-id-lost"},
 	{[]error{errExternalIPAM, ErrExternalIPAM}, http.StatusConflict, "external-ipam"},
 	{[]error{ErrNotAllocated, ipalloc.ErrNotAllocated}, http.StatusNotFound, "not-allocated"},

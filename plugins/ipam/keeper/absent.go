@@ -1,4 +1,4 @@
-package ipam
+package keeper
 
 import (
 	"slices"
@@ -7,20 +7,20 @@ import (
 	podmodel "github.com/contiv-ipam/agent/plugins/ksr/model/pod"
 )
 
-// clock is the keeper's time source (a fake one in tests).
-type clock interface {
+// Clock is the keeper's time source (a fake one in tests).
+type Clock interface {
 	Now() time.Time
 	// NewTimer returns a channel that receives once d has passed, and a
 	// function that stops the timer.
 	NewTimer(d time.Duration) (<-chan time.Time, func() bool)
 }
 
-// realClock is the system clock.
-type realClock struct{}
+// RealClock is the system clock.
+type RealClock struct{}
 
-func (realClock) Now() time.Time { return time.Now() }
+func (RealClock) Now() time.Time { return time.Now() }
 
-func (realClock) NewTimer(d time.Duration) (<-chan time.Time, func() bool) {
+func (RealClock) NewTimer(d time.Duration) (<-chan time.Time, func() bool) {
 	t := time.NewTimer(d)
 	return t.C, t.Stop
 }
@@ -28,7 +28,7 @@ func (realClock) NewTimer(d time.Duration) (<-chan time.Time, func() bool) {
 // sweepTimer wakes the keeper when the grace period of an absent pod
 // ends; c is nil while nothing is due (a nil channel never fires).
 type sweepTimer struct {
-	clock clock
+	clock Clock
 	c     <-chan time.Time
 	stop  func() bool
 	at    time.Time // when c fires
@@ -65,7 +65,7 @@ const sweepRetryDelay = 5 * time.Second
 // armSweep sets the sweep timer for the end of the earliest grace period
 // (none is due while the Kubernetes state is not live) or the earliest
 // deadline of a reservation, whichever comes first.
-func (k *keeper) armSweep() {
+func (k *Keeper) armSweep() {
 	var first time.Time
 	if k.tab != nil {
 		first = k.tab.earliestDeadline()
@@ -90,7 +90,7 @@ func (k *keeper) armSweep() {
 }
 
 // due lists the absent pods whose grace period is over, in a stable order.
-func (k *keeper) due() []podmodel.ID {
+func (k *Keeper) due() []podmodel.ID {
 	now := k.clock.Now()
 	var ids []podmodel.ID
 	for id, since := range k.absent {
@@ -120,7 +120,7 @@ func comparePods(a, b podmodel.ID) int {
 
 // releaseAbsent releases the addresses of the pods whose grace period is
 // over; each release is logged and counted.
-func (k *keeper) releaseAbsent() {
+func (k *Keeper) releaseAbsent() {
 	if !k.view.live || k.tab == nil {
 		return
 	}
@@ -150,7 +150,7 @@ const (
 // reclaimDone completes the delete of a reclaimed allocation's record:
 // the address is free once the delete is durable; otherwise the pod keeps
 // it and the sweep tries again later.
-func (k *keeper) reclaimDone(t *table, key allocKey, reason string) func(outcome, error) {
+func (k *Keeper) reclaimDone(t *table, key allocKey, reason string) func(outcome, error) {
 	a, _ := t.lookup(key)
 	id := t.podOf(key)
 	return func(o outcome, err error) {

@@ -1,4 +1,4 @@
-package ipam
+package keeper
 
 import (
 	"cmp"
@@ -105,10 +105,10 @@ func attachmentKey(k podmanager.AttachmentKey) string {
 	return AttachmentPrefix + url.PathEscape(k.Network) + "/" + url.PathEscape(k.ContainerID) + "/" + url.PathEscape(k.IfName)
 }
 
-// checkAttachment refuses keys that cannot name an attachment: every part
+// CheckAttachment refuses keys that cannot name an attachment: every part
 // is required, and the store key must fit kvdb.MaxKeyLen. The error wraps
 // podmanager.ErrBadRequest and names the field and the value.
-func checkAttachment(k podmanager.AttachmentKey) error {
+func CheckAttachment(k podmanager.AttachmentKey) error {
 	for _, f := range []struct{ name, value string }{
 		{"network", k.Network}, {"container ID", k.ContainerID}, {"interface name", k.IfName},
 	} {
@@ -166,20 +166,20 @@ type reservationRecord struct {
 
 // recordOf is the stored value of allocation k with its reservation
 // (nil: confirmed or none) and the time it was made.
-func (t *table) recordOf(k allocKey, pod podmodel.ID, as addrs, rv *reservation) []byte {
+func (t *table) recordOf(k allocKey, pod podmodel.ID, as Addrs, rv *reservation) []byte {
 	return recordValue(k, pod, as, rv, t.born[k])
 }
 
 // recordValue is the stored value of an allocation with its
 // reservation (nil: confirmed or none) and the time it was made (zero:
 // unknown; a pod-keyed record has no room for it).
-func recordValue(k allocKey, pod podmodel.ID, as addrs, rv *reservation, at time.Time) []byte {
+func recordValue(k allocKey, pod podmodel.ID, as Addrs, rv *reservation, at time.Time) []byte {
 	var rr *reservationRecord
 	if rv != nil {
 		rr = &reservationRecord{ID: rv.id, Deadline: rv.deadline.UTC()}
 	}
 	ips := make([]string, 0, 2)
-	for _, a := range as.list() {
+	for _, a := range as.List() {
 		ips = append(ips, a.String())
 	}
 	switch {
@@ -206,14 +206,14 @@ func parseAttachment(key string, value []byte) (record, error) {
 		return record{}, fmt.Errorf("key %q: value %.80q: not an attachment record: %w", key, value, err)
 	}
 	att := podmanager.AttachmentKey{Network: v.Network, ContainerID: v.ContainerID, IfName: v.IfName}
-	if err := checkAttachment(att); err != nil {
+	if err := CheckAttachment(att); err != nil {
 		return record{}, fmt.Errorf("key %q: %w", key, err)
 	}
 	if attachmentKey(att) != key {
 		return record{}, fmt.Errorf("key %q: the value names attachment %q, stored under %q", key, att.String(), attachmentKey(att))
 	}
 	pod := podmodel.ID{Name: v.Pod.Name, Namespace: v.Pod.Namespace}
-	if err := checkPodID(pod); err != nil {
+	if err := CheckPodID(pod); err != nil {
 		return record{}, fmt.Errorf("key %q: %w", key, err)
 	}
 	list := v.IPs
@@ -274,3 +274,21 @@ func parseReservation(rr *reservationRecord) *reservation {
 
 // sortKeys orders keys by compareKeys.
 func sortKeys(keys []allocKey) { slices.SortFunc(keys, compareKeys) }
+
+// AllocationPrefix is the bolt key prefix of the pod allocations:
+// AllocationPrefix + "<namespace>/<name>" -> the address.
+const AllocationPrefix = "/contiv-agent/ipam/pods/"
+
+// CheckPodID refuses IDs that cannot be a Kubernetes pod's.
+func CheckPodID(id podmodel.ID) error {
+	if id.Name == "" || id.Namespace == "" || strings.Contains(id.Name, "/") || strings.Contains(id.Namespace, "/") {
+		return fmt.Errorf("pod ID %q: want a name and a namespace without '/'", id.String())
+	}
+	return nil
+}
+
+// PodName names a pod in REST replies.
+type PodName struct {
+	Name      string `json:"Name"`
+	Namespace string `json:"Namespace"`
+}

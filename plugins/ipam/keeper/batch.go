@@ -1,4 +1,4 @@
-package ipam
+package keeper
 
 import (
 	"bytes"
@@ -69,7 +69,7 @@ func (b *batch) ops() []kvdb.Op {
 // flush stores b (with the cursor, and the stale records still to delete)
 // and reports every outcome, on the calling goroutine. Barriers call it,
 // with nothing in flight.
-func (k *keeper) flush(b *batch) {
+func (k *Keeper) flush(b *batch) {
 	if len(b.writes) == 0 {
 		return
 	}
@@ -79,7 +79,7 @@ func (k *keeper) flush(b *batch) {
 
 // prepare adds to a batch about to be stored the cursor (when an
 // allocation moved it) and the retried deletes of stale records.
-func (k *keeper) prepare(b *batch) {
+func (k *Keeper) prepare(b *batch) {
 	if b.cursor && k.tab != nil && !k.tab.externalMode() {
 		for i := range k.tab.slots() {
 			b.add(write{op: kvdb.PutOp(cursorKey(i), []byte(k.tab.pool(i).Pool().Cursor().String())), done: func(outcome, error) {}})
@@ -91,7 +91,7 @@ func (k *keeper) prepare(b *batch) {
 // addRetries adds the deletes of stale records that an earlier resync
 // could not delete, for keys the batch does not write anyway, while it
 // has room.
-func (k *keeper) addRetries(b *batch) {
+func (k *Keeper) addRetries(b *batch) {
 	for key := range k.retry {
 		if len(b.writes) >= kvdb.MaxTxnOps {
 			return
@@ -107,7 +107,7 @@ func (k *keeper) addRetries(b *batch) {
 // kvdb.MaxTxnOps writes, and calls every write's done. Only barriers
 // call it: nothing else is in flight, so the transactions queue behind
 // nothing of the keeper's.
-func (k *keeper) commit(ws []write) {
+func (k *Keeper) commit(ws []write) {
 	for chunk := range slices.Chunk(ws, kvdb.MaxTxnOps) {
 		k.settle(chunk, k.storeNow(chunk))
 	}
@@ -117,7 +117,7 @@ func (k *keeper) commit(ws []write) {
 // a pool's records before the pool list without it): once a transaction
 // is not durable, the later ones are not tried (not applied). It returns
 // the first error.
-func (k *keeper) commitInOrder(ws []write) error {
+func (k *Keeper) commitInOrder(ws []write) error {
 	var first error
 	for chunk := range slices.Chunk(ws, kvdb.MaxTxnOps) {
 		if first != nil {
@@ -140,7 +140,7 @@ func (k *keeper) commitInOrder(ws []write) error {
 // ends while it waits there); once the store has taken it, storeNow waits
 // for the commit's outcome however long it takes, so that the outcome is
 // the store's (a barrier blocks nothing that could go on meanwhile).
-func (k *keeper) storeNow(ws []write) stored {
+func (k *Keeper) storeNow(ws []write) stored {
 	if k.db == nil {
 		return stored{outs: make([]outcome, len(ws)), errs: make([]error, len(ws))}
 	}
@@ -166,7 +166,7 @@ type stored struct {
 // kvdb.ErrUnknownOutcome is "not applied", for every write; an unknown
 // outcome is resolved write by write with a read the store orders after
 // the transaction.
-func (k *keeper) outcomes(ops []kvdb.Op, err error) stored {
+func (k *Keeper) outcomes(ops []kvdb.Op, err error) stored {
 	res := stored{outs: make([]outcome, len(ops)), errs: make([]error, len(ops))}
 	switch {
 	case err == nil:
@@ -197,7 +197,7 @@ func opsOf(ws []write) []kvdb.Op {
 
 // settle reports the outcome of every write, on the keeper's goroutine. A
 // write that reached the store is no longer stale.
-func (k *keeper) settle(ws []write, res stored) {
+func (k *Keeper) settle(ws []write, res stored) {
 	for i, w := range ws {
 		if res.outs[i] == durable {
 			delete(k.retry, w.op.Key)
@@ -210,7 +210,7 @@ func (k *keeper) settle(ws []write, res stored) {
 // readBack tells whether the store holds what op asked for, with a read
 // the store orders after the write of unknown outcome (bolt's reads wait
 // for the commit that held it).
-func (k *keeper) readBack(op kvdb.Op) outcome {
+func (k *Keeper) readBack(op kvdb.Op) outcome {
 	ctx, cancel := k.ctx()
 	defer cancel()
 	kv, found, err := k.db.Get(ctx, op.Key)

@@ -1,4 +1,4 @@
-package ipam
+package keeper
 
 import (
 	"fmt"
@@ -78,17 +78,17 @@ func (t *table) inPool(a netip.Addr) bool {
 
 // replyOf is the reply of an allocation of as: each address with its
 // block's prefix and gateway.
-func (t *table) replyOf(as addrs, resv string) reply {
-	r := reply{addr: as.first(), addrs: as, resv: resv}
+func (t *table) replyOf(as Addrs, resv string) Reply {
+	r := Reply{Addr: as.First(), Addrs: as, Resv: resv}
 	for i, a := range as {
 		if !a.IsValid() {
 			continue
 		}
 		if b, _, ok := t.blockOf(a); ok {
-			r.nets[i], r.gws[i] = b.prefix, b.gw
+			r.Nets[i], r.Gws[i] = b.prefix, b.gw
 		} else if i < t.slots() {
 			f := t.st.Families()[i] // external IPAM: the node's pod subnet
-			r.nets[i], r.gws[i] = f.PodThis, f.PodGW
+			r.Nets[i], r.Gws[i] = f.PodThis, f.PodGW
 		}
 	}
 	return r

@@ -1,4 +1,4 @@
-package ipam
+package keeper
 
 import (
 	"errors"
@@ -28,11 +28,11 @@ type ImportResult struct {
 // barrier on the keeper, so with nothing in flight (the table is what the
 // store holds, but for writes of unknown outcome, which are exported as
 // held).
-func (p *Plugin) ExportCheckpoint() (checkpoint.Data, error) {
-	d := checkpoint.Data{Version: checkpoint.Version, Node: p.ServiceLabel.GetAgentLabel()}
-	err := p.keeper.exec(func(t *table, _ *batch) error {
-		d.TakenAt = p.keeper.clock.Now().UTC()
-		t.each(func(k allocKey, pod podmodel.ID, as addrs) bool {
+func (k *Keeper) ExportCheckpoint() (checkpoint.Data, error) {
+	d := checkpoint.Data{Version: checkpoint.Version}
+	err := k.exec(func(t *table, _ *batch) error {
+		d.Node, d.TakenAt = t.st.NodeName, k.clock.Now().UTC()
+		t.each(func(k allocKey, pod podmodel.ID, as Addrs) bool {
 			d.Allocations = append(d.Allocations, t.entryOf(k, pod, as))
 			return true
 		})
@@ -42,7 +42,7 @@ func (p *Plugin) ExportCheckpoint() (checkpoint.Data, error) {
 }
 
 // entryOf is the checkpoint entry of one allocation.
-func (t *table) entryOf(k allocKey, pod podmodel.ID, as addrs) checkpoint.Entry {
+func (t *table) entryOf(k allocKey, pod podmodel.ID, as Addrs) checkpoint.Entry {
 	e := checkpoint.Entry{AllocatedAt: t.born[k].UTC()}
 	for _, a := range as {
 		if b, _, ok := t.blockOf(a); ok {
@@ -72,22 +72,22 @@ func (t *table) entryOf(k allocKey, pod podmodel.ID, as addrs) checkpoint.Entry 
 // before any other request is served: pods Kubernetes does not have enter
 // their grace period, and Kubernetes wins a clash. Entries outside this
 // node's pod subnets, or naming a bad key, are skipped and counted.
-func (p *Plugin) ImportCheckpoint(d checkpoint.Data, replace bool) (ImportResult, error) {
+func (k *Keeper) ImportCheckpoint(d checkpoint.Data, replace bool) (ImportResult, error) {
 	var res ImportResult
-	err := p.keeper.exec(func(t *table, _ *batch) error {
+	err := k.exec(func(t *table, _ *batch) error {
 		if t.externalMode() {
 			return fmt.Errorf("importing a checkpoint: %w", ErrExternalIPAM)
 		}
 		if t.len() > 0 && !replace {
 			return fmt.Errorf("importing a checkpoint: %d allocations held: %w", t.len(), ErrNotEmpty)
 		}
-		if p.keeper.last == nil {
-			return errNotReady
+		if k.last == nil {
+			return ErrNotReady
 		}
-		if p.keeper.db == nil {
+		if k.db == nil {
 			return errors.New("importing a checkpoint: this agent keeps its allocations in memory only (no LocalDB): nothing to import into")
 		}
-		ws := p.keeper.dropAll(t)
+		ws := k.dropAll(t)
 		for i, e := range d.Allocations {
 			w, err := importWrite(t, e)
 			if err != nil {
@@ -100,20 +100,20 @@ func (p *Plugin) ImportCheckpoint(d checkpoint.Data, replace bool) (ImportResult
 		}
 		// A key both held and imported is written, not deleted: one
 		// transaction cannot hold two operations on a key.
-		if err := p.keeper.commitAll(dedupe(ws)); err != nil {
+		if err := k.commitAll(dedupe(ws)); err != nil {
 			return fmt.Errorf("importing a checkpoint: storing the records: %w", err)
 		}
-		p.Log.Info("checkpoint imported; resyncing with the Kubernetes state", "from-node", d.Node, "taken-at", d.TakenAt,
+		k.log.Info("checkpoint imported; resyncing with the Kubernetes state", "from-node", d.Node, "taken-at", d.TakenAt,
 			"imported", res.Imported, "skipped", res.Skipped, "replaced", replace)
-		return p.keeper.resync(p.keeper.last)
+		return k.resync(k.last)
 	})
 	return res, err
 }
 
 // dropAll lists the deletes of every allocation of t.
-func (k *keeper) dropAll(t *table) []write {
+func (k *Keeper) dropAll(t *table) []write {
 	var ws []write
-	t.each(func(key allocKey, _ podmodel.ID, _ addrs) bool {
+	t.each(func(key allocKey, _ podmodel.ID, _ Addrs) bool {
 		ws = append(ws, write{op: kvdb.DeleteOp(key.storeKey()), done: func(outcome, error) {}})
 		return true
 	})
@@ -123,7 +123,7 @@ func (k *keeper) dropAll(t *table) []write {
 // commitAll stores ws in batches of maxBatch, on the keeper's goroutine
 // (nothing is in flight: the caller is a barrier), and returns the first
 // error.
-func (k *keeper) commitAll(ws []write) error {
+func (k *Keeper) commitAll(ws []write) error {
 	var errs []error
 	for chunk := range slices.Chunk(ws, maxBatch) {
 		for i := range chunk {
@@ -147,7 +147,7 @@ func importWrite(t *table, e checkpoint.Entry) (write, error) {
 	if err != nil {
 		return write{}, err
 	}
-	var as addrs
+	var as Addrs
 	for _, s := range e.IPs {
 		a, err := netip.ParseAddr(s)
 		if err != nil {
@@ -160,7 +160,7 @@ func importWrite(t *table, e checkpoint.Entry) (write, error) {
 		}
 		as[i] = a
 	}
-	if !as.first().IsValid() {
+	if !as.First().IsValid() {
 		return write{}, errors.New("no address")
 	}
 	var rv *reservation
@@ -178,7 +178,7 @@ func entryKey(e checkpoint.Entry) (allocKey, podmodel.ID, error) {
 	}
 	switch {
 	case e.Owner != "":
-		if err := checkOwner(e.Owner); err != nil {
+		if err := CheckOwner(e.Owner); err != nil {
 			return allocKey{}, pod, fmt.Errorf("owner %.80q %w", e.Owner, err)
 		}
 		if e.Seq == 0 {
@@ -187,16 +187,16 @@ func entryKey(e checkpoint.Entry) (allocKey, podmodel.ID, error) {
 		k := ownerKeyOf(e.Owner, e.Seq)
 		return k, k.pod, nil
 	case e.Network == "" && e.ContainerID == "" && e.IfName == "":
-		if err := checkPodID(pod); err != nil {
+		if err := CheckPodID(pod); err != nil {
 			return allocKey{}, pod, err
 		}
 		return podKeyOf(pod), pod, nil
 	}
 	att := podmanager.AttachmentKey{Network: e.Network, ContainerID: e.ContainerID, IfName: e.IfName}
-	if err := checkAttachment(att); err != nil {
+	if err := CheckAttachment(att); err != nil {
 		return allocKey{}, pod, err
 	}
-	if err := checkPodID(pod); err != nil {
+	if err := CheckPodID(pod); err != nil {
 		return allocKey{}, pod, err
 	}
 	return attKeyOf(att), pod, nil

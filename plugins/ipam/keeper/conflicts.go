@@ -1,4 +1,4 @@
-package ipam
+package keeper
 
 import (
 	"encoding/json"
@@ -24,10 +24,10 @@ var (
 // deleted, in one transaction. It is refused (ErrCannotRestore) while an
 // address of it is held, or lies outside this node's pod subnets and
 // pools. It returns once the change is durable.
-func (p *Plugin) RestoreConflict(name string) (string, error) {
+func (k *Keeper) RestoreConflict(name string) (string, error) {
 	var what string
-	err := p.keeper.exec(func(t *table, _ *batch) error {
-		c, v, err := p.keeper.loadConflict(name)
+	err := k.exec(func(t *table, _ *batch) error {
+		c, v, err := k.loadConflict(name)
 		if err != nil {
 			return err
 		}
@@ -45,11 +45,11 @@ func (p *Plugin) RestoreConflict(name string) (string, error) {
 			return fmt.Errorf("conflict %q: %w: %w", name, ErrCannotRestore, err)
 		}
 		ops := []kvdb.Op{kvdb.PutOp(r.key.storeKey(), r.raw), kvdb.DeleteOp(c)}
-		if err := p.keeper.commitOps(ops); err != nil {
+		if err := k.commitOps(ops); err != nil {
 			t.drop(r.key)
 			return fmt.Errorf("restoring conflict %q: %w", name, err)
 		}
-		p.keeper.acknowledged(r.pod)
+		k.acknowledged(r.pod)
 		what = fmt.Sprintf("%s of pod %s holds %s again", r.key, r.pod, r.addr)
 		return nil
 	})
@@ -59,19 +59,19 @@ func (p *Plugin) RestoreConflict(name string) (string, error) {
 // DiscardConflict deletes the record moved aside under name: the operator
 // has found that its pod no longer needs its addresses. It returns once
 // the delete is durable.
-func (p *Plugin) DiscardConflict(name string) error {
-	return p.keeper.exec(func(*table, *batch) error {
-		c, _, err := p.keeper.loadConflict(name)
+func (k *Keeper) DiscardConflict(name string) error {
+	return k.exec(func(*table, *batch) error {
+		c, _, err := k.loadConflict(name)
 		if err != nil {
 			return err
 		}
-		return p.keeper.commitOps([]kvdb.Op{kvdb.DeleteOp(c)})
+		return k.commitOps([]kvdb.Op{kvdb.DeleteOp(c)})
 	})
 }
 
 // loadConflict reads the record moved aside under name: its store key
 // and value.
-func (k *keeper) loadConflict(name string) (string, conflictValue, error) {
+func (k *Keeper) loadConflict(name string) (string, conflictValue, error) {
 	var v conflictValue
 	if name == "" || strings.Contains(name, "..") {
 		return "", v, fmt.Errorf("conflict %q: %w", name, ErrNoSuchConflict)
@@ -112,10 +112,48 @@ func conflictRecord(v conflictValue) (record, error) {
 
 // commitOps stores ops in one transaction (a barrier: nothing else is in
 // flight) and returns its error when it is not durable.
-func (k *keeper) commitOps(ops []kvdb.Op) error {
+func (k *Keeper) commitOps(ops []kvdb.Op) error {
 	ws := make([]write, len(ops))
 	for i, op := range ops {
 		ws[i] = write{op: op, done: func(outcome, error) {}}
 	}
 	return k.commitInOrder(ws)
+}
+
+// Conflict is a record moved aside in GET /contiv/v1/ipam/conflicts: Name
+// identifies it for the resolve call, Key and Value are the record as it
+// was stored, Reason why a restore could not place it.
+type Conflict struct {
+	Name        string   `json:"name"`
+	PodID       PodName  `json:"PodID"`
+	IP          string   `json:"ip"`
+	IPs         []string `json:"ips,omitempty"`
+	KeptFor     string   `json:"keptFor"`
+	Reason      string   `json:"reason,omitempty"`
+	At          string   `json:"at"`
+	Key         string   `json:"key,omitempty"`
+	Value       string   `json:"value,omitempty"`
+	Network     string   `json:"network,omitempty"`
+	ContainerID string   `json:"containerId,omitempty"`
+	IfName      string   `json:"ifName,omitempty"`
+}
+
+// DecodeConflict decodes a record moved aside.
+func DecodeConflict(key string, value []byte) Conflict {
+	var v conflictValue
+	if json.Unmarshal(value, &v) != nil {
+		v.IP = "unreadable: " + string(value)
+	}
+	c := Conflict{Name: strings.TrimPrefix(key, ConflictPrefix), IP: v.IP, KeptFor: v.KeptFor, Reason: v.Reason, At: v.At,
+		Key: v.Key, Value: v.Value, Network: v.Network, ContainerID: v.ContainerID, IfName: v.IfName}
+	for _, a := range v.IPs {
+		c.IPs = append(c.IPs, a.String())
+	}
+	if v.Pod != nil {
+		c.PodID = *v.Pod
+		return c
+	}
+	ns, name, _ := strings.Cut(strings.TrimPrefix(key, ConflictPrefix), "/")
+	c.PodID = PodName{Name: name, Namespace: ns}
+	return c
 }

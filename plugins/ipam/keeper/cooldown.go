@@ -1,4 +1,4 @@
-package ipam
+package keeper
 
 import (
 	"fmt"
@@ -45,7 +45,7 @@ func (k allocKey) cooling() bool { return k.seq != 0 && k.pod.Namespace == coold
 
 // coolDown holds the addresses just released until until; an excluded
 // one is excluded instead.
-func (t *table) coolDown(as addrs, until time.Time) {
+func (t *table) coolDown(as Addrs, until time.Time) {
 	for _, a := range as {
 		p := t.poolOf(a)
 		if !a.IsValid() || p == nil {
@@ -158,14 +158,14 @@ func coolingKey(a netip.Addr) string { return CoolingPrefix + a.String() }
 // releaseWrites are the writes that release allocation key of t: the
 // delete of its record (its done is done) and, with an address cooldown,
 // the cooling record of each of its addresses, in the same transaction.
-func (k *keeper) releaseWrites(t *table, key allocKey, done func(outcome, error)) []write {
+func (k *Keeper) releaseWrites(t *table, key allocKey, done func(outcome, error)) []write {
 	ws := []write{{op: kvdb.DeleteOp(key.storeKey()), done: done}}
 	if k.cfg.AddressCooldown <= 0 || t.externalMode() {
 		return ws
 	}
 	as, _ := t.lookupAll(key)
 	until := []byte(k.clock.Now().Add(k.cfg.AddressCooldown).UTC().Format(time.RFC3339Nano))
-	for _, a := range as.list() {
+	for _, a := range as.List() {
 		if t.poolOf(a) == nil {
 			continue
 		}
@@ -179,7 +179,7 @@ func (k *keeper) releaseWrites(t *table, key allocKey, done func(outcome, error)
 }
 
 // addRelease adds the release writes of key to b.
-func (k *keeper) addRelease(b *batch, key allocKey, done func(outcome, error)) {
+func (k *Keeper) addRelease(b *batch, key allocKey, done func(outcome, error)) {
 	for _, w := range k.releaseWrites(k.tab, key, done) {
 		b.add(w)
 	}
@@ -195,7 +195,7 @@ var coolingLane = podmodel.ID{Namespace: cooldownNamespace, Name: "records"}
 // are harmless whenever they land, so they go to the store like a
 // request's writes, without holding the sweep; one that fails is tried
 // again at the next sweep.
-func (k *keeper) warmUp() {
+func (k *Keeper) warmUp() {
 	t := k.tab
 	t.warmUp(k.clock.Now())
 	b := newBatch()
@@ -223,7 +223,7 @@ func (k *keeper) warmUp() {
 // restoreCooling puts the stored cooldowns that still run back on t's
 // free addresses; the others (over, or on an address held or outside the
 // pools) are deleted with the resync's writes.
-func (k *keeper) restoreCooling(p *plan, cooling []kvdb.KeyValue) {
+func (k *Keeper) restoreCooling(p *plan, cooling []kvdb.KeyValue) {
 	now := k.clock.Now()
 	k.coolStored = map[netip.Addr]struct{}{}
 	for _, kv := range cooling {
@@ -234,14 +234,14 @@ func (k *keeper) restoreCooling(p *plan, cooling []kvdb.KeyValue) {
 			p.stale = append(p.stale, kv.Key)
 			continue
 		}
-		p.t.coolDown(addrs{a}, until)
+		p.t.coolDown(Addrs{a}, until)
 		k.coolStored[a] = struct{}{}
 	}
 }
 
 // loadCooling reads the stored cooldowns; in memory mode, the current
 // table's.
-func (k *keeper) loadCooling() ([]kvdb.KeyValue, error) {
+func (k *Keeper) loadCooling() ([]kvdb.KeyValue, error) {
 	if k.db == nil {
 		var out []kvdb.KeyValue
 		if k.tab != nil {

@@ -1,4 +1,4 @@
-package ipam
+package keeper
 
 import (
 	"context"
@@ -14,11 +14,11 @@ import (
 
 // keyOf is the allocation a request names: its attachment, or with none
 // the pod (the pod-ID API).
-func keyOf(r *request) allocKey {
-	if r.key == (podmanager.AttachmentKey{}) {
-		return podKeyOf(r.pod)
+func keyOf(r *Request) allocKey {
+	if r.Key == (podmanager.AttachmentKey{}) {
+		return podKeyOf(r.Pod)
 	}
-	return attKeyOf(r.key)
+	return attKeyOf(r.Key)
 }
 
 // allocate decides the address of the request's allocation and adds its
@@ -26,28 +26,28 @@ func keyOf(r *request) allocKey {
 // release of the pod's obsolete attachments). The caller is answered once
 // the record is durable; if it is not, the decision is undone, or, when
 // the outcome is unknown, the address stays reserved (see table.unsure).
-func (k *keeper) allocate(r *request, b *batch) {
+func (k *Keeper) allocate(r *Request, b *batch) {
 	t := k.tab
 	key := keyOf(r)
 	if key.podKeyed() {
-		if held, _, ok := t.podAddr(r.pod); ok {
+		if held, _, ok := t.podAddr(r.Pod); ok {
 			key = held // the pod-ID API answers the address the pod has
 		}
 	}
-	pod := r.pod
+	pod := r.Pod
 	if _, ok := t.lookupAll(key); ok {
 		pod = t.podOf(key)
 	}
-	d, err := t.decide(key, pod, r.data)
+	d, err := t.decide(key, pod, r.Data)
 	if err != nil {
 		k.metrics.failed.Inc()
-		r.answer(reply{err: k.growing(fmt.Errorf("%s: %w", describe(key, r.pod), err))})
+		r.answer(Reply{Err: k.growing(fmt.Errorf("%s: %w", describe(key, r.Pod), err))})
 		return
 	}
 	if d.fresh {
 		t.born[key] = k.clock.Now()
 	}
-	rv := k.reserve(key, r.timeout, &d)
+	rv := k.reserve(key, r.Timeout, &d)
 	if !d.store {
 		k.acknowledged(pod) // again
 		r.answer(t.replyOf(d.addrs, ""))
@@ -65,7 +65,7 @@ func (k *keeper) allocate(r *request, b *batch) {
 }
 
 // allocated completes the store of an allocation's record.
-func (k *keeper) allocated(r *request, key allocKey, pod podmodel.ID, d decision) func(outcome, error) {
+func (k *Keeper) allocated(r *Request, key allocKey, pod podmodel.ID, d decision) func(outcome, error) {
 	t := k.tab
 	return func(o outcome, err error) {
 		switch o {
@@ -77,12 +77,12 @@ func (k *keeper) allocated(r *request, key allocKey, pod podmodel.ID, d decision
 		case failed:
 			d.undo()
 			k.metrics.failed.Inc()
-			r.answer(reply{err: fmt.Errorf("%s: address %s not stored, allocation undone: %w", describe(key, pod), d.addrs, err)})
+			r.answer(Reply{Err: fmt.Errorf("%s: address %s not stored, allocation undone: %w", describe(key, pod), d.addrs, err)})
 		default:
 			t.unsure[key] = struct{}{}
 			k.noteHeld(pod)
 			k.metrics.failed.Inc()
-			r.answer(reply{err: fmt.Errorf("%s: address %s: %w: %w", describe(key, pod), d.addrs, errUnknownOutcome, err)})
+			r.answer(Reply{Err: fmt.Errorf("%s: address %s: %w: %w", describe(key, pod), d.addrs, ErrUnknownOutcome, err)})
 		}
 	}
 }
@@ -94,7 +94,7 @@ func (k *keeper) allocated(r *request, key allocKey, pod podmodel.ID, d decision
 // failed leaves its record in the store: after a durable delete the
 // record is gone, and after a delete of unknown outcome it may be gone
 // (or may never have been stored, when old was unsure already).
-func (k *keeper) adoptedDone(old allocKey) func(outcome, error) {
+func (k *Keeper) adoptedDone(old allocKey) func(outcome, error) {
 	t := k.tab
 	return func(o outcome, _ error) {
 		_, restored := t.lookup(old)
@@ -111,7 +111,7 @@ func (k *keeper) adoptedDone(old allocKey) func(outcome, error) {
 // network and interface with another container ID (Contiv's obsolete pod
 // configuration). Plain containers (podmanager.ContainerNamespace) have
 // no obsolete attachments: their pod name is the container ID.
-func (k *keeper) obsolete(key allocKey, pod podmodel.ID) []allocKey {
+func (k *Keeper) obsolete(key allocKey, pod podmodel.ID) []allocKey {
 	if key.podKeyed() || key.ownerKeyed() || pod.Namespace == podmanager.ContainerNamespace {
 		return nil
 	}
@@ -124,25 +124,25 @@ func (k *keeper) obsolete(key allocKey, pod podmodel.ID) []allocKey {
 	return out
 }
 
-// errUnknownOutcome wraps the error of a write whose outcome could not be
+// ErrUnknownOutcome wraps the error of a write whose outcome could not be
 // read back.
-var errUnknownOutcome = errors.New("the store's outcome is unknown and could not be read back, so the address stays reserved for the pod")
+var ErrUnknownOutcome = errors.New("the store's outcome is unknown and could not be read back, so the address stays reserved for the pod")
 
 // release serves the requests that free addresses: the release of one
 // attachment (DEL: never a pod-keyed allocation), or the release of every
 // allocation of a pod (the pod-ID API, a pod deleted from Kubernetes).
 // An address is free only once its delete is durable.
-func (k *keeper) release(r *request, b *batch) {
+func (k *Keeper) release(r *Request, b *batch) {
 	var keys []allocKey
-	if r.key != (podmanager.AttachmentKey{}) {
-		if _, ok := k.tab.lookup(attKeyOf(r.key)); ok {
-			keys = []allocKey{attKeyOf(r.key)}
+	if r.Key != (podmanager.AttachmentKey{}) {
+		if _, ok := k.tab.lookup(attKeyOf(r.Key)); ok {
+			keys = []allocKey{attKeyOf(r.Key)}
 		}
 	} else {
-		keys = k.tab.keysOf(r.pod)
+		keys = k.tab.keysOf(r.Pod)
 	}
 	if len(keys) == 0 {
-		r.answer(reply{})
+		r.answer(Reply{})
 		return
 	}
 	j := newJoin(r, len(keys))
@@ -155,16 +155,16 @@ func (k *keeper) release(r *request, b *batch) {
 		j.lowest(a)
 		k.addRelease(b, key, k.releaseDone(key, "released", j))
 	}
-	r.decided(reply{addr: j.addr, held: true})
+	r.decided(Reply{Addr: j.addr, Held: true})
 }
 
 // releaseDone completes the delete of an allocation's record: the address
 // is free once the delete is durable; j (nil: nobody waits) hears the
 // outcome.
-func (k *keeper) releaseDone(key allocKey, what string, j *join) func(outcome, error) {
+func (k *Keeper) releaseDone(key allocKey, what string, j *join) func(outcome, error) {
 	t := k.tab
 	as, _ := t.lookupAll(key)
-	a := as.first()
+	a := as.First()
 	pod := t.podOf(key)
 	return func(o outcome, err error) {
 		switch o {
@@ -178,7 +178,7 @@ func (k *keeper) releaseDone(key allocKey, what string, j *join) func(outcome, e
 			err = fmt.Errorf("%s: address %s not released: its record could not be deleted: %w", describe(key, pod), a, err)
 		default:
 			t.unsure[key] = struct{}{}
-			err = fmt.Errorf("%s: address %s not released: %w: %w", describe(key, pod), a, errUnknownOutcome, err)
+			err = fmt.Errorf("%s: address %s not released: %w: %w", describe(key, pod), a, ErrUnknownOutcome, err)
 		}
 		if o != durable && j == nil {
 			k.log.Warn("releasing an address failed; it stays held", "error", err)
@@ -189,7 +189,7 @@ func (k *keeper) releaseDone(key allocKey, what string, j *join) func(outcome, e
 
 // released forgets a released allocation of t; its addresses cool down
 // for Config.AddressCooldown (the sweep frees them).
-func (k *keeper) released(t *table, key allocKey) {
+func (k *Keeper) released(t *table, key allocKey) {
 	now := k.clock.Now()
 	as, _ := t.lookupAll(key)
 	t.release(key, now, k.cfg.AddressCooldown)
@@ -208,8 +208,8 @@ func (k *keeper) released(t *table, key allocKey) {
 // empty), or with elastic pools and no address cooldown one whose block
 // cooldown starts now (with an address cooldown it starts when the last
 // address warms up, in the sweep that frees it).
-func (k *keeper) emptiedAnAddedBlock(t *table, as addrs) bool {
-	for _, a := range as.list() {
+func (k *Keeper) emptiedAnAddedBlock(t *table, as Addrs) bool {
+	for _, a := range as.List() {
 		b, i, ok := t.blockOf(a)
 		if !ok || b == t.blocks[i][0] || !b.revoked && !(k.elasticOn() && k.cfg.AddressCooldown <= 0) {
 			continue
@@ -226,7 +226,7 @@ func (k *keeper) emptiedAnAddedBlock(t *table, as addrs) bool {
 // deleted pod whose release failed is absent past due, so that the sweep
 // retries it; an address acknowledged since may be a re-created pod's,
 // which the next sweep or resync must not release at once.
-func (k *keeper) acknowledged(pod podmodel.ID) {
+func (k *Keeper) acknowledged(pod podmodel.ID) {
 	now := k.clock.Now()
 	k.young[pod] = now
 	if _, ok := k.absent[pod]; ok {
@@ -235,7 +235,7 @@ func (k *keeper) acknowledged(pod podmodel.ID) {
 }
 
 // forgetIfFree drops the absence and youth of a pod that holds nothing.
-func (k *keeper) forgetIfFree(pod podmodel.ID) {
+func (k *Keeper) forgetIfFree(pod podmodel.ID) {
 	if len(k.tab.byPod[pod]) == 0 {
 		delete(k.absent, pod)
 		delete(k.young, pod)
@@ -245,13 +245,13 @@ func (k *keeper) forgetIfFree(pod podmodel.ID) {
 // join answers a request once all of its writes are done: the lowest
 // address released, and the first error.
 type join struct {
-	r    *request
+	r    *Request
 	left int
 	addr netip.Addr
 	err  error
 }
 
-func newJoin(r *request, n int) *join { return &join{r: r, left: n} }
+func newJoin(r *Request, n int) *join { return &join{r: r, left: n} }
 
 // lowest keeps the lowest of the addresses seen.
 func (j *join) lowest(a netip.Addr) {
@@ -269,12 +269,12 @@ func (j *join) done(a netip.Addr, err error) {
 		j.err = err
 	}
 	if j.left--; j.left == 0 {
-		j.r.answer(reply{addr: j.addr, held: true, err: j.err})
+		j.r.answer(Reply{Addr: j.addr, Held: true, Err: j.err})
 	}
 }
 
 // seen notes a pod of the Kubernetes state: it is not absent.
-func (k *keeper) seen(id podmodel.ID) {
+func (k *Keeper) seen(id podmodel.ID) {
 	if k.view.pods == nil {
 		k.view.pods = map[podmodel.ID]struct{}{}
 	}
@@ -283,14 +283,14 @@ func (k *keeper) seen(id podmodel.ID) {
 }
 
 // gone notes a pod deleted from the Kubernetes state.
-func (k *keeper) gone(id podmodel.ID) {
+func (k *Keeper) gone(id podmodel.ID) {
 	delete(k.view.pods, id)
 	delete(k.absent, id)
 }
 
 // noteHeld starts the grace period of a held pod that the live
 // Kubernetes state does not have. Plain containers are never absent.
-func (k *keeper) noteHeld(id podmodel.ID) {
+func (k *Keeper) noteHeld(id podmodel.ID) {
 	if !k.view.live || neverAbsent(id) {
 		return
 	}

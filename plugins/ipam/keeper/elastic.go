@@ -1,8 +1,6 @@
-package ipam
+package keeper
 
 import (
-	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -13,19 +11,10 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/contiv-ipam/agent/engine/ipalloc"
-	"github.com/contiv-ipam/agent/infra/kvdb"
 	"github.com/contiv-ipam/agent/plugins/controller/api"
-	"github.com/contiv-ipam/agent/plugins/ksr/model/codec"
 	"github.com/contiv-ipam/agent/plugins/ksr/model/poolblock"
 	"github.com/contiv-ipam/agent/plugins/podmanager"
 )
-
-// PoolClaimer writes this node's pool claim (poolblock.ClaimKey in etcd);
-// the agent wires it. Put may be called again with a newer claim at any
-// time; the last one is what counts.
-type PoolClaimer interface {
-	PutClaim(ctx context.Context, c poolblock.Claim) error
-}
 
 // elastic is the keeper's part of the elastic pools (owned by the
 // keeper's goroutine): how many added blocks each slot wants, the blocks
@@ -44,14 +33,14 @@ func newElastic() elastic {
 }
 
 // on tells whether elastic pools are configured.
-func (k *keeper) elasticOn() bool {
+func (k *Keeper) elasticOn() bool {
 	return k.cfg.WarmTarget > 0 && k.tab != nil && !k.tab.externalMode()
 }
 
 // checkWarm asks for one more block of slot i when its free addresses
 // (cooling ones count as used) fell below the warm target and no request
 // is pending.
-func (k *keeper) checkWarm(i int) {
+func (k *Keeper) checkWarm(i int) {
 	t := k.tab
 	if !k.elasticOn() || i >= t.slots() || t.free(i) >= uint64(k.cfg.WarmTarget) {
 		return
@@ -68,7 +57,7 @@ func (k *keeper) checkWarm(i int) {
 // growing turns "pool exhausted" into "try again later" while a block is
 // claimed from nodeipam: the pools grow within moments, and contiv-cni
 // repeats such an ADD (its tryAgainBudget) rather than fail it.
-func (k *keeper) growing(err error) error {
+func (k *Keeper) growing(err error) error {
 	if !errors.Is(err, ipalloc.ErrPoolExhausted) || !k.claimPending() {
 		return err
 	}
@@ -76,7 +65,7 @@ func (k *keeper) growing(err error) error {
 }
 
 // claimPending tells whether a family waits for a claimed block.
-func (k *keeper) claimPending() bool {
+func (k *Keeper) claimPending() bool {
 	if !k.elasticOn() {
 		return false
 	}
@@ -89,7 +78,7 @@ func (k *keeper) claimPending() bool {
 }
 
 // sendClaim hands the current claim to the claimer goroutine.
-func (k *keeper) sendClaim() {
+func (k *Keeper) sendClaim() {
 	c := poolblock.Claim{Node: k.tab.st.NodeName, Want: map[string]int{}, Release: slices.Clone(k.el.releasing)}
 	for i, f := range k.tab.st.Families() {
 		if n := k.el.want[i]; n > 0 {
@@ -106,7 +95,7 @@ func (k *keeper) sendClaim() {
 // applyGrant makes the added blocks follow the node's grant: a granted
 // block the node does not hold is added (unless the node is giving it
 // back); a released block the grant no longer lists is forgotten.
-func (k *keeper) applyGrant(t *table, g poolblock.Grant) {
+func (k *Keeper) applyGrant(t *table, g poolblock.Grant) {
 	if t.externalMode() {
 		return
 	}
@@ -135,7 +124,7 @@ func (k *keeper) applyGrant(t *table, g poolblock.Grant) {
 // node did not give them back: nodeipam freed them, its Node was deleted),
 // and claims again: nothing new comes from them, so that another node
 // that gets them never meets an address handed out here afterwards.
-func (k *keeper) revokeUngranted(t *table, granted map[netip.Prefix]bool) {
+func (k *Keeper) revokeUngranted(t *table, granted map[netip.Prefix]bool) {
 	revoked := false
 	for _, bs := range t.blocks {
 		for j, b := range bs {
@@ -172,7 +161,7 @@ func (t *table) unrevoked(i int) []*block {
 
 // dropRevokedEmpty forgets the revoked blocks that are empty (nothing
 // assigned): not granted any more, they are not released either.
-func (k *keeper) dropRevokedEmpty(t *table) {
+func (k *Keeper) dropRevokedEmpty(t *table) {
 	for i := range t.slots() {
 		for j := len(t.blocks[i]) - 1; j > 0; j-- {
 			b := t.blocks[i][j]
@@ -191,7 +180,7 @@ func (k *keeper) dropRevokedEmpty(t *table) {
 }
 
 // addBlock adds a block to t and stores the list of added blocks.
-func (k *keeper) addBlock(t *table, pfx netip.Prefix) error {
+func (k *Keeper) addBlock(t *table, pfx netip.Prefix) error {
 	i, ok := t.slotOf(pfx.Addr())
 	if !ok {
 		return disabledErr(pfx.Addr().Is6())
@@ -218,7 +207,7 @@ func (k *keeper) addBlock(t *table, pfx netip.Prefix) error {
 // assigned, nothing cooling down) for the block cooldown, as long as the
 // free addresses of their family stay at the minimum free target without
 // them. It runs in the sweep.
-func (k *keeper) shrink() {
+func (k *Keeper) shrink() {
 	if !k.elasticOn() {
 		return
 	}
@@ -247,7 +236,7 @@ func (k *keeper) shrink() {
 }
 
 // giveBack removes empty block j of slot i and tells nodeipam.
-func (k *keeper) giveBack(t *table, i, j int) {
+func (k *Keeper) giveBack(t *table, i, j int) {
 	b := t.blocks[i][j]
 	rest := slices.DeleteFunc(t.added(), func(p netip.Prefix) bool { return p == b.prefix })
 	if err := k.storeBlocks(rest); err != nil {
@@ -264,7 +253,7 @@ func (k *keeper) giveBack(t *table, i, j int) {
 
 // nextShrink is when the sweep must run for the block cooldowns, zero
 // when no block is waiting.
-func (k *keeper) nextShrink() time.Time {
+func (k *Keeper) nextShrink() time.Time {
 	var first time.Time
 	for _, since := range k.el.emptySince {
 		if at := since.Add(k.cfg.BlockCooldown); first.IsZero() || at.Before(first) {
@@ -280,64 +269,15 @@ func grantOf(ks api.KubeStateData, node string) (poolblock.Grant, bool) {
 	if !ok {
 		return poolblock.Grant{}, false
 	}
-	return grantFromStruct(v)
+	return GrantFromStruct(v)
 }
 
-// grantFromStruct decodes a grant carried as a generic struct.
-func grantFromStruct(v *structpb.Struct) (poolblock.Grant, bool) {
+// GrantFromStruct decodes a grant carried as a generic struct.
+func GrantFromStruct(v *structpb.Struct) (poolblock.Grant, bool) {
 	b, err := protojson.Marshal(v)
 	if err != nil {
 		return poolblock.Grant{}, false
 	}
 	g, err := poolblock.ParseGrant(b)
 	return g, err == nil
-}
-
-// runClaimer sends the claims the keeper decides, newest first, until ctx
-// ends; a failed write is retried with backoff (a newer claim replaces
-// the one being retried).
-func (p *Plugin) runClaimer(ctx context.Context, claims <-chan poolblock.Claim) {
-	var pending *poolblock.Claim
-	retry := time.Duration(0)
-	for {
-		var timer <-chan time.Time
-		if pending != nil {
-			timer = time.After(retry)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case c := <-claims:
-			pending, retry = &c, 0
-			continue
-		case <-timer:
-		}
-		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		err := p.PoolClaims.PutClaim(cctx, *pending)
-		cancel()
-		if err == nil {
-			p.Log.Info("pool claim written", "want", pending.Want, "release", pending.Release)
-			pending = nil
-			continue
-		}
-		retry = min(max(2*retry, 250*time.Millisecond), 10*time.Second)
-		p.Log.Warn("writing the pool claim failed; retrying", "in", retry.String(), "error", err)
-	}
-}
-
-// StoreClaimer writes claims into a key-value store (etcd, as the agent
-// wires it): the JSON claim under codec.KSRPrefix + poolblock.ClaimKey.
-type StoreClaimer struct {
-	DB kvdb.Store
-}
-
-var _ PoolClaimer = StoreClaimer{}
-
-// PutClaim implements PoolClaimer.
-func (s StoreClaimer) PutClaim(ctx context.Context, c poolblock.Claim) error {
-	v, err := json.Marshal(c)
-	if err != nil {
-		return err
-	}
-	return s.DB.Put(ctx, codec.KSRPrefix+poolblock.ClaimKey(c.Node), v)
 }

@@ -1,4 +1,4 @@
-package ipam
+package keeper
 
 import (
 	"errors"
@@ -24,10 +24,10 @@ type exclusions struct {
 
 func newExclusions() exclusions { return exclusions{owners: map[netip.Addr]string{}} }
 
-// exclusion is one excluded prefix and its owner.
-type exclusion struct {
-	prefix netip.Prefix
-	owner  string
+// Exclusion is one excluded prefix and its owner.
+type Exclusion struct {
+	Prefix netip.Prefix
+	Owner  string
 }
 
 // maxExcludedBits bounds one exclusion inside a pod subnet: at most 2^16
@@ -42,15 +42,15 @@ var ErrExclusionTooBig = errors.New("the exclusion is too big")
 // returns how many it excluded now (free ones); an address held by an
 // allocation is excluded once it is released. A prefix outside every pod
 // subnet excludes nothing.
-func (t *table) exclude(e exclusion) (int, error) {
-	pfx := e.prefix.Masked()
+func (t *table) exclude(e Exclusion) (int, error) {
+	pfx := e.Prefix.Masked()
 	slot, ok := t.slotOf(pfx.Addr())
 	if !ok || t.externalMode() {
 		return 0, nil
 	}
 	n := 0
 	for _, b := range t.blocks[slot] {
-		m, err := t.excludeIn(b, pfx, e.owner)
+		m, err := t.excludeIn(b, pfx, e.Owner)
 		if err != nil {
 			return n, err
 		}
@@ -100,7 +100,7 @@ func (t *table) takeExcluded(a netip.Addr) bool {
 }
 
 // excludeFreed takes the excluded ones of addresses just freed.
-func (t *table) excludeFreed(as addrs) {
+func (t *table) excludeFreed(as Addrs) {
 	if len(t.excl.owners) == 0 {
 		return
 	}

@@ -1,4 +1,4 @@
-package ipam
+package keeper
 
 import (
 	"errors"
@@ -7,16 +7,16 @@ import (
 	"github.com/contiv-ipam/agent/plugins/podmanager"
 )
 
-// gcInput is what a GC names: the network, and its valid attachments.
-type gcInput struct {
+// GCInput is what a GC names: the network, and its valid attachments.
+type GCInput struct {
 	network string
 	valid   map[podmanager.AttachmentKey]struct{}
 }
 
-// newGCInput collects the valid attachments of ev; keys of other networks
+// NewGCInput collects the valid attachments of ev; keys of other networks
 // are ignored.
-func newGCInput(ev *podmanager.GCPods) *gcInput {
-	in := &gcInput{network: ev.Network, valid: make(map[podmanager.AttachmentKey]struct{}, len(ev.Valid))}
+func NewGCInput(ev *podmanager.GCPods) *GCInput {
+	in := &GCInput{network: ev.Network, valid: make(map[podmanager.AttachmentKey]struct{}, len(ev.Valid))}
 	for _, k := range ev.Valid {
 		if k.Network == ev.Network {
 			in.valid[k] = struct{}{}
@@ -27,7 +27,7 @@ func newGCInput(ev *podmanager.GCPods) *gcInput {
 
 // garbage lists the attachment-keyed allocations of the network that are
 // not valid, in a stable order; pod-keyed allocations are never garbage.
-func (t *table) garbage(in *gcInput) []allocKey {
+func (t *table) garbage(in *GCInput) []allocKey {
 	var out []allocKey
 	for k := range t.pods {
 		if k.att.Network != in.network {
@@ -47,7 +47,7 @@ func (t *table) garbage(in *gcInput) []allocKey {
 // barrier: the keeper serves it through the read path (reqRead), after
 // the writes decided before it are durable and with nothing in flight,
 // and stores its deletes on its own goroutine (flush).
-func (k *keeper) gc(t *table, in *gcInput) (released int, err error) {
+func (k *Keeper) gc(t *table, in *GCInput) (released int, err error) {
 	b := newBatch()
 	var errs []error
 	for _, key := range t.garbage(in) {

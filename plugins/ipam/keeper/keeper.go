@@ -1,4 +1,4 @@
-package ipam
+package keeper
 
 import (
 	"context"
@@ -18,15 +18,15 @@ import (
 // writer"). Every change (allocate, release, resync, the release of
 // absent pods) is a request that its run goroutine decides in arrival
 // order; the goroutine alone touches the fields marked "owned by run".
-type keeper struct {
+type Keeper struct {
 	db      kvdb.Broker    // nil: memory is the store
 	sub     kvdb.Submitter // db's write queue (or serialSubmitter)
 	cfg     Config
 	log     *slog.Logger
-	clock   clock
-	metrics *ipamMetrics
+	clock   Clock
+	metrics *Metrics
 
-	reqs    chan *request
+	reqs    chan *Request
 	stop    chan struct{}
 	stopped chan struct{}
 	running atomic.Bool
@@ -56,7 +56,7 @@ type keeper struct {
 	sweep        sweepTimer
 	// last is the input of the last resync (ImportCheckpoint resyncs
 	// with its Kubernetes state).
-	last *resyncInput
+	last *ResyncInput
 	// el is the state of the elastic pools (elastic.go).
 	el elastic
 }
@@ -69,25 +69,26 @@ type kubeView struct {
 	pods map[podmodel.ID]struct{}
 }
 
-// reqKind is what a request asks.
-type reqKind int
+// ReqKind is what a request asks.
+type ReqKind int
 
 const (
-	reqAllocate reqKind = iota
-	reqRelease
-	reqPodGone // the pod was deleted from Kubernetes
-	reqPodSeen // the pod is in Kubernetes
-	reqResync
+	ReqAllocate ReqKind = iota
+	ReqRelease
+	ReqPodGone // the pod was deleted from Kubernetes
+	ReqPodSeen // the pod is in Kubernetes
+	ReqResync
 	reqRead
-	reqConfirm // confirm the reservation of an attachment
+	reqInspect // read the table at once, not waiting for the writes in flight
+	ReqConfirm // confirm the reservation of an attachment
 )
 
 // barrier tells whether a request of this kind runs alone: once nothing
 // is in flight, the open batch is committed and nothing is deferred; the
 // requests queued behind it wait in the channel meanwhile. A kind that
 // reads or rebuilds the whole table is a barrier.
-func (kind reqKind) barrier() bool {
-	return kind == reqResync || kind == reqRead
+func (kind ReqKind) barrier() bool {
+	return kind == ReqResync || kind == reqRead
 }
 
 // waitsForWrites tells whether a request of this kind waits for the
@@ -95,61 +96,61 @@ func (kind reqKind) barrier() bool {
 // writes nor reads the pod's address need not (a pod seen in Kubernetes
 // only stops its grace period); it still keeps its order behind the
 // deferred requests of its pod.
-func (kind reqKind) waitsForWrites() bool { return kind != reqPodSeen }
+func (kind ReqKind) waitsForWrites() bool { return kind != ReqPodSeen }
 
-// request is one call to the keeper. dec and reply are buffered so that
+// Request is one call to the keeper. dec and reply are buffered so that
 // run never blocks on a caller; submit makes them.
-type request struct {
-	kind reqKind
-	pod  podmodel.ID
-	data string // ipamData with an external IPAM
-	// timeout > 0 makes an allocation an expiring reservation (see
+type Request struct {
+	Kind ReqKind
+	Pod  podmodel.ID
+	Data string // ipamData with an external IPAM
+	// Timeout > 0 makes an allocation an expiring reservation (see
 	// reservation.go); resv is the reservation a confirm names.
-	timeout time.Duration
-	resv    string
-	rs      *resyncInput
+	Timeout time.Duration
+	Resv    string
+	Resync  *ResyncInput
 	read    func(t *table)
-	dec     chan reply // the in-memory decision
-	reply   chan reply // the durable outcome
-	// ctx is the caller's (nil: none): a request whose ctx has ended
+	dec     chan Reply // the in-memory decision
+	reply   chan Reply // the durable outcome
+	// Ctx is the caller's (nil: none): a request whose Ctx has ended
 	// when the keeper comes to it is dropped, never decided, and its
 	// writes are withdrawn from the store's queue when it ends before
 	// they are committed.
-	ctx context.Context
-	// mayRefuse: the caller is told to try again later (ErrTryAgain)
+	Ctx context.Context
+	// MayRefuse: the caller is told to try again later (ErrTryAgain)
 	// rather than wait when the keeper holds as many requests as it may
 	// (CNI calls and the pod-ID API; never the event loop's resyncs and
 	// pod events).
-	mayRefuse bool
+	MayRefuse bool
 	// decSent: the decision was sent (owned by run).
 	decSent bool
 
-	// key is the attachment of an allocation or a release (AddPod,
+	// Key is the attachment of an allocation or a release (AddPod,
 	// DeletePod); zero for the pod-ID API and Kubernetes pod events.
-	key podmanager.AttachmentKey
+	Key podmanager.AttachmentKey
 }
 
 // lane is what orders the requests of one pod: a request waits for the
 // pending writes of its lane (see pipeline.go). Every write a request
 // adds must be for a key that only requests of its lane write.
-func (r *request) lane() podmodel.ID { return r.pod }
+func (r *Request) lane() podmodel.ID { return r.Pod }
 
-// reply answers a request.
-type reply struct {
-	addr  netip.Addr // the first of addrs
-	addrs addrs      // allocate: every address of the allocation
-	resv  string     // allocate: the ID of its reservation, "" when none
-	// nets and gws are the pod subnet and the gateway of each address
+// Reply answers a request.
+type Reply struct {
+	Addr  netip.Addr // the first of addrs
+	Addrs Addrs      // allocate: every address of the allocation
+	Resv  string     // allocate: the ID of its reservation, "" when none
+	// Nets and gws are the pod subnet and the gateway of each address
 	// (internal mode; with an external IPAM the node's pod subnets).
-	nets [2]netip.Prefix
-	gws  [2]netip.Addr
-	held bool // release: the pod held an address
-	err  error
+	Nets [2]netip.Prefix
+	Gws  [2]netip.Addr
+	Held bool // release: the pod held an address
+	Err  error
 }
 
 // decided sends the in-memory decision of r, once; a request whose
 // decision needs a write sends it when it adds the write.
-func (r *request) decided(rep reply) {
+func (r *Request) decided(rep Reply) {
 	if r.decSent {
 		return
 	}
@@ -161,23 +162,26 @@ func (r *request) decided(rep reply) {
 // not sent before (a request that needs no write: final == decision). The
 // outcome goes first: a caller woken by the decision finds the outcome
 // known already, even with a context that has ended (it raced in CI).
-func (r *request) answer(rep reply) {
+func (r *Request) answer(rep Reply) {
 	r.reply <- rep
 	r.decided(rep)
 }
 
-// errClosed answers the requests of a stopped keeper.
-var errClosed = errors.New("IPAM is closed")
+// ErrNotReady answers the requests made before the first resync.
+var ErrNotReady = errors.New("IPAM is not initialised yet: no resync processed")
 
-// errNotStarted answers the requests made before AfterInit.
-var errNotStarted = errors.New("IPAM is not started (AfterInit not called)")
+// ErrClosed answers the requests of a stopped keeper.
+var ErrClosed = errors.New("IPAM is closed")
+
+// ErrNotStarted answers the requests made before AfterInit.
+var ErrNotStarted = errors.New("IPAM is not started (AfterInit not called)")
 
 // maxServe bounds the requests taken in a row before the run loop looks
 // at the outcomes of the transactions in flight, its timers and its stop
 // channel again.
 const maxServe = 512
 
-func newKeeper(db kvdb.Broker, cfg Config, log *slog.Logger, clk clock, m *ipamMetrics) *keeper {
+func New(db kvdb.Broker, cfg Config, log *slog.Logger, clk Clock, m *Metrics) *Keeper {
 	var sub kvdb.Submitter
 	if db != nil {
 		var ok bool
@@ -185,9 +189,9 @@ func newKeeper(db kvdb.Broker, cfg Config, log *slog.Logger, clk clock, m *ipamM
 			sub = newSerialSubmitter(db)
 		}
 	}
-	return &keeper{
+	return &Keeper{
 		db: db, sub: sub, cfg: cfg, log: log, clock: clk, metrics: m,
-		reqs:       make(chan *request, queueLen),
+		reqs:       make(chan *Request, queueLen),
 		stop:       make(chan struct{}),
 		stopped:    make(chan struct{}),
 		absent:     map[podmodel.ID]time.Time{},
@@ -200,19 +204,19 @@ func newKeeper(db kvdb.Broker, cfg Config, log *slog.Logger, clk clock, m *ipamM
 	}
 }
 
-// start runs the keeper's goroutine.
-func (k *keeper) start() {
+// Start runs the keeper's goroutine.
+func (k *Keeper) Start() {
 	if k.running.Swap(true) {
 		return
 	}
 	go k.run()
 }
 
-// close stops the goroutine and waits for it: the commit in flight
+// Close stops the goroutine and waits for it: the commit in flight
 // finishes and its callers get their outcome; the requests decided into
 // the next batch, deferred, or still queued fail with errClosed. It is
 // idempotent.
-func (k *keeper) close() {
+func (k *Keeper) Close() {
 	if !k.running.Load() {
 		return
 	}
@@ -224,21 +228,21 @@ func (k *keeper) close() {
 	<-k.stopped
 }
 
-// do sends r to the keeper and waits for its durable outcome.
-func (k *keeper) do(r *request) reply {
-	_, final := k.submit(r)
+// Do sends r to the keeper and waits for its durable outcome.
+func (k *Keeper) Do(r *Request) Reply {
+	_, final := k.Submit(r)
 	return final(context.Background())
 }
 
 // read runs fn on the table in the keeper's goroutine, after the writes
 // decided before it are durable; fn is not called before the first resync.
-func (k *keeper) read(fn func(t *table)) {
-	k.do(&request{kind: reqRead, read: fn})
+func (k *Keeper) read(fn func(t *table)) {
+	k.Do(&Request{Kind: reqRead, read: fn})
 }
 
 // run is the keeper's goroutine: it decides requests one at a time while
 // the store commits the transactions of earlier ones (see pipeline.go).
-func (k *keeper) run() {
+func (k *Keeper) run() {
 	defer close(k.stopped)
 	defer k.sweep.stopTimer()
 	defer k.probe.stop()
@@ -271,11 +275,11 @@ func (k *keeper) run() {
 }
 
 // failQueued answers every queued request with errClosed.
-func (k *keeper) failQueued() {
+func (k *Keeper) failQueued() {
 	for {
 		select {
 		case r := <-k.reqs:
-			r.answer(reply{err: errClosed})
+			r.answer(Reply{Err: ErrClosed})
 		default:
 			return
 		}
@@ -283,7 +287,7 @@ func (k *keeper) failQueued() {
 }
 
 // stopping tells whether close has begun.
-func (k *keeper) stopping() bool {
+func (k *Keeper) stopping() bool {
 	select {
 	case <-k.stop:
 		return true
@@ -292,41 +296,41 @@ func (k *keeper) stopping() bool {
 	}
 }
 
-// runNow serves a barrier (see reqKind.barrier) once the pipeline is
+// runNow serves a barrier (see ReqKind.barrier) once the pipeline is
 // idle: it may read the table, and store on the keeper's goroutine
 // (commit), since nothing else is in flight.
-func (k *keeper) runNow(r *request) {
-	switch r.kind {
+func (k *Keeper) runNow(r *Request) {
+	switch r.Kind {
 	case reqRead:
 		if k.tab != nil {
 			r.read(k.tab)
 		}
-		r.answer(reply{})
-	case reqResync:
-		r.answer(reply{err: k.resync(r.rs)})
+		r.answer(Reply{})
+	case ReqResync:
+		r.answer(Reply{Err: k.resync(r.Resync)})
 	default:
-		r.answer(reply{err: fmt.Errorf("request kind %d is marked a barrier but has no barrier handler", r.kind)})
+		r.answer(Reply{Err: fmt.Errorf("request kind %d is marked a barrier but has no barrier handler", r.Kind)})
 	}
 }
 
 // decide takes the in-memory decision of an allocation or a release and
 // adds its write to b; the caller is answered once the write's outcome is
 // known (or at once when nothing needs to be written).
-func (k *keeper) decide(r *request, b *batch) {
-	if r.kind == reqPodGone {
-		k.gone(r.pod)
+func (k *Keeper) decide(r *Request, b *batch) {
+	if r.Kind == ReqPodGone {
+		k.gone(r.Pod)
 	}
 	switch {
-	case k.tab == nil && (r.kind == reqAllocate || r.kind == reqConfirm):
-		r.answer(reply{err: errNotReady})
+	case k.tab == nil && (r.Kind == ReqAllocate || r.Kind == ReqConfirm):
+		r.answer(Reply{Err: ErrNotReady})
 	case k.tab == nil:
-		r.answer(reply{})
-	case r.kind == reqAllocate:
+		r.answer(Reply{})
+	case r.Kind == ReqAllocate:
 		k.allocate(r, b)
 		for i := range k.tab.slots() {
 			k.checkWarm(i)
 		}
-	case r.kind == reqConfirm:
+	case r.Kind == ReqConfirm:
 		k.confirm(r, b)
 	default:
 		k.release(r, b)
@@ -334,6 +338,6 @@ func (k *keeper) decide(r *request, b *batch) {
 }
 
 // ctx bounds one store operation.
-func (k *keeper) ctx() (context.Context, context.CancelFunc) {
+func (k *Keeper) ctx() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), k.cfg.StoreTimeout)
 }

@@ -1,4 +1,4 @@
-package ipam
+package keeper
 
 import (
 	"context"
@@ -26,12 +26,12 @@ type pipeline struct {
 	inflight int                    // transactions handed to the store, outcome not back yet
 	flying   map[*batch]podmodel.ID // those transactions, with their lanes
 	results  chan settlement        // their outcomes; room for maxInflight
-	deferred []*request             // requests whose lane is busy, in arrival order
+	deferred []*Request             // requests whose lane is busy, in arrival order
 	// pending counts the transactions in flight per lane, queued the
 	// deferred requests per lane.
 	pending  map[podmodel.ID]int
 	queued   map[podmodel.ID]int
-	barrier  *request     // a barrier request waiting for an idle pipeline
+	barrier  *Request     // a barrier request waiting for an idle pipeline
 	sweepDue bool         // the sweep timer fired; the sweep waits like a barrier
 	rearm    bool         // a barrier or a sweep ran: set the sweep timer again
 	waiting  atomic.Int64 // requests held (publishWaiting)
@@ -89,7 +89,7 @@ func (p *pipeline) publishWaiting() {
 // ready) while a barrier or a sweep waits for the pipeline to drain or
 // the store's queue holds maxInflight of the keeper's transactions: new
 // requests stay queued behind them.
-func (k *keeper) intake() chan *request {
+func (k *Keeper) intake() chan *Request {
 	p := &k.pipe
 	if p.barrier != nil || p.sweepDue || p.inflight >= maxInflight {
 		return nil
@@ -102,18 +102,23 @@ func (k *keeper) intake() chan *request {
 // maxDeferred are, refused if it may be), any other is decided at once.
 // A request whose caller has given up is dropped: it is never decided
 // after the fact.
-func (k *keeper) take(r *request) {
+func (k *Keeper) take(r *Request) {
 	p := &k.pipe
 	if k.abandoned(r) {
 		return
 	}
-	if r.kind == reqConfirm {
-		r.pod = k.confirmLane(r)
+	if r.Kind == ReqConfirm {
+		r.Pod = k.confirmLane(r)
 	}
 	switch {
-	case r.kind.barrier():
+	case r.Kind == reqInspect:
+		if k.tab != nil {
+			r.read(k.tab)
+		}
+		r.answer(Reply{})
+	case r.Kind.barrier():
 		p.barrier = r
-	case k.busy(r) && r.mayRefuse && len(p.deferred) >= maxDeferred:
+	case k.busy(r) && r.MayRefuse && len(p.deferred) >= maxDeferred:
 		k.refuse(r, "queue", fmt.Errorf("%d requests wait behind the writes in flight already", len(p.deferred)))
 	case k.busy(r):
 		p.deferred = append(p.deferred, r)
@@ -126,23 +131,23 @@ func (k *keeper) take(r *request) {
 // abandoned answers a request whose caller's context has ended, and tells
 // whether it did: such a request is never decided (a CNI ADD whose caller
 // gave up must not allocate after the DEL the runtime sends next).
-func (k *keeper) abandoned(r *request) bool {
-	if r.ctx == nil || r.ctx.Err() == nil {
+func (k *Keeper) abandoned(r *Request) bool {
+	if r.Ctx == nil || r.Ctx.Err() == nil {
 		return false
 	}
-	r.answer(reply{err: fmt.Errorf("dropped before it was decided: %w", context.Cause(r.ctx))})
+	r.answer(Reply{Err: fmt.Errorf("dropped before it was decided: %w", context.Cause(r.Ctx))})
 	return true
 }
 
 // refuse answers r "try again later" without deciding it.
-func (k *keeper) refuse(r *request, reason string, why error) {
+func (k *Keeper) refuse(r *Request, reason string, why error) {
 	k.metrics.refused.WithLabelValues(reason).Inc()
-	r.answer(reply{err: fmt.Errorf("%w: IPAM is busy (%v)", podmanager.ErrTryAgain, why)})
+	r.answer(Reply{Err: fmt.Errorf("%w: IPAM is busy (%v)", podmanager.ErrTryAgain, why)})
 }
 
 // takeQueued takes the requests queued by now, without waiting, so that
 // they are decided while the store commits.
-func (k *keeper) takeQueued() {
+func (k *Keeper) takeQueued() {
 	for n := 0; n < maxServe && k.intake() != nil && !k.stopping(); n++ {
 		select {
 		case r := <-k.reqs:
@@ -156,17 +161,17 @@ func (k *keeper) takeQueued() {
 // busy tells whether r must wait: an earlier request of its lane is
 // deferred, or (for a kind that waits for writes) its lane has a
 // transaction in flight.
-func (k *keeper) busy(r *request) bool {
+func (k *Keeper) busy(r *Request) bool {
 	p := &k.pipe
-	return p.queued[r.lane()] > 0 || (r.kind.waitsForWrites() && p.pending[r.lane()] > 0)
+	return p.queued[r.lane()] > 0 || (r.Kind.waitsForWrites() && p.pending[r.lane()] > 0)
 }
 
 // decideNow decides r; the writes it decides go to the store as one
 // transaction, and its lane is busy until the outcome is back.
-func (k *keeper) decideNow(r *request) {
-	if r.kind == reqPodSeen {
-		k.seen(r.pod)
-		r.answer(reply{})
+func (k *Keeper) decideNow(r *Request) {
+	if r.Kind == ReqPodSeen {
+		k.seen(r.Pod)
+		r.answer(Reply{})
 		return
 	}
 	b := newBatch()
@@ -181,14 +186,14 @@ func (k *keeper) decideNow(r *request) {
 // context or of storeTimeout withdraws it (not applied: the decision is
 // undone); once the store has taken it, its outcome is the commit's.
 // Without a store (memory is the store) it is settled at once.
-func (k *keeper) send(b *batch, r *request) {
+func (k *Keeper) send(b *batch, r *Request) {
 	k.prepare(b)
-	k.sendBatch(b, r.ctx, r.lane())
+	k.sendBatch(b, r.Ctx, r.lane())
 }
 
 // sendBatch hands b to the store as one transaction in lane (see send);
 // parent (nil: none) may withdraw it.
-func (k *keeper) sendBatch(b *batch, parent context.Context, lane podmodel.ID) {
+func (k *Keeper) sendBatch(b *batch, parent context.Context, lane podmodel.ID) {
 	if k.db == nil {
 		k.settle(b.writes, stored{outs: make([]outcome, len(b.writes)), errs: make([]error, len(b.writes))})
 		return
@@ -218,14 +223,14 @@ func (k *keeper) sendBatch(b *batch, parent context.Context, lane podmodel.ID) {
 }
 
 // fly counts b in flight in its lane; land forgets it.
-func (k *keeper) fly(b *batch, lane podmodel.ID) {
+func (k *Keeper) fly(b *batch, lane podmodel.ID) {
 	p := &k.pipe
 	p.inflight++
 	p.flying[b] = lane
 	p.pending[lane]++
 }
 
-func (k *keeper) land(b *batch, lane podmodel.ID) {
+func (k *Keeper) land(b *batch, lane podmodel.ID) {
 	p := &k.pipe
 	delete(p.flying, b)
 	p.inflight--
@@ -235,7 +240,7 @@ func (k *keeper) land(b *batch, lane podmodel.ID) {
 }
 
 // notApplied is the outcome of n writes the store refused.
-func (k *keeper) notApplied(n int, err error) stored {
+func (k *Keeper) notApplied(n int, err error) stored {
 	res := stored{outs: make([]outcome, n), errs: make([]error, n)}
 	for i := range res.outs {
 		res.outs[i], res.errs[i] = failed, err
@@ -247,7 +252,7 @@ func (k *keeper) notApplied(n int, err error) stored {
 // frees its lane. An unknown outcome is resolved first, write by write,
 // with reads the store orders after the transaction (off the keeper's
 // goroutine: such a read may wait for a stalled commit).
-func (k *keeper) finish(s settlement) {
+func (k *Keeper) finish(s settlement) {
 	if len(s.res.outs) == 0 {
 		err := s.res.errs[0]
 		ops := s.b.ops()
@@ -269,7 +274,7 @@ func (k *keeper) finish(s settlement) {
 // transactions in flight and settles them; those still out then are
 // settled as unknown (their callers get an error: the store may still
 // apply them, and a restart reads what it holds).
-func (k *keeper) drainInflight() {
+func (k *Keeper) drainInflight() {
 	p := &k.pipe
 	if p.inflight == 0 {
 		return
@@ -282,7 +287,7 @@ func (k *keeper) drainInflight() {
 			k.finish(s)
 		case <-timeout.C:
 			for b, lane := range p.flying {
-				k.finish(settlement{b: b, lane: lane, res: k.unknownOutcome(len(b.writes), errClosed)})
+				k.finish(settlement{b: b, lane: lane, res: k.unknownOutcome(len(b.writes), ErrClosed)})
 			}
 			return
 		}
@@ -290,7 +295,7 @@ func (k *keeper) drainInflight() {
 }
 
 // unknownOutcome is the outcome of n writes whose fate is not known.
-func (k *keeper) unknownOutcome(n int, err error) stored {
+func (k *Keeper) unknownOutcome(n int, err error) stored {
 	res := stored{outs: make([]outcome, n), errs: make([]error, n)}
 	for i := range res.outs {
 		res.outs[i], res.errs[i] = unknown, err
@@ -304,7 +309,7 @@ func kvdbUnknown(err error) bool { return errors.Is(err, kvdb.ErrUnknownOutcome)
 // advance moves the pipeline on as far as it can without waiting:
 // deferred requests whose lane is free are decided, and once the
 // pipeline is idle a waiting barrier runs, then a due sweep.
-func (k *keeper) advance() {
+func (k *Keeper) advance() {
 	p := &k.pipe
 	k.undefer()
 	if !p.idle() {
@@ -328,7 +333,7 @@ func (k *keeper) advance() {
 
 // runSweep releases what the sweep timer made due: absent pods, expired
 // reservations and cooldowns, empty blocks.
-func (k *keeper) runSweep() {
+func (k *Keeper) runSweep() {
 	k.releaseAbsent()
 	k.releaseExpired()
 	if k.tab != nil {
@@ -344,7 +349,7 @@ func (k *keeper) runSweep() {
 // after every pod already absent; a pod that stops being absent may leave
 // the timer early, and an early sweep releases nothing and sets the
 // timer again.
-func (k *keeper) rearmSweep() {
+func (k *Keeper) rearmSweep() {
 	p := &k.pipe
 	if p.sweepDue || (!p.rearm && k.sweep.c != nil) {
 		return
@@ -356,7 +361,7 @@ func (k *keeper) rearmSweep() {
 // undefer decides, in arrival order, the deferred requests that need no
 // longer wait; a request stays deferred behind an earlier one of its
 // lane.
-func (k *keeper) undefer() {
+func (k *Keeper) undefer() {
 	p := &k.pipe
 	if len(p.deferred) == 0 {
 		return
@@ -366,7 +371,7 @@ func (k *keeper) undefer() {
 	for _, r := range p.deferred {
 		lane := r.lane()
 		_, behind := held[lane]
-		if behind || (r.kind.waitsForWrites() && p.pending[lane] > 0) {
+		if behind || (r.Kind.waitsForWrites() && p.pending[lane] > 0) {
 			held[lane] = struct{}{}
 			keep = append(keep, r)
 			continue
@@ -381,7 +386,7 @@ func (k *keeper) undefer() {
 }
 
 // unqueue counts one deferred request of lane less.
-func (k *keeper) unqueue(lane podmodel.ID) {
+func (k *Keeper) unqueue(lane podmodel.ID) {
 	if k.pipe.queued[lane]--; k.pipe.queued[lane] <= 0 {
 		delete(k.pipe.queued, lane)
 	}
@@ -392,15 +397,15 @@ func (k *keeper) unqueue(lane podmodel.ID) {
 // not answer by then leaves their callers with an error of unknown
 // outcome), and the deferred requests, a waiting barrier and the requests
 // still queued fail with errClosed. No caller is left waiting.
-func (k *keeper) shutdown() {
+func (k *Keeper) shutdown() {
 	p := &k.pipe
 	k.drainInflight()
 	for _, r := range p.deferred {
-		r.answer(reply{err: errClosed})
+		r.answer(Reply{Err: ErrClosed})
 	}
 	p.deferred, p.queued = nil, map[podmodel.ID]int{}
 	if p.barrier != nil {
-		p.barrier.answer(reply{err: errClosed})
+		p.barrier.answer(Reply{Err: ErrClosed})
 		p.barrier = nil
 	}
 	k.failQueued()

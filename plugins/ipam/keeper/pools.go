@@ -1,4 +1,4 @@
-package ipam
+package keeper
 
 import (
 	"encoding/json"
@@ -31,12 +31,12 @@ var (
 // blocks before it are full. It must be of a family of the node and
 // overlap none of its pod subnets. The pool list is durable when it
 // returns, and a restart keeps it.
-func (p *Plugin) AddPool(prefix netip.Prefix) error {
+func (k *Keeper) AddPool(prefix netip.Prefix) error {
 	if !prefix.IsValid() {
 		return fmt.Errorf("adding a pool: invalid prefix %q", prefix)
 	}
 	prefix = prefix.Masked()
-	return p.keeper.exec(func(t *table, _ *batch) error {
+	return k.exec(func(t *table, _ *batch) error {
 		if t.externalMode() {
 			return fmt.Errorf("adding pool %s: %w", prefix, ErrExternalIPAM)
 		}
@@ -53,12 +53,12 @@ func (p *Plugin) AddPool(prefix netip.Prefix) error {
 		if err != nil {
 			return fmt.Errorf("adding pool %s: %w", prefix, err)
 		}
-		if err := p.keeper.storeBlocks(append(t.added(), prefix)); err != nil {
+		if err := k.storeBlocks(append(t.added(), prefix)); err != nil {
 			return fmt.Errorf("adding pool %s: %w", prefix, err)
 		}
 		t.blocks[i] = append(t.blocks[i], b)
-		p.keeper.excludeIn(t, b)
-		p.Log.Info("pod address pool added", "pool", prefix.String(), "pools", t.blockList(i))
+		k.excludeIn(t, b)
+		k.log.Info("pod address pool added", "pool", prefix.String(), "pools", t.blockList(i))
 		return nil
 	})
 }
@@ -70,9 +70,9 @@ func (p *Plugin) AddPool(prefix netip.Prefix) error {
 // of the released allocations are returned. Its cooling and excluded
 // addresses go with it. The subnet cut from the node ID cannot be
 // removed.
-func (p *Plugin) RemovePool(prefix netip.Prefix, force bool) (released []string, err error) {
+func (k *Keeper) RemovePool(prefix netip.Prefix, force bool) (released []string, err error) {
 	prefix = prefix.Masked()
-	err = p.keeper.exec(func(t *table, _ *batch) error {
+	err = k.exec(func(t *table, _ *batch) error {
 		i, j, ok := t.findBlock(prefix)
 		switch {
 		case !ok:
@@ -91,16 +91,16 @@ func (p *Plugin) RemovePool(prefix netip.Prefix, force bool) (released []string,
 		for _, key := range keys {
 			as, _ := t.lookupAll(key)
 			released = append(released, fmt.Sprintf("%s %s", describe(key, t.podOf(key)), as))
-			p.Log.Warn("pool removed with force: allocation released", "pool", prefix.String(), "key", key.String(),
+			k.log.Warn("pool removed with force: allocation released", "pool", prefix.String(), "key", key.String(),
 				"pod", t.podOf(key).String(), "ip", as.String())
-			ws = append(ws, write{op: kvdb.DeleteOp(key.storeKey()), done: p.keeper.releaseDone(key, "released with its pool", nil)})
+			ws = append(ws, write{op: kvdb.DeleteOp(key.storeKey()), done: k.releaseDone(key, "released with its pool", nil)})
 		}
 		rest := slices.DeleteFunc(t.added(), func(q netip.Prefix) bool { return q == prefix })
-		if err := p.keeper.commitInOrder(append(ws, p.keeper.blocksWrite(rest))); err != nil {
+		if err := k.commitInOrder(append(ws, k.blocksWrite(rest))); err != nil {
 			return fmt.Errorf("removing pool %s: %w", prefix, err)
 		}
 		t.dropBlock(i, j)
-		p.Log.Info("pod address pool removed", "pool", prefix.String(), "released", len(keys))
+		k.log.Info("pod address pool removed", "pool", prefix.String(), "released", len(keys))
 		return nil
 	})
 	return released, err
@@ -109,9 +109,9 @@ func (p *Plugin) RemovePool(prefix netip.Prefix, force bool) (released []string,
 // FreeableIPs lists the addresses of a pool that can be handed out now:
 // neither assigned, cooling down nor excluded (the AWS datastore's
 // FreeableIPs, per pool).
-func (p *Plugin) FreeableIPs(prefix netip.Prefix) (free []netip.Addr, err error) {
+func (k *Keeper) FreeableIPs(prefix netip.Prefix) (free []netip.Addr, err error) {
 	prefix = prefix.Masked()
-	err = p.keeper.exec(func(t *table, _ *batch) error {
+	err = k.exec(func(t *table, _ *batch) error {
 		i, j, ok := t.findBlock(prefix)
 		if !ok {
 			return fmt.Errorf("pool %s: %w", prefix, ErrNoSuchPool)
@@ -141,10 +141,10 @@ type PodIPInfo struct {
 
 // AllocatedIPs lists every allocated address with its allocation, pod
 // and pool.
-func (p *Plugin) AllocatedIPs() (out []PodIPInfo, err error) {
-	err = p.keeper.exec(func(t *table, _ *batch) error {
-		t.each(func(k allocKey, pod podmodel.ID, as addrs) bool {
-			for _, a := range as.list() {
+func (k *Keeper) AllocatedIPs() (out []PodIPInfo, err error) {
+	err = k.exec(func(t *table, _ *batch) error {
+		t.each(func(k allocKey, pod podmodel.ID, as Addrs) bool {
+			for _, a := range as.List() {
 				info := PodIPInfo{Key: k.String(), Pod: pod, IP: a}
 				if b, _, ok := t.blockOf(a); ok {
 					info.Pool = b.prefix
@@ -219,12 +219,12 @@ func (t *table) dropBlock(i, j int) {
 // every stored record lies in a stored block: a block is stored before
 // anything is allocated from it, and removed only after its records.
 // Without a store, memory is the store.
-func (k *keeper) storeBlocks(list []netip.Prefix) error {
+func (k *Keeper) storeBlocks(list []netip.Prefix) error {
 	return k.commitInOrder([]write{k.blocksWrite(list)})
 }
 
 // blocksWrite is the write of the pool list.
-func (k *keeper) blocksWrite(list []netip.Prefix) write {
+func (k *Keeper) blocksWrite(list []netip.Prefix) write {
 	v, _ := json.Marshal(list)
 	return write{op: kvdb.PutOp(BlocksKey, v), done: func(o outcome, err error) {
 		if o != durable {
@@ -235,7 +235,7 @@ func (k *keeper) blocksWrite(list []netip.Prefix) write {
 
 // restoreBlocks adds the stored blocks to a new table; a block that does
 // not fit (another family, an overlap, unreadable) is logged and left out.
-func (k *keeper) restoreBlocks(t *table) {
+func (k *Keeper) restoreBlocks(t *table) {
 	if t.externalMode() {
 		return
 	}
@@ -260,7 +260,7 @@ func (k *keeper) restoreBlocks(t *table) {
 
 // loadBlocks reads the stored list of added blocks; in memory mode the
 // current table's.
-func (k *keeper) loadBlocks() []netip.Prefix {
+func (k *Keeper) loadBlocks() []netip.Prefix {
 	if k.db == nil {
 		if k.tab == nil {
 			return nil
@@ -285,12 +285,12 @@ func (k *keeper) loadBlocks() []netip.Prefix {
 }
 
 // excludeIn applies the exclusions of the last resync to a new block.
-func (k *keeper) excludeIn(t *table, b *block) {
+func (k *Keeper) excludeIn(t *table, b *block) {
 	if k.last == nil {
 		return
 	}
-	for _, e := range k.last.exclusions {
-		if _, err := t.excludeIn(b, e.prefix.Masked(), e.owner); err != nil {
+	for _, e := range k.last.Exclusions {
+		if _, err := t.excludeIn(b, e.Prefix.Masked(), e.Owner); err != nil {
 			k.log.Warn("exclusion not applied", "error", err)
 		}
 	}

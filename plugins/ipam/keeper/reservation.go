@@ -1,7 +1,6 @@
-package ipam
+package keeper
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -45,7 +44,7 @@ func (t *table) resvID(k allocKey) string {
 var ErrReservationMismatch = errors.New("the reservation does not match the allocation's")
 
 // newReservation starts a reservation that ends timeout from now.
-func (k *keeper) newReservation(timeout time.Duration) *reservation {
+func (k *Keeper) newReservation(timeout time.Duration) *reservation {
 	return &reservation{id: uuid.NewString(), deadline: k.clock.Now().Add(timeout)}
 }
 
@@ -55,7 +54,7 @@ func (k *keeper) newReservation(timeout time.Duration) *reservation {
 // longer confirm); a confirmed allocation gets none. d is updated so that
 // its record carries the reservation and its undo restores the previous
 // one. It returns the allocation's reservation (nil: none).
-func (k *keeper) reserve(key allocKey, timeout time.Duration, d *decision) *reservation {
+func (k *Keeper) reserve(key allocKey, timeout time.Duration, d *decision) *reservation {
 	t := k.tab
 	cur, reserved := t.resv[key]
 	if timeout <= 0 || !d.fresh && !reserved {
@@ -81,7 +80,7 @@ func (k *keeper) reserve(key allocKey, timeout time.Duration, d *decision) *rese
 }
 
 // expiryNear makes the sweep timer fire by deadline.
-func (k *keeper) expiryNear(deadline time.Time) {
+func (k *Keeper) expiryNear(deadline time.Time) {
 	if k.sweep.c == nil || deadline.Before(k.sweep.at) {
 		k.pipe.rearm = true
 	}
@@ -102,29 +101,29 @@ func (t *table) earliestDeadline() time.Time {
 // confirmLane is the lane of a confirmation: the pod of the attachment
 // (its writes and its DEL are in that lane), or a lane of its own when
 // the attachment holds nothing (the confirmation fails without a write).
-func (k *keeper) confirmLane(r *request) podmodel.ID {
+func (k *Keeper) confirmLane(r *Request) podmodel.ID {
 	if k.tab != nil {
-		if pod, ok := k.tab.pods[attKeyOf(r.key)]; ok {
+		if pod, ok := k.tab.pods[attKeyOf(r.Key)]; ok {
 			return pod
 		}
 	}
-	return podmodel.ID{Namespace: excludedNamespace, Name: r.key.String()}
+	return podmodel.ID{Namespace: excludedNamespace, Name: r.Key.String()}
 }
 
 // confirm stores the allocation of r.key without its reservation, if
 // r.resv is its reservation.
-func (k *keeper) confirm(r *request, b *batch) {
-	t, key := k.tab, attKeyOf(r.key)
+func (k *Keeper) confirm(r *Request, b *batch) {
+	t, key := k.tab, attKeyOf(r.Key)
 	rv, ok := t.resv[key]
 	as, held := t.lookupAll(key)
 	switch {
 	case !held:
-		r.answer(reply{err: fmt.Errorf("confirming reservation %s of %s: the attachment holds no address (its reservation expired, or it was deleted): %w: %w",
-			r.resv, r.key, ErrReservationMismatch, podmanager.ErrBadRequest)})
+		r.answer(Reply{Err: fmt.Errorf("confirming reservation %s of %s: the attachment holds no address (its reservation expired, or it was deleted): %w: %w",
+			r.Resv, r.Key, ErrReservationMismatch, podmanager.ErrBadRequest)})
 		return
-	case !ok || rv.id != r.resv:
-		r.answer(reply{err: fmt.Errorf("confirming reservation %s of %s (addresses %s): it has reservation %q: %w: %w",
-			r.resv, r.key, as, rv.id, ErrReservationMismatch, podmanager.ErrBadRequest)})
+	case !ok || rv.id != r.Resv:
+		r.answer(Reply{Err: fmt.Errorf("confirming reservation %s of %s (addresses %s): it has reservation %q: %w: %w",
+			r.Resv, r.Key, as, rv.id, ErrReservationMismatch, podmanager.ErrBadRequest)})
 		return
 	}
 	pod := t.podOf(key)
@@ -134,35 +133,21 @@ func (k *keeper) confirm(r *request, b *batch) {
 			if cur, still := t.resv[key]; still && cur.id == rv.id {
 				delete(t.resv, key)
 			}
-			r.answer(reply{addr: as.first(), addrs: as})
+			r.answer(Reply{Addr: as.First(), Addrs: as})
 		case failed:
-			r.answer(reply{err: fmt.Errorf("confirming reservation %s of %s: not stored, it still expires at %s: %w", rv.id, r.key, rv.deadline.UTC().Format(time.RFC3339), err)})
+			r.answer(Reply{Err: fmt.Errorf("confirming reservation %s of %s: not stored, it still expires at %s: %w", rv.id, r.Key, rv.deadline.UTC().Format(time.RFC3339), err)})
 		default:
 			t.unsure[key] = struct{}{}
-			r.answer(reply{err: fmt.Errorf("confirming reservation %s of %s: %w: %w", rv.id, r.key, errUnknownOutcome, err)})
+			r.answer(Reply{Err: fmt.Errorf("confirming reservation %s of %s: %w: %w", rv.id, r.Key, ErrUnknownOutcome, err)})
 		}
 	}})
-	r.decided(reply{addr: as.first(), addrs: as})
-}
-
-// ConfirmAttachment implements podmanager.IPAM: the reservation of key's
-// allocation ends, and its addresses stay until a DEL. It returns once
-// the confirmation is durable.
-func (p *Plugin) ConfirmAttachment(ctx context.Context, key podmanager.AttachmentKey, reservation string) error {
-	if err := checkAttachment(key); err != nil {
-		return err
-	}
-	if reservation == "" {
-		return fmt.Errorf("confirming %s: the reservation is empty: %w", key, podmanager.ErrBadRequest)
-	}
-	_, final := p.keeper.submit(&request{kind: reqConfirm, key: key, resv: reservation, ctx: ctx, mayRefuse: true})
-	return p.cniError(final(ctx).err)
+	r.decided(Reply{Addr: as.First(), Addrs: as})
 }
 
 // releaseExpired releases the allocations whose reservation ended
 // unconfirmed; each release is logged and counted. It runs in the sweep,
 // with nothing in flight.
-func (k *keeper) releaseExpired() {
+func (k *Keeper) releaseExpired() {
 	if k.tab == nil || len(k.tab.resv) == 0 {
 		return
 	}

@@ -1,4 +1,4 @@
-package ipam
+package keeper
 
 import (
 	"cmp"
@@ -17,6 +17,9 @@ import (
 	"github.com/contiv-ipam/agent/plugins/podmanager"
 )
 
+// podResource is the resource keyword of the Kubernetes pods.
+const podResource = podmodel.Keyword
+
 // CursorKey is the store key of the next-fit cursor: the last address
 // handed out, written with every batch of allocations. SecondCursorKey is
 // the cursor of the second family of a dual-stack node.
@@ -33,21 +36,21 @@ func cursorKey(i int) string {
 	return SecondCursorKey
 }
 
-// resyncInput is a resync handed to the keeper.
-type resyncInput struct {
-	st *addressing.State
-	ks api.KubeStateData
-	// live tells whether the state comes from etcd; nil keeps what the
+// ResyncInput is a resync handed to the keeper.
+type ResyncInput struct {
+	State     *addressing.State
+	KubeState api.KubeStateData
+	// Live tells whether the state comes from etcd; nil keeps what the
 	// previous resync said (healing resyncs and PodCIDRChange use the
 	// loop's state, which the watch keeps current).
-	live *bool
-	// event names the resync in the log.
-	event string
-	// hostIPs are this node's addresses: a pod whose host address is one
+	Live *bool
+	// Event names the resync in the log.
+	Event string
+	// HostIPs are this node's addresses: a pod whose host address is one
 	// of them runs here.
-	hostIPs map[netip.Addr]struct{}
-	// exclusions are applied to the new table (see exclusion.go).
-	exclusions []exclusion
+	HostIPs map[netip.Addr]struct{}
+	// Exclusions are applied to the new table (see exclusion.go).
+	Exclusions []Exclusion
 }
 
 // record is one stored allocation.
@@ -56,7 +59,7 @@ type record struct {
 	raw  []byte // the stored value
 	pod  podmodel.ID
 	ips  []netip.Addr // as stored: one or two, of different families
-	addr addrs        // ips by slot (set by slotted)
+	addr Addrs        // ips by slot (set by slotted)
 	resv *reservation
 	at   time.Time // when it was made (zero: unknown)
 	rev  int64
@@ -65,7 +68,7 @@ type record struct {
 // slotted sets r.addr from r.ips: every address in a pod subnet of its
 // family in t; false when one is not (the record is dropped).
 func (r *record) slotted(t *table) bool {
-	r.addr = addrs{}
+	r.addr = Addrs{}
 	for _, a := range r.ips {
 		_, i, ok := t.blockOf(a)
 		if !ok && !t.externalMode() {
@@ -84,7 +87,7 @@ func (r *record) slotted(t *table) bool {
 // kubePod is a pod of the Kubernetes state.
 type kubePod struct {
 	id   podmodel.ID
-	addr addrs // by slot; none valid when the pod has no (readable) address
+	addr Addrs // by slot; none valid when the pod has no (readable) address
 }
 
 // plan is what a resync decided: the new table, and the records to write.
@@ -92,7 +95,7 @@ type plan struct {
 	t         *table
 	stale     []string                  // record keys to delete
 	conflicts []conflict                // records to move aside
-	learned   map[podmodel.ID]addrs     // records to (re)write from Kubernetes
+	learned   map[podmodel.ID]Addrs     // records to (re)write from Kubernetes
 	reclaim   map[podmodel.ID]string    // pods to release now (every allocation), with the reason
 	absent    map[podmodel.ID]time.Time // held pods in their grace period
 	inKube    map[podmodel.ID]struct{}  // the pods of the new state
@@ -101,8 +104,8 @@ type plan struct {
 // resync rebuilds the table from the store and the Kubernetes state. It
 // runs on the keeper's goroutine between batches, so no write is in
 // flight: the store holds every acknowledged allocation.
-func (k *keeper) resync(in *resyncInput) error {
-	t, err := newTable(in.st)
+func (k *Keeper) resync(in *ResyncInput) error {
+	t, err := newTable(in.State)
 	if err != nil {
 		return err
 	}
@@ -117,10 +120,10 @@ func (k *keeper) resync(in *resyncInput) error {
 		return err
 	}
 	live := k.view.live
-	if in.live != nil {
-		live = *in.live
+	if in.Live != nil {
+		live = *in.Live
 	}
-	p := &plan{t: t, learned: map[podmodel.ID]addrs{}, reclaim: map[podmodel.ID]string{},
+	p := &plan{t: t, learned: map[podmodel.ID]Addrs{}, reclaim: map[podmodel.ID]string{},
 		absent: map[podmodel.ID]time.Time{}, inKube: map[podmodel.ID]struct{}{}}
 	kube := k.kubePods(in, t)
 	k.claimRecords(p, recs, kube)
@@ -137,7 +140,7 @@ func (k *keeper) resync(in *resyncInput) error {
 		}
 	}
 	k.setCursors(cursor)
-	if g, ok := grantOf(in.ks, in.st.NodeName); ok {
+	if g, ok := grantOf(in.KubeState, in.State.NodeName); ok {
 		k.applyGrant(t, g)
 	}
 	for i := range t.slots() {
@@ -147,9 +150,9 @@ func (k *keeper) resync(in *resyncInput) error {
 	k.shrink() // an added block restored empty starts its block cooldown now
 	k.commit(k.tidyWrites(p))
 	k.moveAside(p.conflicts)
-	k.log.Info("ipam initialised", "node-id", in.st.NodeID, "pod-subnet", in.st.PodThis.String(),
-		"gateway", in.st.PodGW.String(), "vpp-host-subnet", in.st.HostThis.String(), "allocated", t.len(),
-		"absent", len(k.absent), "kube-state", kubeSource(live), "event", in.event)
+	k.log.Info("ipam initialised", "node-id", in.State.NodeID, "pod-subnet", in.State.PodThis.String(),
+		"gateway", in.State.PodGW.String(), "vpp-host-subnet", in.State.HostThis.String(), "allocated", t.len(),
+		"absent", len(k.absent), "kube-state", kubeSource(live), "event", in.Event)
 	return nil
 }
 
@@ -164,20 +167,20 @@ func kubeSource(live bool) string {
 // key and value disagree on its name or namespace is logged and skipped;
 // so is the address of a pod that runs on this node (its host address is
 // this node's) outside this node's pod subnet.
-func (k *keeper) kubePods(in *resyncInput, t *table) []kubePod {
-	keys := make([]string, 0, len(in.ks[podResource]))
-	for key := range in.ks[podResource] {
+func (k *Keeper) kubePods(in *ResyncInput, t *table) []kubePod {
+	keys := make([]string, 0, len(in.KubeState[podResource]))
+	for key := range in.KubeState[podResource] {
 		keys = append(keys, key)
 	}
 	slices.Sort(keys)
 	out := make([]kubePod, 0, len(keys))
 	for _, key := range keys {
-		pod, ok := in.ks[podResource][key].(*podmodel.Pod)
+		pod, ok := in.KubeState[podResource][key].(*podmodel.Pod)
 		if !ok {
 			continue
 		}
 		kp := kubePod{id: podmodel.GetID(pod)}
-		if checkPodID(kp.id) != nil || podmodel.Key(kp.id.Name, kp.id.Namespace) != key {
+		if CheckPodID(kp.id) != nil || podmodel.Key(kp.id.Name, kp.id.Namespace) != key {
 			k.log.Warn("skipping a pod of the Kubernetes state whose key and value disagree", "key", key, "pod", kp.id.String())
 			continue
 		}
@@ -191,26 +194,26 @@ func (k *keeper) kubePods(in *resyncInput, t *table) []kubePod {
 // by slot; the address of a pod that runs on this node outside its pod
 // subnet is logged and skipped, and so is an address of a family the
 // node does not have, or a second one of a family.
-func (k *keeper) kubeAddrs(in *resyncInput, t *table, pod *podmodel.Pod) addrs {
+func (k *Keeper) kubeAddrs(in *ResyncInput, t *table, pod *podmodel.Pod) Addrs {
 	list := pod.GetIpAddresses()
 	if len(list) == 0 {
 		list = []string{pod.GetIpAddress()}
 	}
-	var as addrs
+	var as Addrs
 	for _, s := range list {
 		a, err := netip.ParseAddr(s)
 		if err != nil {
 			continue
 		}
 		a = a.Unmap()
-		i, ok := in.st.SlotOf(a)
+		i, ok := in.State.SlotOf(a)
 		if !ok || as[i].IsValid() {
 			continue
 		}
-		if inPool := t.inPool(a) || t.externalMode() && in.st.Families()[i].PodThis.Contains(a); !inPool {
+		if inPool := t.inPool(a) || t.externalMode() && in.State.Families()[i].PodThis.Contains(a); !inPool {
 			if k.runsHere(in, pod) {
 				k.log.Warn("ignoring the address of a pod of this node outside its pod subnets", "pod", podmodel.GetID(pod).String(),
-					"ip", a.String(), "pod-subnets", addressing.DescribeCIDRs(in.st.PodSubnets()))
+					"ip", a.String(), "pod-subnets", addressing.DescribeCIDRs(in.State.PodSubnets()))
 			}
 			continue
 		}
@@ -220,12 +223,12 @@ func (k *keeper) kubeAddrs(in *resyncInput, t *table, pod *podmodel.Pod) addrs {
 }
 
 // runsHere tells whether the pod's host address is this node's.
-func (k *keeper) runsHere(in *resyncInput, pod *podmodel.Pod) bool {
+func (k *Keeper) runsHere(in *ResyncInput, pod *podmodel.Pod) bool {
 	a, err := netip.ParseAddr(pod.GetHostIpAddress())
 	if err != nil {
 		return false
 	}
-	_, ok := in.hostIPs[a.Unmap()]
+	_, ok := in.HostIPs[a.Unmap()]
 	return ok
 }
 
@@ -236,8 +239,8 @@ func (k *keeper) runsHere(in *resyncInput, pod *podmodel.Pod) bool {
 // confirms (its pod shows that address) wins, else the newest. Restore
 // never destroys a record it cannot place: one outside the node's pod
 // subnets and pools, or losing a clash, is moved aside (see moveAside).
-func (k *keeper) claimRecords(p *plan, recs []record, kube []kubePod) {
-	confirmed := make(map[podmodel.ID]addrs, len(kube))
+func (k *Keeper) claimRecords(p *plan, recs []record, kube []kubePod) {
+	confirmed := make(map[podmodel.ID]Addrs, len(kube))
 	for _, kp := range kube {
 		confirmed[kp.id] = kp.addr
 	}
@@ -252,7 +255,7 @@ func (k *keeper) claimRecords(p *plan, recs []record, kube []kubePod) {
 	}
 	recs = kept
 	rank := func(r record) int {
-		if kc, ok := confirmed[r.pod]; ok && kc.first().IsValid() && kc.first() == r.addr.first() {
+		if kc, ok := confirmed[r.pod]; ok && kc.First().IsValid() && kc.First() == r.addr.First() {
 			return 0
 		}
 		return 1
@@ -279,7 +282,7 @@ func (k *keeper) claimRecords(p *plan, recs []record, kube []kubePod) {
 }
 
 // clash settles a record whose address winner holds already.
-func (k *keeper) clash(p *plan, r record, winner allocKey) {
+func (k *Keeper) clash(p *plan, r record, winner allocKey) {
 	if p.t.podOf(winner) == r.pod && r.key.podKeyed() != winner.podKeyed() && !r.key.ownerKeyed() && !winner.ownerKeyed() {
 		if winner.podKeyed() { // the attachment adopted it
 			was, _ := p.t.forget(winner)
@@ -298,7 +301,7 @@ func (k *keeper) clash(p *plan, r record, winner allocKey) {
 }
 
 // moveAsideLoser moves r aside: winner holds one of its addresses.
-func (k *keeper) moveAsideLoser(p *plan, r record, winner allocKey) {
+func (k *Keeper) moveAsideLoser(p *plan, r record, winner allocKey) {
 	p.conflicts = append(p.conflicts, conflict{rec: r, winner: winner, winnerPod: p.t.podOf(winner),
 		reason: "another record holds " + r.addr.String() + ": " + winner.String()})
 }
@@ -326,8 +329,8 @@ func (t *table) blockSummary() string {
 }
 
 // ownerOfAny finds an allocation holding one of as.
-func (t *table) ownerOfAny(as addrs) (allocKey, bool) {
-	for _, a := range as.list() {
+func (t *table) ownerOfAny(as Addrs) (allocKey, bool) {
+	for _, a := range as.List() {
 		if k, ok := t.owner(a); ok {
 			return k, true
 		}
@@ -342,15 +345,15 @@ func (t *table) ownerOfAny(as addrs) (allocKey, bool) {
 // is an acknowledged decision of this agent that no release has undone,
 // while the Kubernetes state may lag (an earlier instance of a re-created
 // pod, a pod whose deletion is not reflected yet).
-func (k *keeper) claimKube(p *plan, kube []kubePod) {
+func (k *Keeper) claimKube(p *plan, kube []kubePod) {
 	var differ int
 	for _, kp := range kube {
 		p.inKube[kp.id] = struct{}{}
-		if !kp.addr.first().IsValid() || kp.id.Namespace == podmanager.ContainerNamespace {
+		if !kp.addr.First().IsValid() || kp.id.Namespace == podmanager.ContainerNamespace {
 			continue
 		}
 		if _, held, ok := p.t.podAddr(kp.id); ok {
-			if held != kp.addr.first() {
+			if held != kp.addr.First() {
 				differ++
 			}
 			continue
@@ -382,7 +385,7 @@ func (k *keeper) claimKube(p *plan, kube []kubePod) {
 // now does not show yet. Its grace period starts at the acknowledgment
 // at the earliest (keeper.acknowledged), also when the release of the
 // deleted pod before it failed.
-func (k *keeper) planAbsent(p *plan) {
+func (k *Keeper) planAbsent(p *plan) {
 	now := k.clock.Now()
 	for id, at := range k.young {
 		if now.Sub(at) >= k.cfg.AbsentPodGracePeriod {
@@ -413,7 +416,7 @@ func (k *keeper) planAbsent(p *plan) {
 // tidyWrites are the writes that make the store match the new table:
 // stale records deleted (retried with later batches if that fails),
 // records learned from Kubernetes stored, reclaimed pods released.
-func (k *keeper) tidyWrites(p *plan) []write {
+func (k *Keeper) tidyWrites(p *plan) []write {
 	var ws []write
 	for _, key := range p.stale {
 		ws = append(ws, write{op: kvdb.DeleteOp(key), done: func(o outcome, _ error) {
@@ -461,7 +464,7 @@ type cursors [2]netip.Addr
 // without a usable one, after the highest held address (as the original
 // did after a restart, with IPv4 offsets computed right: spec §2.16 bug 1
 // fixed).
-func (k *keeper) setCursors(cs cursors) {
+func (k *Keeper) setCursors(cs cursors) {
 	t := k.tab
 	if t.externalMode() {
 		return
@@ -471,7 +474,7 @@ func (k *keeper) setCursors(cs cursors) {
 	}
 }
 
-func (k *keeper) setCursor(keyed *ipalloc.Keyed[allocKey], cursor netip.Addr) {
+func (k *Keeper) setCursor(keyed *ipalloc.Keyed[allocKey], cursor netip.Addr) {
 	pool := keyed.Pool()
 	if cursor.IsValid() && pool.Contains(cursor) {
 		if err := pool.SetCursor(cursor); err == nil {
@@ -506,7 +509,7 @@ var recordSources = []struct {
 // schema (and migrating an older store: see schema.go). A record that
 // does not parse is reported and left in place (no data is dropped
 // silently). Without a store, memory is the store.
-func (k *keeper) load() ([]record, cursors, error) {
+func (k *Keeper) load() ([]record, cursors, error) {
 	if k.db == nil {
 		return k.memRecords()
 	}
@@ -543,14 +546,14 @@ func (k *keeper) load() ([]record, cursors, error) {
 }
 
 // memRecords lists the current table as records.
-func (k *keeper) memRecords() ([]record, cursors, error) {
+func (k *Keeper) memRecords() ([]record, cursors, error) {
 	var cs cursors
 	if k.tab == nil {
 		return nil, cs, nil
 	}
 	var recs []record
-	k.tab.each(func(key allocKey, pod podmodel.ID, as addrs) bool {
-		r := record{key: key, pod: pod, ips: as.list(), at: k.tab.born[key]}
+	k.tab.each(func(key allocKey, pod podmodel.ID, as Addrs) bool {
+		r := record{key: key, pod: pod, ips: as.List(), at: k.tab.born[key]}
 		if rv, ok := k.tab.resv[key]; ok {
 			r.resv = &rv
 		}
@@ -572,7 +575,7 @@ func parseAllocation(key string, value []byte) (record, error) {
 	rest, _ := strings.CutPrefix(key, AllocationPrefix)
 	ns, name, ok := strings.Cut(rest, "/")
 	id := podmodel.ID{Name: name, Namespace: ns}
-	if !ok || checkPodID(id) != nil {
+	if !ok || CheckPodID(id) != nil {
 		return record{}, fmt.Errorf("key %q: want %s<namespace>/<name>", key, AllocationPrefix)
 	}
 	ips, err := parseIPs(key, strings.Split(string(value), ","))
@@ -637,7 +640,7 @@ type conflictValue struct {
 // together or not at all), logs it at error level and counts it. A
 // failure leaves the record in place: the next resync decides the same
 // way and tries again. Nothing is deleted without its copy.
-func (k *keeper) moveAside(cs []conflict) {
+func (k *Keeper) moveAside(cs []conflict) {
 	for _, c := range cs {
 		k.log.Error("a stored pod allocation could not be restored: moved aside for an operator to resolve",
 			"key", c.rec.key.String(), "pod", c.rec.pod.String(), "ip", ipList(c.rec.ips), "reason", c.reason,

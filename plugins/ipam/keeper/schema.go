@@ -1,4 +1,4 @@
-package ipam
+package keeper
 
 import (
 	"errors"
@@ -35,7 +35,7 @@ var ErrSchemaTooNew = errors.New("the local store has a newer IPAM layout than t
 // without it is v1 (or new) and is migrated to v2 in one transaction; a
 // newer or unreadable version is an error naming the key, the version
 // found and the supported one.
-func (k *keeper) checkSchema() error {
+func (k *Keeper) checkSchema() error {
 	if k.tab != nil {
 		return nil // checked by the resync that built the table
 	}
@@ -68,7 +68,7 @@ func (k *keeper) checkSchema() error {
 // reported at load, as in any version. When the transaction fails
 // nothing changed: the plugin serves the records it read, and the next
 // start migrates.
-func (k *keeper) migrate(from int, cond kvdb.Cmp) error {
+func (k *Keeper) migrate(from int, cond kvdb.Cmp) error {
 	ctx, cancel := k.ctx()
 	defer cancel()
 	kvs, _, err := k.db.List(ctx, AllocationPrefix)

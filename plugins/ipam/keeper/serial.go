@@ -1,4 +1,4 @@
-package ipam
+package keeper
 
 import (
 	"context"

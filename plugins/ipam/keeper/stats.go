@@ -1,4 +1,4 @@
-package ipam
+package keeper
 
 import "net/netip"
 
@@ -90,9 +90,9 @@ func (t *table) stats() []PoolStats {
 
 // Stats are the stats of every pool of this node (the pools of both
 // families of a dual-stack node), read after the writes in flight.
-func (p *Plugin) Stats() (NodeStats, error) {
+func (k *Keeper) Stats() (NodeStats, error) {
 	var ns NodeStats
-	err := p.keeper.exec(func(t *table, _ *batch) error {
+	err := k.exec(func(t *table, _ *batch) error {
 		for _, s := range t.stats() {
 			ns.Pools = append(ns.Pools, s)
 			ns.Total += s.Total

@@ -1,4 +1,4 @@
-package ipam
+package keeper
 
 import (
 	"context"
@@ -45,7 +45,7 @@ func (h *storeHealth) set(failing error) {
 // store did not apply, or whose outcome it could not tell, makes it
 // failing, unless its caller withdrew it (a context cancelled) or the
 // store was only busy.
-func (k *keeper) noteStore(res stored) {
+func (k *Keeper) noteStore(res stored) {
 	if k.db == nil {
 		return
 	}
@@ -111,9 +111,18 @@ func (p *probeTimer) stop() {
 
 // runProbe writes ProbeKey (a barrier: nothing is in flight), which
 // updates the store's health like any write.
-func (k *keeper) runProbe() {
+func (k *Keeper) runProbe() {
 	k.probe.due = false
 	b := newBatch()
 	b.add(write{op: kvdb.PutOp(ProbeKey, []byte(k.clock.Now().UTC().Format(time.RFC3339Nano))), done: func(outcome, error) {}})
 	k.commit(b.writes)
 }
+
+// OnStoreHealth makes fn hear each change of the store's health (nil:
+// its writes are durable again), on the keeper's goroutine; call it
+// before Start.
+func (k *Keeper) OnStoreHealth(fn func(failing error)) { k.health.notify = fn }
+
+// StoreFailing says why the store does not take the keeper's writes (nil
+// when it does); any goroutine may call it.
+func (k *Keeper) StoreFailing() error { return k.health.get() }

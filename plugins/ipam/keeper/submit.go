@@ -1,4 +1,4 @@
-package ipam
+package keeper
 
 import (
 	"context"
@@ -7,7 +7,7 @@ import (
 	"github.com/contiv-ipam/agent/plugins/podmanager"
 )
 
-// submit sends r to the keeper and returns once the keeper has decided r
+// Submit sends r to the keeper and returns once the keeper has decided r
 // in memory: dec is the decision (the address, or the error). final
 // waits for the durable outcome of the decision (the reply a do call
 // gives): the record is durable, or the decision was undone (an error),
@@ -20,14 +20,14 @@ import (
 // write's outcome (doc.go, rule 3), and a request queued behind a resync
 // or a read waits for it. A request that may be refused (r.mayRefuse) is
 // answered "try again later" at once when the keeper's queue is full; any
-// other waits for room. When r.ctx ends before the decision, submit
+// other waits for room. When r.ctx ends before the decision, Submit
 // returns its error, and the keeper drops the request when it comes to it.
-func (k *keeper) submit(r *request) (dec reply, final func(ctx context.Context) reply) {
+func (k *Keeper) Submit(r *Request) (dec Reply, final func(ctx context.Context) Reply) {
 	if !k.running.Load() {
-		return settled(reply{err: errNotStarted})
+		return settled(Reply{Err: ErrNotStarted})
 	}
-	r.dec, r.reply = make(chan reply, 1), make(chan reply, 1)
-	ctx := r.ctx
+	r.dec, r.reply = make(chan Reply, 1), make(chan Reply, 1)
+	ctx := r.Ctx
 	if ctx == nil {
 		ctx = context.Background()
 	}
@@ -35,43 +35,43 @@ func (k *keeper) submit(r *request) (dec reply, final func(ctx context.Context) 
 		return settled(rep)
 	}
 	dec = k.await(ctx, r.dec)
-	return dec, func(ctx context.Context) reply { return k.await(ctx, r.reply) }
+	return dec, func(ctx context.Context) Reply { return k.await(ctx, r.reply) }
 }
 
 // enqueue puts r in the keeper's queue; false with the answer when it
 // could not.
-func (k *keeper) enqueue(ctx context.Context, r *request) (reply, bool) {
-	if r.mayRefuse {
+func (k *Keeper) enqueue(ctx context.Context, r *Request) (Reply, bool) {
+	if r.MayRefuse {
 		select {
 		case k.reqs <- r:
-			return reply{}, true
+			return Reply{}, true
 		case <-k.stopped:
-			return reply{err: errClosed}, false
+			return Reply{Err: ErrClosed}, false
 		default:
 			k.metrics.refused.WithLabelValues("queue").Inc()
-			return reply{err: fmt.Errorf("%w: IPAM is busy (%d requests queued)", podmanager.ErrTryAgain, cap(k.reqs))}, false
+			return Reply{Err: fmt.Errorf("%w: IPAM is busy (%d requests queued)", podmanager.ErrTryAgain, cap(k.reqs))}, false
 		}
 	}
 	select {
 	case k.reqs <- r:
-		return reply{}, true
+		return Reply{}, true
 	case <-k.stopped:
-		return reply{err: errClosed}, false
+		return Reply{Err: ErrClosed}, false
 	case <-ctx.Done():
-		return reply{err: fmt.Errorf("not queued: %w", context.Cause(ctx))}, false
+		return Reply{Err: fmt.Errorf("not queued: %w", context.Cause(ctx))}, false
 	}
 }
 
 // settled is a submit result whose outcome is known at once.
-func settled(rep reply) (reply, func(context.Context) reply) {
-	return rep, func(context.Context) reply { return rep }
+func settled(rep Reply) (Reply, func(context.Context) Reply) {
+	return rep, func(context.Context) Reply { return rep }
 }
 
 // await waits for the one reply the keeper sends on ch (buffered, one
 // slot) and puts it back, so that every later await returns it too. A
 // stopped keeper has answered every request it took; one it never took
 // fails with errClosed.
-func (k *keeper) await(ctx context.Context, ch chan reply) reply {
+func (k *Keeper) await(ctx context.Context, ch chan Reply) Reply {
 	select {
 	case rep := <-ch: // an outcome known already wins over an ended ctx
 		ch <- rep
@@ -83,14 +83,14 @@ func (k *keeper) await(ctx context.Context, ch chan reply) reply {
 		ch <- rep
 		return rep
 	case <-ctx.Done():
-		return reply{err: ctx.Err()}
+		return Reply{Err: ctx.Err()}
 	case <-k.stopped:
 		select {
 		case rep := <-ch:
 			ch <- rep
 			return rep
 		default:
-			return reply{err: errClosed}
+			return Reply{Err: ErrClosed}
 		}
 	}
 }

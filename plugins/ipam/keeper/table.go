@@ -1,4 +1,4 @@
-package ipam
+package keeper
 
 import (
 	"encoding/json"
@@ -14,15 +14,15 @@ import (
 	"github.com/contiv-ipam/agent/plugins/podmanager"
 )
 
-// addrs are the addresses of one allocation, one per family of the node:
+// Addrs are the addresses of one allocation, one per family of the node:
 // slot 0 is the primary family of contiv.conf, slot 1 the second family of
 // a dual-stack node (ipamConfig.dualStack). An allocation of a pod holds
 // one address in every family of the node; an owner-keyed allocation (the
 // Cilium-style API) holds the families it asked for.
-type addrs [2]netip.Addr
+type Addrs [2]netip.Addr
 
-// first is the first address held (slot order), invalid when none.
-func (as addrs) first() netip.Addr {
+// First is the First address held (slot order), invalid when none.
+func (as Addrs) First() netip.Addr {
 	for _, a := range as {
 		if a.IsValid() {
 			return a
@@ -31,8 +31,8 @@ func (as addrs) first() netip.Addr {
 	return netip.Addr{}
 }
 
-// list is the valid addresses, in slot order.
-func (as addrs) list() []netip.Addr {
+// List is the valid addresses, in slot order.
+func (as Addrs) List() []netip.Addr {
 	out := make([]netip.Addr, 0, len(as))
 	for _, a := range as {
 		if a.IsValid() {
@@ -43,9 +43,9 @@ func (as addrs) list() []netip.Addr {
 }
 
 // String is the addresses joined with commas.
-func (as addrs) String() string {
+func (as Addrs) String() string {
 	var b strings.Builder
-	for i, a := range as.list() {
+	for i, a := range as.List() {
 		if i > 0 {
 			b.WriteByte(',')
 		}
@@ -71,7 +71,7 @@ type table struct {
 	// added (AddPool), in the order they are tried.
 	blocks [2][]*block
 	// external holds the addresses an external IPAM gave (external mode).
-	external map[allocKey]addrs
+	external map[allocKey]Addrs
 	// pods is the pod of each allocation that is not pod-keyed; byPod
 	// lists the allocations of each pod (every kind).
 	pods   map[allocKey]podmodel.ID
@@ -94,7 +94,7 @@ type table struct {
 // addresses between the gateway (host 1) and the NAT loopback (the
 // address before the broadcast) are handed out.
 func newTable(st *addressing.State) (*table, error) {
-	t := &table{st: st, external: map[allocKey]addrs{}, pods: map[allocKey]podmodel.ID{},
+	t := &table{st: st, external: map[allocKey]Addrs{}, pods: map[allocKey]podmodel.ID{},
 		byPod: map[podmodel.ID][]allocKey{}, unsure: map[allocKey]struct{}{}, resv: map[allocKey]reservation{},
 		excl: newExclusions(), born: map[allocKey]time.Time{}, cool: newCooldowns()}
 	if st.Cfg.UseExternalIPAM {
@@ -129,7 +129,7 @@ func (t *table) pool(i int) *ipalloc.Keyed[allocKey] {
 }
 
 // lookupAll finds the allocation's addresses.
-func (t *table) lookupAll(k allocKey) (as addrs, ok bool) {
+func (t *table) lookupAll(k allocKey) (as Addrs, ok bool) {
 	if t.externalMode() {
 		as, ok = t.external[k]
 		return as, ok
@@ -149,7 +149,7 @@ func (t *table) lookupAll(k allocKey) (as addrs, ok bool) {
 // when it has one).
 func (t *table) lookup(k allocKey) (netip.Addr, bool) {
 	as, ok := t.lookupAll(k)
-	return as.first(), ok
+	return as.First(), ok
 }
 
 // owner finds the allocation that holds a (an excluded address that no
@@ -203,7 +203,7 @@ func (t *table) podAddr(id podmodel.ID) (allocKey, netip.Addr, bool) {
 
 // claim records a known allocation (restored or learned from
 // Kubernetes): all of its addresses, or none.
-func (t *table) claim(k allocKey, pod podmodel.ID, as addrs) error {
+func (t *table) claim(k allocKey, pod podmodel.ID, as Addrs) error {
 	if !t.externalMode() {
 		for _, a := range as {
 			if !a.IsValid() {
@@ -220,7 +220,7 @@ func (t *table) claim(k allocKey, pod podmodel.ID, as addrs) error {
 			}
 		}
 	} else {
-		for _, a := range as.list() {
+		for _, a := range as.List() {
 			if other, ok := t.owner(a); ok && other != k {
 				return fmt.Errorf("address %s of %s is already held by %s", a, k, other)
 			}
@@ -255,10 +255,10 @@ func (t *table) drop(k allocKey) {
 
 // forget forgets the allocation and returns its addresses, which are
 // free: the caller re-assigns or excludes them.
-func (t *table) forget(k allocKey) (addrs, bool) {
+func (t *table) forget(k allocKey) (Addrs, bool) {
 	as, ok := t.lookupAll(k)
 	if !ok {
-		return addrs{}, false
+		return Addrs{}, false
 	}
 	pod := t.podOf(k)
 	delete(t.unsure, k)
@@ -347,7 +347,7 @@ func (t *table) free(i int) uint64 {
 // address, block by block, in the internal mode; in no order with an
 // external IPAM) until fn returns false. Exclusions and cooling
 // addresses are not allocations.
-func (t *table) each(fn func(k allocKey, pod podmodel.ID, as addrs) bool) {
+func (t *table) each(fn func(k allocKey, pod podmodel.ID, as Addrs) bool) {
 	if t.externalMode() {
 		for k, as := range t.external {
 			if !fn(k, t.podOf(k), as) {
@@ -381,7 +381,7 @@ func (t *table) each(fn func(k allocKey, pod podmodel.ID, as addrs) bool) {
 
 // decision is the outcome of deciding an allocation in memory.
 type decision struct {
-	addrs addrs
+	addrs Addrs
 	// store: the record must be written before the caller is answered.
 	store bool
 	// adopted is the pod-keyed allocation the key took over: its record
@@ -434,8 +434,8 @@ func (t *table) allSlots() []int {
 // A rollback leaves the pools as they were, next-fit cursors included: the
 // address given back is the next one handed out, as if the call had not
 // happened.
-func (t *table) assign(k allocKey, slots []int) (addrs, error) {
-	var as addrs
+func (t *table) assign(k allocKey, slots []int) (Addrs, error) {
+	var as Addrs
 	type mark struct {
 		pool   *ipalloc.Pool
 		cursor netip.Addr
@@ -455,12 +455,12 @@ func (t *table) assign(k allocKey, slots []int) (addrs, error) {
 	for _, i := range slots {
 		if len(t.blocks[i]) == 0 {
 			rollback()
-			return addrs{}, fmt.Errorf("%w: this node has no pod subnet of that family", errFamilyDisabled(t.st, i))
+			return Addrs{}, fmt.Errorf("%w: this node has no pod subnet of that family", errFamilyDisabled(t.st, i))
 		}
 		a, err := t.assignSlot(k, i)
 		if err != nil {
 			rollback()
-			return addrs{}, fmt.Errorf("no IP address is free for allocation in the %s: %w", t.blockWords(i), err)
+			return Addrs{}, fmt.Errorf("no IP address is free for allocation in the %s: %w", t.blockWords(i), err)
 		}
 		as[i] = a
 	}
@@ -516,7 +516,7 @@ func (t *table) assignSlot(k allocKey, i int) (netip.Addr, error) {
 }
 
 // adopt moves the addresses of the pod-keyed allocation old to k.
-func (t *table) adopt(k, old allocKey, pod podmodel.ID, as addrs) decision {
+func (t *table) adopt(k, old allocKey, pod podmodel.ID, as Addrs) decision {
 	born, known := t.born[old]
 	_, wasUnsure := t.unsure[old]
 	t.forget(old)
@@ -546,7 +546,7 @@ type cniIPConfig struct {
 // parseExternal reads the pod's addresses from an external IPAM's result:
 // ipamData is one IPConfig, or a JSON array of them (one per family, from
 // a dual-stack IPAM). The error wraps podmanager.ErrBadRequest.
-func parseExternal(st *addressing.State, ipamData string) (addrs, error) {
+func parseExternal(st *addressing.State, ipamData string) (Addrs, error) {
 	var list []cniIPConfig
 	trimmed := strings.TrimSpace(ipamData)
 	var err error
@@ -558,26 +558,26 @@ func parseExternal(st *addressing.State, ipamData string) (addrs, error) {
 		list = []cniIPConfig{c}
 	}
 	if err != nil {
-		return addrs{}, fmt.Errorf("error by unmarshalling external IPAM result: ipamData %.200q: %w: %w", ipamData, podmanager.ErrBadRequest, err)
+		return Addrs{}, fmt.Errorf("error by unmarshalling external IPAM result: ipamData %.200q: %w: %w", ipamData, podmanager.ErrBadRequest, err)
 	}
-	var as addrs
+	var as Addrs
 	for _, c := range list {
 		pfx, err := netip.ParsePrefix(c.Address)
 		if err != nil {
-			return addrs{}, fmt.Errorf("external IPAM result: address %q: want an address with a prefix length (10.1.1.5/24): %w", c.Address, podmanager.ErrBadRequest)
+			return Addrs{}, fmt.Errorf("external IPAM result: address %q: want an address with a prefix length (10.1.1.5/24): %w", c.Address, podmanager.ErrBadRequest)
 		}
 		a := pfx.Addr().Unmap()
 		i, ok := st.SlotOf(a)
 		switch {
 		case !ok:
-			return addrs{}, fmt.Errorf("external IPAM result: address %s: this node has no pod subnet of its family: %w", a, podmanager.ErrBadRequest)
+			return Addrs{}, fmt.Errorf("external IPAM result: address %s: this node has no pod subnet of its family: %w", a, podmanager.ErrBadRequest)
 		case as[i].IsValid():
-			return addrs{}, fmt.Errorf("external IPAM result: addresses %s and %s are of one family, want one per family: %w", as[i], a, podmanager.ErrBadRequest)
+			return Addrs{}, fmt.Errorf("external IPAM result: addresses %s and %s are of one family, want one per family: %w", as[i], a, podmanager.ErrBadRequest)
 		}
 		as[i] = a
 	}
-	if !as.first().IsValid() {
-		return addrs{}, fmt.Errorf("external IPAM result: ipamData %.200q holds no address: %w", ipamData, podmanager.ErrBadRequest)
+	if !as.First().IsValid() {
+		return Addrs{}, fmt.Errorf("external IPAM result: ipamData %.200q holds no address: %w", ipamData, podmanager.ErrBadRequest)
 	}
 	return as, nil
 }
@@ -600,7 +600,7 @@ func (t *table) decideExternal(k allocKey, pod podmodel.ID, ipamData string) (de
 			return t.adopt(k, pk, pod, as), nil
 		}
 	}
-	for _, a := range as.list() {
+	for _, a := range as.List() {
 		if other, ok := t.owner(a); ok && other != k {
 			return decision{}, fmt.Errorf("external IPAM result: address %s of %s is already held by %s", a, k, other)
 		}

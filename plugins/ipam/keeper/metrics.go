@@ -1,0 +1,71 @@
+package keeper
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// Metrics are the keeper's counters. The plugin registers them (they are
+// a prometheus.Collector), beside its gauges of the pools.
+type Metrics struct {
+	failed prometheus.Counter
+	// storeFailures counts the transactions that were not applied or
+	// whose outcome was unknown; refused the requests answered "try
+	// again" without a decision.
+	storeFailures *prometheus.CounterVec
+	refused       *prometheus.CounterVec
+	movedAside    prometheus.Counter
+	reclaimed     *prometheus.CounterVec
+}
+
+var _ prometheus.Collector = (*Metrics)(nil)
+
+// NewMetrics returns the counters, at zero.
+func NewMetrics() *Metrics {
+	return &Metrics{
+		failed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "contiv_ipam_pod_ip_allocation_failures_total",
+			Help: "Pod IP allocations that failed (pool full, bad external IPAM data, store error).",
+		}),
+		storeFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "contiv_ipam_store_failures_total",
+			Help: "Transactions of pod allocations that failed: outcome=not applied (the store refused or withdrew them: a full disk, a store too slow for storeTimeout), outcome=unknown (the store could not say; resolved by a read ordered after them).",
+		}, []string{"outcome"}),
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "contiv_ipam_requests_refused_total",
+			Help: "Requests answered 'try again later' (CNI code 11) without a decision, by reason: queue (IPAM holds as many requests as it may), store (the store's write queue is full).",
+		}, []string{"reason"}),
+		movedAside: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "contiv_ipam_records_moved_aside_total",
+			Help: "Stored pod allocations a restore could not place (a clash, outside every pod subnet and pool of the node), moved under the conflicts prefix for an operator (GET /contiv/v1/ipam/conflicts).",
+		}),
+		reclaimed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "contiv_ipam_pod_ips_reclaimed_total",
+			Help: "Addresses released without a CNI DEL: reason=absent, the pod was missing from Kubernetes for the grace period; reason=deleted, it was deleted while the watch was cut off; reason=expired, its reservation ended unconfirmed.",
+		}, []string{"reason"}),
+	}
+}
+
+// Describe implements prometheus.Collector.
+func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
+	m.failed.Describe(ch)
+	m.storeFailures.Describe(ch)
+	m.refused.Describe(ch)
+	m.movedAside.Describe(ch)
+	m.reclaimed.Describe(ch)
+}
+
+// Collect implements prometheus.Collector.
+func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
+	m.failed.Collect(ch)
+	m.storeFailures.Collect(ch)
+	m.refused.Collect(ch)
+	m.movedAside.Collect(ch)
+	m.reclaimed.Collect(ch)
+}
+
+// FailedAllocations counts the allocations that failed (the plugin
+// counts those it refuses before they reach the keeper).
+func (m *Metrics) FailedAllocations() prometheus.Counter { return m.failed }
+
+// AbsentReleases counts the addresses released after the grace period.
+func (m *Metrics) AbsentReleases() prometheus.Counter {
+	return m.reclaimed.WithLabelValues(reasonAbsent)
+}
