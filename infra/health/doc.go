@@ -27,7 +27,11 @@
 //     Deps.HTTP (both optional): GET /liveness answers 200 unless Live is
 //     Error, 503 then; GET /readiness answers 200 only when the agent state
 //     is OK, 503 otherwise. Both bodies are the AgentStatus as JSON (state,
-//     live and every plugin with its error).
+//     live and every plugin with its error). When http.conf turns client
+//     authentication on, the REST server still serves both paths to every
+//     client (they are rest.ProbePaths: the kubelet sends no credentials);
+//     a client without valid credentials (rest.Anonymous) gets only
+//     ProbeStatus, {"state", "live"}.
 //  3. AfterInit starts the probe loop (first round at once).
 //  4. Close stops the loop, waits for it and unregisters the gauges.
 package health

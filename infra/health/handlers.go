@@ -6,10 +6,11 @@ import (
 	"github.com/contiv-ipam/agent/infra/rest"
 )
 
-// REST paths served by the plugin.
+// REST paths served by the plugin: the REST server's probe paths, which
+// it serves without client authentication (rest.ProbePaths).
 const (
-	LivenessPath  = "/liveness"
-	ReadinessPath = "/readiness"
+	LivenessPath  = rest.LivenessPath
+	ReadinessPath = rest.ReadinessPath
 )
 
 func (p *Plugin) registerHandlers() {
@@ -21,14 +22,20 @@ func (p *Plugin) registerHandlers() {
 }
 
 // probeHandler answers with the agent status: 200 when healthy(status),
-// 503 otherwise.
+// 503 otherwise. A client the REST server let through without the
+// authentication it requires elsewhere (rest.Anonymous: the kubelet) gets
+// only the two states, not the plugins, their errors or the build.
 func (p *Plugin) probeHandler(healthy func(AgentStatus) bool) rest.HandlerProvider {
 	return func(f *rest.Formatter) http.HandlerFunc {
-		return func(w http.ResponseWriter, _ *http.Request) {
+		return func(w http.ResponseWriter, r *http.Request) {
 			s := p.GetAgentStatus()
 			code := http.StatusOK
 			if !healthy(s) {
 				code = http.StatusServiceUnavailable
+			}
+			if rest.Anonymous(r) {
+				f.JSON(w, code, ProbeStatus{State: s.State, Live: s.Live})
+				return
 			}
 			f.JSON(w, code, s)
 		}

@@ -99,6 +99,15 @@ type AgentStatus struct {
 	NonFatal   []string       `json:"nonFatalPlugins,omitempty"`
 }
 
+// ProbeStatus is the body of GET /liveness and /readiness for a client
+// that the REST server serves without authentication while it requires
+// authentication elsewhere (rest.Anonymous): the readiness and the
+// liveness of AgentStatus, nothing else.
+type ProbeStatus struct {
+	State State `json:"state"`
+	Live  State `json:"live"`
+}
+
 // BuildInfo describes the running binary.
 type BuildInfo struct {
 	Version string `json:"version"`

@@ -16,6 +16,7 @@ import (
 	"github.com/contiv-ipam/agent/infra/config"
 	"github.com/contiv-ipam/agent/infra/health"
 	"github.com/contiv-ipam/agent/infra/logging"
+	"github.com/contiv-ipam/agent/infra/rest"
 	"github.com/contiv-ipam/agent/infra/rest/resttest"
 )
 
@@ -300,4 +301,54 @@ func TestStateText(t *testing.T) {
 	}
 	var s health.State
 	g.Expect(s.UnmarshalText([]byte("broken"))).To(MatchError(ContainSubstring(`"broken"`)))
+}
+
+// With client authentication on, the REST server serves the probes to a
+// client without credentials (the kubelet), and the plugin answers it the
+// two states only: no plugin, error or build. An authenticated client gets
+// the whole status; every other path still needs credentials.
+func TestProbesUnderClientAuthentication(t *testing.T) {
+	pki := resttest.NewPKI(t)
+	basic := resttest.Config()
+	basic.ClientBasicAuth = []string{"admin:s3cret"}
+	cases := []struct {
+		name              string
+		conf              rest.Config
+		anonymous, authed func(*resttest.Server) *resttest.Server
+		authHeader        http.Header
+		refused           int
+	}{
+		{name: "basic auth", conf: basic,
+			anonymous:  func(s *resttest.Server) *resttest.Server { return s },
+			authed:     func(s *resttest.Server) *resttest.Server { return s },
+			authHeader: resttest.BasicAuth("admin", "s3cret"), refused: http.StatusUnauthorized},
+		{name: "client certificates", conf: pki.MutualTLS(resttest.Config()),
+			anonymous: func(s *resttest.Server) *resttest.Server { return s.WithClient(pki.Client("")) },
+			authed:    func(s *resttest.Server) *resttest.Server { return s.WithClient(pki.Client("ops")) },
+			refused:   http.StatusForbidden},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			srv := resttest.New(t, rest.UseConf(tc.conf))
+			p := newHealth(t, health.UseBuildInfo(health.BuildInfo{Version: "v9.9.9"}),
+				health.UseDeps(func(d *health.Deps) { d.HTTP = srv.Plugin }))
+			p.ReportStateChange("kvdb", health.Error, errors.New("dial tcp 10.0.0.5:2379: refused"))
+			anonymous, authed := tc.anonymous(srv), tc.authed(srv)
+			for _, probe := range []struct {
+				path string
+				want int
+			}{{health.LivenessPath, http.StatusOK}, {health.ReadinessPath, http.StatusServiceUnavailable}} {
+				status, body := anonymous.Get(probe.path)
+				g.Expect(status).To(Equal(probe.want), probe.path)
+				g.Expect(body).To(MatchJSON(`{"state": "error", "live": "ok"}`), probe.path)
+
+				status, body = authed.Do(http.MethodGet, probe.path, "", tc.authHeader)
+				g.Expect(status).To(Equal(probe.want), probe.path)
+				g.Expect(body).To(And(ContainSubstring("10.0.0.5:2379"), ContainSubstring("v9.9.9")), probe.path)
+			}
+			status, _ := anonymous.Get("/")
+			g.Expect(status).To(Equal(tc.refused), "the index still needs credentials")
+		})
+	}
 }

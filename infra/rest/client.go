@@ -2,7 +2,6 @@ package rest
 
 import (
 	"context"
-	"crypto/tls"
 	"net/http"
 )
 
@@ -18,7 +17,9 @@ type ClientAuthenticator interface {
 	// ClientAuthenticated reports whether the server lets a request
 	// reach a handler only once the client is authenticated: by
 	// client-basic-auth, or by a certificate signed by one of the CAs of
-	// client-cert-files. It is known after Init and never changes.
+	// client-cert-files. The one exception is the probes (GET of
+	// ProbePaths), served to every client; a handler that asks is never
+	// registered there. It is known after Init and never changes.
 	ClientAuthenticated() bool
 }
 
@@ -33,12 +34,7 @@ func Authenticates(h HTTPHandlers) bool {
 
 // ClientAuthenticated implements ClientAuthenticator.
 func (p *Plugin) ClientAuthenticated() bool {
-	if p.conf.Disabled || p.handler == nil {
-		return false
-	}
-	basic := len(p.conf.ClientBasicAuth) > 0
-	certs := p.tls != nil && p.tls.ClientAuth == tls.RequireAndVerifyClientCert && p.tls.ClientCAs != nil
-	return basic || certs
+	return !p.conf.Disabled && p.handler != nil && p.auth != nil
 }
 
 // Client is who sent a request, as far as the server knows it.
@@ -67,10 +63,28 @@ func ClientOf(r *http.Request) Client {
 	return c
 }
 
-// basicAuthUserKey is the context key of the user name basicAuth checked.
+// Anonymous reports whether r reached its handler without the client
+// authentication the server requires: a probe (GET of ProbePaths) from a
+// client without valid credentials. A probe handler answers such a client
+// no more than the probe needs. It is false on a server that
+// authenticates nobody, where every endpoint is equally open.
+func Anonymous(r *http.Request) bool {
+	v, _ := r.Context().Value(anonymousKey{}).(bool)
+	return v
+}
+
+// basicAuthUserKey is the context key of the user name authGate checked.
 type basicAuthUserKey struct{}
 
-// withUser records the user basicAuth let through.
+// withUser records the user authGate let through.
 func withUser(r *http.Request, user string) *http.Request {
 	return r.WithContext(context.WithValue(r.Context(), basicAuthUserKey{}, user))
+}
+
+// anonymousKey is the context key of Anonymous.
+type anonymousKey struct{}
+
+// withAnonymous marks a probe authGate let through without credentials.
+func withAnonymous(r *http.Request) *http.Request {
+	return r.WithContext(context.WithValue(r.Context(), anonymousKey{}, true))
 }

@@ -97,15 +97,17 @@ func TestClientOfNamesTheCertificateSubject(t *testing.T) {
 }
 
 // resttest's PKI gives a client without a certificate: the server refuses
-// its connection.
+// its requests with 403, the probes aside.
 func TestPKIClientWithoutCertificateIsRefused(t *testing.T) {
 	g := NewWithT(t)
 	pki := resttest.NewPKI(t)
-	p := started(t, pki.MutualTLS(loopback()))
-	cl := pki.Client("")
-	defer cl.CloseIdleConnections()
-	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, "https://"+p.Addr()+"/", nil)
-	g.Expect(err).NotTo(HaveOccurred())
-	_, err = cl.Do(req)
-	g.Expect(err).To(HaveOccurred())
+	srv := resttest.New(t, rest.UseConf(pki.MutualTLS(resttest.Config())))
+	registerProbes(srv.Plugin)
+	anonymous := srv.WithClient(pki.Client(""))
+	status, body := anonymous.Get("/")
+	g.Expect(status).To(Equal(http.StatusForbidden))
+	g.Expect(body).To(MatchJSON(`{"error": "a client certificate is required: one signed by a CA of the server's client-cert-files"}`))
+	status, body = anonymous.Get("/liveness")
+	g.Expect(status).To(Equal(http.StatusOK))
+	g.Expect(body).To(MatchJSON(`{"anonymous": true, "user": "", "cn": ""}`))
 }

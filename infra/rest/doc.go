@@ -29,17 +29,31 @@
 //
 // Security: the default endpoint is 127.0.0.1:9999 (loopback); Init warns
 // when the endpoint is on all interfaces (empty host, 0.0.0.0, ::) and when
-// basic auth is on without TLS. HTTPS is on
-// when server-cert-file and server-key-file are set; client-cert-files
-// requires client certificates signed by those CAs; client-basic-auth
-// requires one of the listed user:password pairs (401 with WWW-Authenticate
-// otherwise). There are no default credentials.
+// basic auth is on without TLS. HTTPS is on when server-cert-file and
+// server-key-file are set. With client authentication on, every request
+// must pass every configured check, in this order:
+//  1. client-cert-files: a client certificate signed by one of those CAs.
+//     The handshake accepts a client without a certificate
+//     (tls.VerifyClientCertIfGiven) but fails on one that does not verify;
+//     the request of a client without one is then refused with 403 (no
+//     HTTP challenge exists for a certificate).
+//  2. client-basic-auth: one of the listed user:password pairs (401 with
+//     WWW-Authenticate otherwise).
+//
+// The one exception is fixed, not configurable: GET (and HEAD) of exactly
+// LivenessPath and ReadinessPath (ProbePaths), when the handler registered
+// there for GET serves it, is served to every client, because the
+// kubelet's httpGet probes send no credentials and no certificate. Such a
+// request is marked Anonymous when it lacked valid credentials, so that the
+// probe answers it no more than its state. There are no default
+// credentials.
 //
 // A handler that must not be served to unauthenticated clients (one that
 // changes state, say) asks Authenticates(its HTTPHandlers dep): true only
 // when the server lets a request through after client-basic-auth or a
-// verified client certificate (ClientAuthenticator, implemented by
-// Plugin; HTTPHandlers itself is unchanged, so fakes need nothing new).
+// verified client certificate, the probes aside (ClientAuthenticator,
+// implemented by Plugin; HTTPHandlers itself is unchanged, so fakes need
+// nothing new).
 // Such a handler is registered anyway and refuses (403) naming
 // ClientAuthKeys, so that the client learns how to enable it. ClientOf(r)
 // tells who sent r: the basic-auth user the server checked, the subject

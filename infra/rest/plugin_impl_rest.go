@@ -39,6 +39,7 @@ type Plugin struct {
 	// Set by Init.
 	conf    Config
 	tls     *tls.Config
+	auth    *authGate // nil when no client authentication is configured
 	handler http.Handler
 
 	// Set by AfterInit, cleared by Close.
@@ -87,10 +88,11 @@ func (p *Plugin) Init() error {
 	}
 	p.router.handleIndex(indexHandler(p.router, p.formatter, tmpl))
 	var h http.Handler = &jsonMux{mux: p.router.mux, f: p.formatter}
-	if len(conf.ClientBasicAuth) > 0 {
-		if h, err = newBasicAuth(h, p.formatter, conf.ClientBasicAuth); err != nil {
-			return fmt.Errorf("client-basic-auth: %w", err)
-		}
+	if p.auth, err = newAuthGate(h, p.router.mux, p.formatter, &conf); err != nil {
+		return fmt.Errorf("client-basic-auth: %w", err)
+	}
+	if p.auth != nil {
+		h = p.auth
 	}
 	p.handler = &accessLog{next: h, log: p.Log}
 	return nil
@@ -158,7 +160,7 @@ func (p *Plugin) AfterInit() error {
 	p.server, p.listener, p.done, p.serveErr = srv, ln, make(chan struct{}), nil
 	go p.serve(srv, ln, p.done)
 	p.Log.Info("serving HTTP", "address", ln.Addr().String(), "tls", p.tls != nil,
-		"basic-auth", len(p.conf.ClientBasicAuth) > 0)
+		"client-certs", p.auth != nil && p.auth.certs, "basic-auth", len(p.conf.ClientBasicAuth) > 0)
 	return nil
 }
 

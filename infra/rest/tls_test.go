@@ -77,8 +77,24 @@ func writeFile(t *testing.T, dir, name string, data []byte) string {
 	return p
 }
 
-// tlsClient trusts serverCA and presents the client certificate when given.
+// tlsClient trusts serverCA and presents the client certificate when
+// given, whatever CAs the server names (as curl --cert does).
 func tlsClient(t *testing.T, serverCA *testCA, certPEM, keyPEM []byte) *http.Client {
+	t.Helper()
+	cl := tlsClientPickingByCA(t, serverCA, certPEM, keyPEM)
+	tc := cl.Transport.(*http.Transport).TLSClientConfig
+	if len(tc.Certificates) > 0 {
+		pair := tc.Certificates[0]
+		tc.Certificates = nil
+		tc.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return &pair, nil }
+	}
+	return cl
+}
+
+// tlsClientPickingByCA is tlsClient with crypto/tls's default choice: the
+// certificate is sent only when the server names the CA that signed it,
+// and the client sends none otherwise.
+func tlsClientPickingByCA(t *testing.T, serverCA *testCA, certPEM, keyPEM []byte) *http.Client {
 	t.Helper()
 	roots := x509.NewCertPool()
 	roots.AddCert(serverCA.cert)
@@ -97,6 +113,7 @@ func TestMutualTLS(t *testing.T) {
 	srvCert, srvKey := serverCA.issue(t, "agent", 2, x509.ExtKeyUsageServerAuth)
 	goodCert, goodKey := clientCA.issue(t, "netctl", 3, x509.ExtKeyUsageClientAuth)
 	badCert, badKey := otherCA.issue(t, "intruder", 4, x509.ExtKeyUsageClientAuth)
+	serverOnlyCert, serverOnlyKey := clientCA.issue(t, "not-a-client", 5, x509.ExtKeyUsageServerAuth)
 
 	c := loopback()
 	c.ServerCertFile = writeFile(t, dir, "server.crt", srvCert)
@@ -104,34 +121,52 @@ func TestMutualTLS(t *testing.T) {
 	c.ClientCertFiles = []string{writeFile(t, dir, "clients-ca.crt", clientCA.pem)}
 	p := started(t, c)
 	p.RegisterHTTPHandler("/secure", hello)
-	url := "https://" + p.Addr() + "/secure"
+	registerProbes(p)
+	base := "https://" + p.Addr()
 
+	// status per path; 0 means the TLS handshake fails.
 	cases := []struct {
-		name          string
-		cert, key     []byte
-		wantConnError bool
+		name      string
+		cert, key []byte
+		pickByCA  bool // crypto/tls's default: send the certificate only if the server names its CA
+		want      map[string]int
 	}{
-		{name: "client without certificate", wantConnError: true},
-		{name: "client certificate from another CA", cert: badCert, key: badKey, wantConnError: true},
-		{name: "client certificate from the configured CA", cert: goodCert, key: goodKey},
+		{name: "client without certificate", want: map[string]int{
+			"/secure": http.StatusForbidden, "/": http.StatusForbidden,
+			"/liveness": http.StatusOK, "/readiness": http.StatusOK}},
+		{name: "client certificate from another CA", cert: badCert, key: badKey, want: map[string]int{
+			"/secure": 0, "/": 0, "/liveness": 0, "/readiness": 0}},
+		{name: "client certificate of the configured CA without client usage", cert: serverOnlyCert, key: serverOnlyKey,
+			want: map[string]int{"/secure": 0, "/liveness": 0}},
+		{name: "client that withholds its certificate of another CA", cert: badCert, key: badKey, pickByCA: true, want: map[string]int{
+			"/secure": http.StatusForbidden, "/liveness": http.StatusOK}},
+		{name: "client certificate from the configured CA", cert: goodCert, key: goodKey, want: map[string]int{
+			"/secure": http.StatusOK, "/": http.StatusOK, "/liveness": http.StatusOK, "/readiness": http.StatusOK}},
+		{name: "client that picks its certificate of the configured CA", cert: goodCert, key: goodKey, pickByCA: true, want: map[string]int{
+			"/secure": http.StatusOK}},
 	}
 	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			g := NewWithT(t)
-			cl := tlsClient(t, serverCA, tc.cert, tc.key)
-			defer cl.CloseIdleConnections()
-			req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, url, nil)
-			g.Expect(err).NotTo(HaveOccurred())
-			resp, err := cl.Do(req)
-			if tc.wantConnError {
-				g.Expect(err).To(HaveOccurred())
-				return
-			}
-			g.Expect(err).NotTo(HaveOccurred())
-			defer func() { _ = resp.Body.Close() }()
-			g.Expect(resp.StatusCode).To(Equal(http.StatusOK))
-			g.Expect(resp.TLS).NotTo(BeNil())
-		})
+		for path, want := range tc.want {
+			t.Run(tc.name+" GET "+path, func(t *testing.T) {
+				g := NewWithT(t)
+				cl := tlsClient(t, serverCA, tc.cert, tc.key)
+				if tc.pickByCA {
+					cl = tlsClientPickingByCA(t, serverCA, tc.cert, tc.key)
+				}
+				defer cl.CloseIdleConnections()
+				req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, base+path, nil)
+				g.Expect(err).NotTo(HaveOccurred())
+				resp, err := cl.Do(req)
+				if want == 0 {
+					g.Expect(err).To(MatchError(ContainSubstring("remote error: tls: ")), "the server refuses the handshake")
+					return
+				}
+				g.Expect(err).NotTo(HaveOccurred())
+				defer func() { _ = resp.Body.Close() }()
+				g.Expect(resp.StatusCode).To(Equal(want))
+				g.Expect(resp.TLS).NotTo(BeNil())
+			})
+		}
 	}
 	t.Run("plain HTTP is not served", func(t *testing.T) {
 		g := NewWithT(t)

@@ -7,8 +7,9 @@
 //  1. kube-apiserver accepts every object (`kubectl apply --dry-run=server
 //     -k k8s/` on a kubeenv API server).
 //  2. The rendered manifests agree with the code: images with the
-//     Makefile's names; REST ports and probe paths with http.conf (or the
-//     binary's default endpoint) and the health plugin; the CNI socket and
+//     Makefile's names; REST ports, probe paths and probe schemes with
+//     http.conf (or the binary's default endpoint) and the health plugin,
+//     and no credentials in a probe; the CNI socket and
 //     bolt host directories with podmanager.conf and bolt.conf; the
 //     conflist's grpcServer with the socket; etcd.conf (and ETCD_ENDPOINTS)
 //     with the contiv-etcd Service; every .conf of a ConfigMap decodes

@@ -67,6 +67,15 @@ var mutations = []mutation{
 		[]string{`"127.0.0.1:9191" is loopback`}},
 	{"ksr liveness path", "rest", func(b *bundle) { ksrMain(b).LivenessProbe.HTTPGet.Path = "/healthz" },
 		[]string{"Deployment contiv-ksr containers[contiv-ksr].livenessProbe.httpGet.path is \"/healthz\""}},
+	{"agent probe over HTTPS, REST over HTTP", "rest", func(b *bundle) { agentMain(b).LivenessProbe.HTTPGet.Scheme = corev1.URISchemeHTTPS },
+		[]string{"livenessProbe.httpGet.scheme is HTTPS", `endpoint "127.0.0.1:9999" serves HTTP`}},
+	{"agent REST over HTTPS, probes over HTTP", "rest", func(b *bundle) {
+		setConf(b, "contiv-agent-config", "http.conf",
+			"endpoint: 127.0.0.1:9999\nserver-cert-file: /etc/contiv/tls/tls.crt\nserver-key-file: /etc/contiv/tls/tls.key\n")
+	}, []string{"readinessProbe.httpGet.scheme is HTTP", "livenessProbe.httpGet.scheme is HTTP", `serves HTTPS (server-cert-file "/etc/contiv/tls/tls.crt")`}},
+	{"ksr probe with credentials", "rest", func(b *bundle) {
+		ksrMain(b).ReadinessProbe.HTTPGet.HTTPHeaders = []corev1.HTTPHeader{{Name: "Authorization", Value: "Basic YWRtaW46czNjcmV0"}}
+	}, []string{"Deployment contiv-ksr containers[contiv-ksr].readinessProbe.httpGet.httpHeaders sets Authorization"}},
 	{"ksr readiness port", "rest", func(b *bundle) { ksrMain(b).ReadinessProbe.HTTPGet.Port = intstr.FromInt32(9999) },
 		[]string{"readinessProbe.httpGet.port is 9999", `":9191" listens on port 9191`}},
 

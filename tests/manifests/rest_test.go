@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -14,7 +15,10 @@ import (
 
 // checkREST: for the agent and contiv-ksr, the container port "http" and
 // both probes use the port of http.conf's endpoint (or the binary's
-// default endpoint), the probes the health plugin's paths, and the probes
+// default endpoint), the probes the health plugin's paths (the REST
+// server's probe paths, served without client authentication) with no
+// Authorization header and the scheme http.conf serves (HTTPS with
+// server-cert-file), and the probes
 // reach the listener: a loopback endpoint only in the host network and
 // probed on loopback, else an endpoint the pod IP answers on.
 func checkREST(_ *testing.T, b *bundle) []error {
@@ -47,13 +51,14 @@ func checkComponentREST(b *bundle, c component) []error {
 		errs = append(errs, fmt.Errorf("%s: http.conf endpoint %q is loopback, but the pod is not in the host network: "+
 			"the kubelet probes the pod IP, which nothing answers", c.at("spec.template.spec.hostNetwork"), conf.Endpoint))
 	}
-	errs = append(errs, checkProbe(c, "readinessProbe", c.main.ReadinessProbe, health.ReadinessPath, host, port, conf.Endpoint)...)
-	return append(errs, checkProbe(c, "livenessProbe", c.main.LivenessProbe, health.LivenessPath, host, port, conf.Endpoint)...)
+	errs = append(errs, checkProbe(c, "readinessProbe", c.main.ReadinessProbe, health.ReadinessPath, host, port, conf)...)
+	return append(errs, checkProbe(c, "livenessProbe", c.main.LivenessProbe, health.LivenessPath, host, port, conf)...)
 }
 
-// checkProbe checks one httpGet probe against the health path and the
-// REST endpoint host:port.
-func checkProbe(c component, name string, p *corev1.Probe, path, host, port, endpoint string) []error {
+// checkProbe checks one httpGet probe against the health path, the REST
+// endpoint host:port and the scheme of conf.
+func checkProbe(c component, name string, p *corev1.Probe, path, host, port string, conf *rest.Config) []error {
+	endpoint := conf.Endpoint
 	field := c.at("containers[%s].%s.httpGet", c.name, name)
 	if p == nil || p.HTTPGet == nil {
 		return []error{fmt.Errorf("%s: missing; want GET %s on port %s", field, path, port)}
@@ -62,6 +67,16 @@ func checkProbe(c component, name string, p *corev1.Probe, path, host, port, end
 	g := p.HTTPGet
 	if g.Path != path {
 		errs = append(errs, fmt.Errorf("%s.path is %q, but the health plugin serves %q", field, g.Path, path))
+	}
+	if want := probeScheme(conf); schemeOf(g) != want {
+		errs = append(errs, fmt.Errorf("%s.scheme is %s, but http.conf endpoint %q serves %s (server-cert-file %q)",
+			field, schemeOf(g), endpoint, want, conf.ServerCertFile))
+	}
+	for _, h := range g.HTTPHeaders {
+		if strings.EqualFold(h.Name, "Authorization") {
+			errs = append(errs, fmt.Errorf("%s.httpHeaders sets %s: the probe paths need no credentials, "+
+				"and a manifest is no place for them", field, h.Name))
+		}
 	}
 	if got := probePort(c.main, g); strconv.Itoa(got) != port {
 		errs = append(errs, fmt.Errorf("%s.port is %s, but http.conf endpoint %q listens on port %s",
@@ -72,6 +87,22 @@ func checkProbe(c component, name string, p *corev1.Probe, path, host, port, end
 			"the kubelet would probe the node IP", field, g.Host, endpoint))
 	}
 	return errs
+}
+
+// probeScheme is the scheme the REST server of conf speaks.
+func probeScheme(conf *rest.Config) corev1.URIScheme {
+	if conf.TLS() {
+		return corev1.URISchemeHTTPS
+	}
+	return corev1.URISchemeHTTP
+}
+
+// schemeOf is a probe's scheme; the kubelet's default is HTTP.
+func schemeOf(g *corev1.HTTPGetAction) corev1.URIScheme {
+	if g.Scheme == "" {
+		return corev1.URISchemeHTTP
+	}
+	return g.Scheme
 }
 
 // probePort resolves a probe's port (a number or a container port name).

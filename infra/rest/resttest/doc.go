@@ -15,6 +15,7 @@
 // client-basic-auth set, and send BasicAuth(user, pass) as Do's header.
 // For mutual TLS, pki := NewPKI(t) makes a CA, a server certificate for
 // 127.0.0.1 and their files; rest.UseConf(pki.MutualTLS(Config())) serves
-// HTTPS and requires client certificates, and srv.WithClient(pki.Client(cn))
-// sends with a certificate of subject common name cn.
+// HTTPS and requires client certificates (403 without one, except on the
+// probe paths, rest.ProbePaths), and srv.WithClient(pki.Client(cn)) sends
+// with a certificate of subject common name cn; pki.Client("") sends none.
 package resttest

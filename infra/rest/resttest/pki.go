@@ -76,7 +76,7 @@ func NewPKI(t testing.TB) *PKI {
 }
 
 // MutualTLS sets c's HTTPS keys: the server certificate, and client
-// certificates signed by the CA required.
+// certificates signed by the CA required (the probe paths aside).
 func (p *PKI) MutualTLS(c rest.Config) rest.Config {
 	c.ServerCertFile, c.ServerKeyFile = p.ServerCertFile, p.ServerKeyFile
 	c.ClientCertFiles = []string{p.CAFile}
