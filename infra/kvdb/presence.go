@@ -26,6 +26,20 @@ type PresenceStore interface {
 	// errors (store unreachable, ErrInvalidKey, ErrValueTooLarge, ErrClosed,
 	// a ttl below 1s) wrap the key.
 	ClaimPresence(ctx context.Context, key string, value []byte, ttl time.Duration) (Presence, error)
+
+	// TakeOverPresence is ClaimPresence that also takes key from a holder
+	// the caller knows to be dead: when key is still at mod revision rev
+	// (the Revision of the *PresenceHeldError that named that holder), it
+	// is overwritten with value, bound to the new lease, in one
+	// transaction that compares that revision. A key written since (by
+	// anyone; deleted and created again counts) is never overwritten:
+	// absent, it is created; holding value, it is moved as in
+	// ClaimPresence; holding any other value, nothing is written and the
+	// error is a *PresenceHeldError naming the current holder and its
+	// revision. The dead holder's lease is left to expire: the key is no
+	// longer bound to it. Errors otherwise as ClaimPresence. The caller
+	// alone decides that the holder is dead; the store cannot tell.
+	TakeOverPresence(ctx context.Context, key string, value []byte, ttl time.Duration, rev int64) (Presence, error)
 }
 
 // Presence is a key that exists while its holder keeps its lease alive.
@@ -51,6 +65,9 @@ type PresenceHeldError struct {
 	Key string
 	// Holder is the value stored by the current holder.
 	Holder []byte
+	// Revision is the key's mod revision as read: the revision
+	// TakeOverPresence compares.
+	Revision int64
 	// TTL is what remains of the holder's lease: the key vanishes after it
 	// unless the holder keeps the lease alive. Negative when the key is
 	// bound to no lease (it never expires).

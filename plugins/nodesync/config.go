@@ -23,7 +23,9 @@ const (
 )
 
 // DefaultPresenceTTL is how long the presence key of a killed agent
-// outlives it: a successor with the same node name waits at most that long.
+// outlives it: a successor with the same node name on another bolt file
+// waits at most that long (one on the same bolt file takes the key over
+// at once, see InstanceKey).
 const DefaultPresenceTTL = 15 * time.Second
 
 // Config are the plugin's settings.
@@ -58,7 +60,7 @@ func (p *Plugin) RegisterFlags(fs *flag.FlagSet) {
 	}
 	if fs.Lookup(PresenceTTLFlag) == nil {
 		fs.Duration(PresenceTTLFlag, DefaultPresenceTTL, fmt.Sprintf(
-			"lease TTL of this agent's presence key: how long a killed agent keeps its node name from a successor (env %s)",
+			"lease TTL of this agent's presence key: how long a killed agent keeps its node name from a successor on another bolt file (env %s)",
 			config.EnvName(PresenceTTLFlag)))
 	}
 	p.flags = fs

@@ -16,22 +16,45 @@
 // PresencePrefix+n (outside the KSR prefix, so the controller does not see
 // it): a key bound to an etcd lease of -nodesync-presence-ttl (default
 // 15s) that the etcd plugin keeps alive, valued with the holder (host, pid,
-// start time; see Holder). It is created if absent (compare: absent) or
-// taken over if it still holds this process's value (this agent's own key
-// after a keep-alive gap). Held by another value, the agent waits at most
-// that holder's remaining TTL plus 2s: a killed agent's key expires by
-// then and the claim goes on (a restart after SIGKILL costs at most one
-// TTL); a live agent keeps it, and the claim fails with ErrNodeNameTaken
-// naming n and the holder. Close revokes the lease, so a clean restart
-// does not wait. A keeper goroutine (AfterInit to Close) watches the lease
-// and, when it is lost, pushes a NodeIDCheck event.
+// start time and, with LocalDB, the instance of its bolt file; see Holder).
+// It is created if absent (compare: absent) or taken over if it still
+// holds this process's value (this agent's own key after a keep-alive
+// gap). Held by another value, the agent waits at most that holder's
+// remaining TTL plus 2s: a killed agent's key expires by then and the
+// claim goes on; a live agent keeps it, and the claim fails with
+// ErrNodeNameTaken naming n and the holder. Close revokes the lease, so a
+// clean restart does not wait.
+//
+// A restart after a kill (SIGKILL, OOM) does not wait either when the
+// agent restarts on the same bolt file. The instance is a random ID stored
+// once in LocalDB (InstanceKey, beside NodeIDKey), durably, before any
+// presence value carries it. The bolt plugin holds an exclusive lock on
+// its file while the agent runs, so no other live process can hold the
+// same file: a presence key valued with this process's instance (and not
+// with its own value) was written by an earlier agent on this file, which
+// is dead. The first presence claim of the process replaces that key at
+// once, with a transaction on the revision it read (TakeOverPresence), so
+// a key written since (another agent, a late write) is never overwritten,
+// and logs the take-over at info level with the old value. This happens
+// once per process, only in its first claim: afterwards no earlier agent
+// can write, and a value carrying this instance is waited for like any
+// other (a late write of a killed agent expires; a copy of this bolt file
+// running elsewhere keeps its lease and is refused). A value without an
+// instance (an agent that predates instances, or one without LocalDB), of
+// another instance, or that does not decode, is waited for as above.
+// Without LocalDB, or when it fails, the value has no instance and a
+// restart waits for the killed agent's key (at most one TTL).
+//
+// A keeper goroutine (AfterInit to Close) watches the lease and, when it
+// is lost, pushes a NodeIDCheck event.
 //
 // # Node ID claim
 //
 // The claim runs in the first resync that reaches etcd, and in every later
 // one for as long as the node has no ID:
 //
-//  1. Hold the presence (above).
+//  1. Hold the presence (above); before the first claim of the process,
+//     read the instance from LocalDB (InstanceKey), or store a new one.
 //  2. Read the ID this node last ran with from LocalDB (NodeIDKey).
 //  3. List allocatedIDs/ in etcd itself: the kube state of the resync may be
 //     stale (the bolt mirror, a cut-off watch). The IDs come from the keys;
@@ -134,7 +157,11 @@
 //     patched by Update and PublishNodeIPs.
 //   - The presence handle: set by the event loop, read by the keeper and
 //     Close, under its own mutex.
-//   - The stored ID (LocalDB NodeIDKey): written by the event loop only.
+//   - The presence value and the instance: set by Init (no instance),
+//     then once by the event loop before the first presence claim; fixed
+//     once a presence was claimed.
+//   - The stored ID (LocalDB NodeIDKey) and the instance (LocalDB
+//     InstanceKey): written by the event loop only.
 //   - The claim retry (retry.go): a claim that failed because etcd did not
 //     answer is not fatal; the event loop arms a timer under the retry's
 //     mutex, the timer's goroutine only pushes a ClaimRetry (an upstream
@@ -152,10 +179,21 @@
 //     read GetNodeID in their own Resync. Let the agent call RegisterFlags
 //     (-accept-node-id-change, -nodesync-presence-ttl), Init, AfterInit
 //     (starts the keeper) and Close (stops it, revokes the presence).
-//  2. Call GetNodeID, GetAllNodes and PublishNodeIPs from any goroutine
+//  2. LocalDB must be a store that no other live process can hold at the
+//     same time (the bolt plugin: its file lock), and it must be closed
+//     after this plugin (the agent closes plugins in reverse order): the
+//     take-over of a killed agent's presence rests on it. Never give two
+//     agents one LocalDB, and never run a copy of a node's bolt file
+//     under that node's name elsewhere while the node runs (a copy has
+//     the same instance: the first claim of the copy would take the
+//     original's presence over, and the original would find out only at
+//     its next re-assert). -bolt-recover moves the file aside and starts
+//     a new one, hence a new instance: the first start on it waits one TTL
+//     for a killed agent's key, as without instances.
+//  3. Call GetNodeID, GetAllNodes and PublishNodeIPs from any goroutine
 //     once Init returned; GetNodeID is 0 until a resync claimed the ID and
 //     0 again once it was lost.
-//  3. Handle NodeUpdate events: the plugin pushes them as follow-ups from
+//  4. Handle NodeUpdate events: the plugin pushes them as follow-ups from
 //     its Update when another node joins (PrevState nil), leaves (NewState
 //     nil) or changes its VPP addresses (vppnode records), and when a node
 //     that has an ID, this node included, changes its management addresses
@@ -163,10 +201,10 @@
 //     Node.PodCIDRs, every address family in order, so a move of the
 //     second family's CIDR alone is an update). PrevState and NewState are
 //     copies. Ignore NodeIDCheck: only nodesync handles it.
-//  4. Call PublishNodeIPs with this node's VPP addresses of one IP version;
+//  5. Call PublishNodeIPs with this node's VPP addresses of one IP version;
 //     it writes this node's vppnode record only when the set of addresses
 //     changed and returns the write's error; propagate an api.FatalError.
-//  5. To accept a changed node ID, restart the agent once with
+//  6. To accept a changed node ID, restart the agent once with
 //     -accept-node-id-change, then drop the flag.
 //
 // # Events

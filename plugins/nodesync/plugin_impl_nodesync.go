@@ -76,8 +76,14 @@ type Plugin struct {
 	name        string          // this node
 	broker      kvdb.Broker     // DB under codec.KSRPrefix; nil without DB
 	presenceKey string          // PresencePrefix + name
-	identity    []byte          // this process, the presence key's value
+	started     time.Time       // when Init ran: part of the presence value
 	metrics     *nodesyncMetrics
+
+	// Owned by the event loop: set by Init, and once more before the
+	// first presence claim (loadInstance); read-only once a presence was
+	// claimed.
+	identity []byte // this process, the presence key's value
+	instance string // this bolt file's instance (InstanceKey); "" without LocalDB
 
 	nodeID atomic.Uint32         // 0 until claimed, 0 again once lost
 	lost   atomic.Pointer[error] // why this node lost its ID or name; nil while it holds them
@@ -145,7 +151,8 @@ func (p *Plugin) Init() error {
 	if p.DB != nil {
 		p.broker = p.DB.NewBroker(codec.KSRPrefix)
 	}
-	p.presenceKey, p.identity = PresencePrefix+p.name, newIdentity(p.name, time.Now())
+	p.presenceKey, p.started = PresencePrefix+p.name, time.Now()
+	p.identity = newIdentity(p.name, p.started, "")
 	p.metrics = newNodesyncMetrics()
 	if p.Metrics != nil {
 		if err := p.Metrics.Register(p.metrics); err != nil {

@@ -34,29 +34,38 @@ const (
 )
 
 // Holder is the value of a presence key: which process serves the node.
+// It is JSON, for people reading etcd; agents compare values as bytes and
+// decode only Instance.
 type Holder struct {
 	Node    string `json:"node"`
 	Host    string `json:"host"`
 	PID     int    `json:"pid"`
 	Started string `json:"started"`
+	// Instance is the instance of the holder's bolt file (InstanceKey);
+	// absent without LocalDB and in values of agents that predate it.
+	Instance string `json:"instance,omitempty"`
 }
 
-// newIdentity is this process's presence value.
-func newIdentity(node string, started time.Time) []byte {
+// newIdentity is this process's presence value; instance "" leaves it
+// out.
+func newIdentity(node string, started time.Time, instance string) []byte {
 	host, err := os.Hostname()
 	if err != nil {
 		host = "unknown-host"
 	}
-	value, _ := json.Marshal(Holder{Node: node, Host: host, PID: os.Getpid(), Started: started.UTC().Format(time.RFC3339Nano)})
+	value, _ := json.Marshal(Holder{Node: node, Host: host, PID: os.Getpid(), Started: started.UTC().Format(time.RFC3339Nano),
+		Instance: instance})
 	return value
 }
 
 // ensurePresence makes sure this agent holds its presence key: a live
 // lease whose key still holds this agent's value is kept; otherwise the
 // presence is claimed again (a key still holding this agent's value is
-// taken over) and the old lease is revoked. Errors wrapping
-// ErrNodeNameTaken mean another live agent serves this node name; others
-// are transient.
+// taken over) and the old lease is revoked. Before the first claim of the
+// process the bolt file's instance is loaded (loadInstance), and only that
+// first claim takes over a key of an earlier agent on the same file.
+// Errors wrapping ErrNodeNameTaken mean another live agent serves this
+// node name; others are transient.
 func (p *Plugin) ensurePresence(ctx context.Context) error {
 	if p.Presence == nil {
 		return nil
@@ -69,7 +78,11 @@ func (p *Plugin) ensurePresence(ctx context.Context) error {
 		}
 		p.Log.Warn("presence key gone or changed while its lease is alive; claiming it again", "key", p.presenceKey)
 	}
-	if err := p.acquirePresence(ctx); err != nil {
+	first := old == nil
+	if first {
+		p.loadInstance(ctx)
+	}
+	if err := p.acquirePresence(ctx, first); err != nil {
 		return err
 	}
 	if old != nil {
@@ -95,20 +108,49 @@ func (p *Plugin) stillHeld(ctx context.Context) (bool, error) {
 // acquirePresence claims the presence key. A key held by another agent is
 // waited for, at most its remaining TTL (as first seen) plus staleMargin:
 // the key of a dead agent vanishes by then, a live agent keeps it, and the
-// claim then fails with ErrNodeNameTaken naming the holder.
-func (p *Plugin) acquirePresence(ctx context.Context) error {
+// claim then fails with ErrNodeNameTaken naming the holder. On the first
+// claim of this process (first), a key that carries this process's
+// instance is the key of an earlier agent on this bolt file, which cannot
+// be alive while this process holds the file: it is taken over at once,
+// at the revision it was read at (once: if it changed meanwhile, the new
+// holder is waited for like any other).
+func (p *Plugin) acquirePresence(ctx context.Context, first bool) error {
 	var deadline time.Time
+	takeOver := first
+	var previous []byte // the value being taken over, nil if none
+	pres, err := p.Presence.ClaimPresence(ctx, p.presenceKey, p.identity, p.cfg.PresenceTTL)
 	for {
-		pres, err := p.Presence.ClaimPresence(ctx, p.presenceKey, p.identity, p.cfg.PresenceTTL)
 		if err == nil {
 			p.setPresence(pres)
+			if previous != nil {
+				p.Log.Info("presence taken over from this node's previous agent: it ran on this local DB, so it is dead",
+					"node", p.name, "key", p.presenceKey, "previous", string(previous), "instance", p.instance)
+			}
 			p.Log.Info("presence claimed: this agent serves the node name", "node", p.name, "key", p.presenceKey,
-				"ttl", p.cfg.PresenceTTL)
+				"ttl", p.cfg.PresenceTTL, "holder", string(p.identity))
 			return nil
 		}
 		var held *kvdb.PresenceHeldError
 		if !errors.As(err, &held) {
 			return fmt.Errorf("cannot check that no other agent serves node %q: %w", p.name, err)
+		}
+		same := p.sameInstance(held.Holder)
+		if same && takeOver {
+			takeOver, previous = false, held.Holder
+			pres, err = p.Presence.TakeOverPresence(ctx, p.presenceKey, p.identity, p.cfg.PresenceTTL, held.Revision)
+			continue
+		}
+		if previous != nil {
+			p.Log.Info("the presence changed before it could be taken over; waiting for its new holder",
+				"node", p.name, "previous", string(previous), "holder", string(held.Holder))
+			previous = nil
+		}
+		if same {
+			// Not an earlier agent that this claim replaced: a late write
+			// of a killed agent (its lease expires), or a copy of this
+			// bolt file running elsewhere (it keeps its lease).
+			p.Log.Warn("the presence carries this local DB's instance but not this process's value; waiting for it like any other holder",
+				"node", p.name, "holder", string(held.Holder), "instance", p.instance)
 		}
 		now := time.Now()
 		if deadline.IsZero() && held.TTL >= 0 {
@@ -124,6 +166,7 @@ func (p *Plugin) acquirePresence(ctx context.Context) error {
 		if err := sleep(ctx, wait); err != nil {
 			return fmt.Errorf("waiting for the presence of %s on node %q to expire: %w", held.Holder, p.name, err)
 		}
+		pres, err = p.Presence.ClaimPresence(ctx, p.presenceKey, p.identity, p.cfg.PresenceTTL)
 	}
 }
 

@@ -25,9 +25,23 @@ const claimRounds = 3
 // ClaimPresence implements kvdb.PresenceStore: grant a lease, then in one
 // transaction create key bound to it if absent, else read it; a key that
 // holds exactly value is moved to the new lease with a second transaction
-// on its value and mod revision. The keep-alive runs on a goroutine the
+// on its mod revision. The keep-alive runs on a goroutine the
 // plugin tracks, until Release, the lease's loss or Close.
 func (p *Plugin) ClaimPresence(ctx context.Context, key string, value []byte, ttl time.Duration) (kvdb.Presence, error) {
+	return p.claimPresence(ctx, key, value, ttl, 0)
+}
+
+// TakeOverPresence implements kvdb.PresenceStore: ClaimPresence, where a
+// key still at mod revision rev is also moved to the new lease, with
+// value, by the same transaction on its mod revision. rev 0 takes over
+// nothing (etcd revisions start at 1).
+func (p *Plugin) TakeOverPresence(ctx context.Context, key string, value []byte, ttl time.Duration, rev int64) (kvdb.Presence, error) {
+	return p.claimPresence(ctx, key, value, ttl, rev)
+}
+
+// claimPresence is ClaimPresence taking over a key at mod revision
+// stale (0: none).
+func (p *Plugin) claimPresence(ctx context.Context, key string, value []byte, ttl time.Duration, stale int64) (kvdb.Presence, error) {
 	if err := kvdb.CheckPresence(key, value, ttl); err != nil {
 		return nil, err
 	}
@@ -39,7 +53,7 @@ func (p *Plugin) ClaimPresence(ctx context.Context, key string, value []byte, tt
 	if err != nil {
 		return nil, err
 	}
-	if err := p.bindPresence(ctx, cli, key, value, lease); err != nil {
+	if err := p.bindPresence(ctx, cli, key, value, lease, stale); err != nil {
 		p.revokeQuietly(cli, lease)
 		return nil, err
 	}
@@ -62,17 +76,19 @@ func (p *Plugin) grant(ctx context.Context, cli *clientv3.Client, key string, tt
 	return resp.ID, nil
 }
 
-// bindPresence puts key=value on lease if key is absent or holds value.
-func (p *Plugin) bindPresence(ctx context.Context, cli *clientv3.Client, key string, value []byte, lease clientv3.LeaseID) error {
+// bindPresence puts key=value on lease if key is absent, holds value, or
+// is at mod revision stale (when stale is not 0).
+func (p *Plugin) bindPresence(ctx context.Context, cli *clientv3.Client, key string, value []byte, lease clientv3.LeaseID, stale int64) error {
 	for range claimRounds {
 		held, err := p.createPresence(ctx, cli, key, value, lease)
 		if err != nil || held == nil {
 			return err
 		}
-		if !bytes.Equal(held.Value, value) {
-			return &kvdb.PresenceHeldError{Key: key, Holder: nonNil(held.Value), TTL: p.remainingTTL(ctx, cli, held.Lease)}
+		if !bytes.Equal(held.Value, value) && (stale == 0 || held.ModRevision != stale) {
+			return &kvdb.PresenceHeldError{Key: key, Holder: nonNil(held.Value), Revision: held.ModRevision,
+				TTL: p.remainingTTL(ctx, cli, held.Lease)}
 		}
-		moved, err := p.movePresence(ctx, cli, key, held, lease)
+		moved, err := p.movePresence(ctx, cli, key, value, held.ModRevision, lease)
 		if err != nil || moved {
 			return err
 		}
@@ -110,13 +126,15 @@ type kvKey struct {
 	Lease       clientv3.LeaseID
 }
 
-// movePresence binds the holder's own key to lease if it did not change.
-func (p *Plugin) movePresence(ctx context.Context, cli *clientv3.Client, key string, held *kvKey, lease clientv3.LeaseID) (bool, error) {
+// movePresence puts key=value on lease if key is still at mod revision
+// rev: the holder's own key, or a dead holder's key being taken over.
+// false when the key changed meanwhile (nothing written).
+func (p *Plugin) movePresence(ctx context.Context, cli *clientv3.Client, key string, value []byte, rev int64, lease clientv3.LeaseID) (bool, error) {
 	ctx, cancel := p.opCtx(ctx)
 	defer cancel()
 	resp, err := cli.Txn(ctx).
-		If(clientv3.Compare(clientv3.ModRevision(key), "=", held.ModRevision)).
-		Then(clientv3.OpPut(key, string(held.Value), clientv3.WithLease(lease))).
+		If(clientv3.Compare(clientv3.ModRevision(key), "=", rev)).
+		Then(clientv3.OpPut(key, string(value), clientv3.WithLease(lease))).
 		Commit()
 	if err != nil {
 		return false, p.wrap("presence take-over", key, err)

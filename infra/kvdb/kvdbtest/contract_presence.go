@@ -1,6 +1,7 @@
 package kvdbtest
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -36,6 +37,8 @@ func RunPresenceContract(t *testing.T, open func(t *testing.T) PresenceClients) 
 		{"HeldByAnotherHolder", testPresenceHeld},
 		{"KeyWithoutLeaseNeverExpires", testPresenceNoLease},
 		{"SameValueTakesOver", testPresenceTakeOver},
+		{"TakeOverAtTheHoldersRevision", testPresenceTakeOverAtRevision},
+		{"TakeOverNeverOverwritesANewerWrite", testPresenceTakeOverStale},
 		{"CrashedHolderExpires", testPresenceCrash},
 		{"InvalidArguments", testPresenceInvalid},
 	}
@@ -104,6 +107,83 @@ func testPresenceTakeOver(t *testing.T, c PresenceClients) {
 	expectMissing(ctx, g, c.Read, "presence/t")
 }
 
+// A holder declared dead by the caller (here alive: the store cannot
+// tell) is replaced at the revision its PresenceHeldError gave; its lease
+// no longer holds the key.
+func testPresenceTakeOverAtRevision(t *testing.T, c PresenceClients) {
+	g := NewWithT(t)
+	ctx := t.Context()
+	old, err := c.A.ClaimPresence(ctx, "presence/o", []byte("holder-a"), 5*time.Second)
+	g.Expect(err).NotTo(HaveOccurred())
+	_, err = c.B.ClaimPresence(ctx, "presence/o", []byte("holder-b"), 5*time.Second)
+	var held *kvdb.PresenceHeldError
+	g.Expect(errors.As(err, &held)).To(BeTrue(), "error %v", err)
+	g.Expect(held.Revision).To(Equal(mustGet(ctx, g, c.Read, "presence/o").Revision), "the key's mod revision")
+
+	cur, err := c.B.TakeOverPresence(ctx, "presence/o", []byte("holder-b"), 5*time.Second, held.Revision)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(cur.Key()).To(Equal("presence/o"))
+	kv := mustGet(ctx, g, c.Read, "presence/o")
+	g.Expect(string(kv.Value)).To(Equal("holder-b"))
+	g.Expect(kv.Revision).To(BeNumerically(">", held.Revision))
+
+	g.Expect(old.Release(ctx)).To(Succeed())
+	g.Expect(string(mustGet(ctx, g, c.Read, "presence/o").Value)).To(Equal("holder-b"),
+		"revoking the old holder's lease leaves the key: it is bound to the new lease")
+	g.Expect(cur.Lost()).NotTo(BeClosed())
+	g.Expect(cur.Release(ctx)).To(Succeed())
+	expectMissing(ctx, g, c.Read, "presence/o")
+
+	// The revision of a key that is gone since takes over nothing: the
+	// key is created as by ClaimPresence.
+	again, err := c.B.TakeOverPresence(ctx, "presence/o", []byte("holder-b"), 5*time.Second, held.Revision)
+	g.Expect(err).NotTo(HaveOccurred(), "an absent key is created")
+	g.Expect(string(mustGet(ctx, g, c.Read, "presence/o").Value)).To(Equal("holder-b"))
+	g.Expect(again.Release(ctx)).To(Succeed())
+}
+
+// A key written after the revision the caller saw (overwritten, or
+// deleted and created again with the very same value) is never
+// overwritten: the error names the current holder and revision.
+func testPresenceTakeOverStale(t *testing.T, c PresenceClients) {
+	for _, tc := range []struct {
+		name    string
+		rewrite func(ctx context.Context, g Gomega)
+		holder  string
+	}{
+		{"overwritten", func(ctx context.Context, g Gomega) {
+			g.Expect(c.Read.Put(ctx, "presence/s", []byte("holder-c"))).To(Succeed())
+		}, "holder-c"},
+		{"deleted and created again", func(ctx context.Context, g Gomega) {
+			_, err := c.Read.Delete(ctx, "presence/s")
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(c.Read.Put(ctx, "presence/s", []byte("holder-a"))).To(Succeed())
+		}, "holder-a"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			ctx := t.Context()
+			pres, err := c.A.ClaimPresence(ctx, "presence/s", []byte("holder-a"), 5*time.Second)
+			g.Expect(err).NotTo(HaveOccurred())
+			defer func() { _ = pres.Release(ctx) }()
+			_, err = c.B.ClaimPresence(ctx, "presence/s", []byte("holder-b"), 5*time.Second)
+			var seen *kvdb.PresenceHeldError
+			g.Expect(errors.As(err, &seen)).To(BeTrue(), "error %v", err)
+
+			tc.rewrite(ctx, g)
+			now := mustGet(ctx, g, c.Read, "presence/s")
+			_, err = c.B.TakeOverPresence(ctx, "presence/s", []byte("holder-b"), 5*time.Second, seen.Revision)
+			var held *kvdb.PresenceHeldError
+			g.Expect(errors.As(err, &held)).To(BeTrue(), "error %v", err)
+			g.Expect(string(held.Holder)).To(Equal(tc.holder))
+			g.Expect(held.Revision).To(Equal(now.Revision))
+			g.Expect(mustGet(ctx, g, c.Read, "presence/s")).To(Equal(now), "nothing written")
+			_, err = c.Read.Delete(ctx, "presence/s")
+			g.Expect(err).NotTo(HaveOccurred())
+		})
+	}
+}
+
 func testPresenceCrash(t *testing.T, c PresenceClients) {
 	g := NewWithT(t)
 	ctx := t.Context()
@@ -129,6 +209,10 @@ func testPresenceInvalid(t *testing.T, c PresenceClients) {
 	_, err = c.A.ClaimPresence(ctx, "presence/big", make([]byte, kvdb.MaxValueLen+1), time.Second)
 	g.Expect(err).To(MatchError(kvdb.ErrValueTooLarge))
 	_, err = c.A.ClaimPresence(ctx, "presence/short", []byte("x"), 500*time.Millisecond)
+	g.Expect(err).To(MatchError(ContainSubstring(`presence "presence/short": ttl 500ms, want at least 1s`)))
+	_, err = c.A.TakeOverPresence(ctx, "", []byte("x"), time.Second, 1)
+	g.Expect(err).To(MatchError(kvdb.ErrInvalidKey))
+	_, err = c.A.TakeOverPresence(ctx, "presence/short", []byte("x"), 500*time.Millisecond, 1)
 	g.Expect(err).To(MatchError(ContainSubstring(`presence "presence/short": ttl 500ms, want at least 1s`)))
 	kvs, _, err := c.Read.List(ctx, "presence/")
 	g.Expect(err).NotTo(HaveOccurred())
