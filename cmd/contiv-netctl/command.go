@@ -78,6 +78,10 @@ Commands:
                                              to a checkpoint file (default: stdout)
   ipam checkpoint import [-replace] file|-   restore the allocations of a checkpoint
                                              file (- : stdin) on the agent's node
+  ipam conflicts [list]                      list the stored allocation records the agent
+                                             moved aside (an address clash, outside its pools)
+  ipam conflicts restore NAME                put the record moved aside as NAME back
+  ipam conflicts discard NAME                delete the record moved aside as NAME
 
 Global flags:
 `)

@@ -3,6 +3,8 @@
 //
 //	contiv-netctl [global flags] ipam checkpoint export [-o file]
 //	contiv-netctl [global flags] ipam checkpoint import [-replace] file|-
+//	contiv-netctl [global flags] ipam conflicts [list]
+//	contiv-netctl [global flags] ipam conflicts restore|discard NAME
 //
 // Global flags (-h lists them): -server (env CONTIV_NETCTL_SERVER, default
 // http://127.0.0.1:9999), -user user:password (env CONTIV_NETCTL_USER;
@@ -20,7 +22,8 @@
 // Layout: main.go is thin (signals, exit code); run parses the command
 // line so that tests call it with their own streams and environment;
 // command.go holds the global flags and the dispatch, client.go the HTTP
-// client, one file per command group (ipam.go), file.go the atomic write.
+// client, one file per command group (ipam.go: the ipam dispatch and the
+// checkpoint commands; conflicts.go), file.go the atomic write.
 //
 // The checkpoint commands, step by step:
 //
@@ -37,6 +40,21 @@
 // before anything is sent; then POSTed unchanged to
 // /contiv/v1/ipam/checkpoint?replace=true|false; the counts the agent
 // answers (imported, skipped, each skipped entry's reason) are printed.
+//
+// The conflicts commands, step by step (the records a restore of the
+// agent could not place, moved aside instead of deleted):
+//
+// list: GET /contiv/v1/ipam/conflicts; each record is printed as a table
+// row: NAME (what restore and discard take), POD, IPS, KEPT-FOR (the
+// allocation that kept the address), AT, REASON; no record prints one
+// line saying so.
+//
+// restore, discard: POST {"conflict": NAME} to
+// /contiv/v1/ipam/operator/conflicts/restore or .../discard (application/
+// json, with the credentials of the global flags); the agent's detail is
+// printed. A refusal names the conflict, the server's status and message,
+// and its reason with what it means (no-such-conflict, cannot-restore,
+// forbidden, not-ready).
 //
 // contiv-netctl imports no plugin but the checkpoint codec: the REST paths
 // and reply shapes it needs are copied, and its tests check them against

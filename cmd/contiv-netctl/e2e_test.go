@@ -2,8 +2,10 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"flag"
+	"log/slog"
 	"net/http"
 	"net/netip"
 	"os"
@@ -11,9 +13,12 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 
+	"github.com/contiv-ipam/agent/infra/config"
+	"github.com/contiv-ipam/agent/infra/kvdb/bolt"
 	"github.com/contiv-ipam/agent/plugins/ipam/checkpoint"
 	"github.com/contiv-ipam/agent/tests/testenv"
 )
@@ -178,4 +183,89 @@ func TestEndToEndExportImport(t *testing.T) {
 		gotAllocs, _ := view(t, dst)
 		g.Expect(gotAllocs).To(MatchJSON(wantAllocs))
 	})
+}
+
+// storeRecord stops a (SIGINT: it releases the bolt file), writes key =
+// value into its bolt file (bolt.conf's db-path, read as the agent reads
+// it) and starts it again.
+func storeRecord(t *testing.T, a *testenv.Agent, key, value string) {
+	t.Helper()
+	if err := a.Stop(t); err != nil {
+		t.Fatalf("stopping the agent: %v; log in %s", err, a.LogPath())
+	}
+	db := bolt.NewPlugin(bolt.UseDeps(func(d *bolt.Deps) {
+		d.Cfg = config.ForPlugin("bolt", config.WithPath(filepath.Join(a.Dir, "bolt.conf")))
+		d.Log = slog.New(slog.NewTextHandler(t.Output(), nil))
+	}))
+	if err := db.Init(); err != nil {
+		t.Fatalf("opening the agent's bolt file: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	if err := db.Put(ctx, key, []byte(value)); err != nil {
+		t.Fatalf("writing %s: %v", key, err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	a.Start(t)
+}
+
+// A pod record outside the node's pod subnet, written into the agent's
+// bolt file while it is stopped, is moved aside at start-up: the
+// contiv-netctl binary lists it, cannot restore it, and discards it; the
+// pod allocation of the node is left alone.
+func TestEndToEndConflicts(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: no agent binaries")
+	}
+	g := NewWithT(t)
+	a := startE2EAgent(t, "netctl-conflicts")
+	cniAdd(t, a, "web-0", "c1")
+	wantAllocs, _ := view(t, a)
+	storeRecord(t, a, "/contiv-agent/ipam/pods/default/stale-0", "9.9.9.9")
+
+	code, body := a.Get(t, "/contiv/v1/ipam/conflicts")
+	g.Expect(code).To(Equal(http.StatusOK), string(body))
+	var list conflictList
+	g.Expect(json.Unmarshal(body, &list)).To(Succeed())
+	g.Expect(list.Conflicts).To(HaveLen(1), string(body))
+	moved := list.Conflicts[0]
+	g.Expect(moved.Name).To(Equal("default/stale-0"))
+	g.Expect(moved.IP).To(Equal("9.9.9.9"))
+	g.Expect(moved.Key).To(Equal("/contiv-agent/ipam/pods/default/stale-0"))
+	g.Expect(moved.Value).To(Equal("9.9.9.9"))
+	g.Expect(moved.Reason).NotTo(BeEmpty())
+
+	res := binNetctl(t, a, "ipam", "conflicts")
+	g.Expect(res.code).To(Equal(exitOK), res.stderr)
+	lines := strings.Split(strings.TrimSuffix(res.stdout, "\n"), "\n")
+	g.Expect(lines).To(HaveLen(2), res.stdout)
+	g.Expect(strings.Fields(lines[0])).To(Equal([]string{"NAME", "POD", "IPS", "KEPT-FOR", "AT", "REASON"}))
+	g.Expect(strings.Fields(lines[1])[:5]).To(Equal([]string{"default/stale-0", "default/stale-0", "9.9.9.9", "-", moved.At}))
+	g.Expect(lines[1]).To(HaveSuffix(moved.Reason))
+
+	res = binNetctl(t, a, "ipam", "conflicts", "restore", "default/stale-0")
+	g.Expect(res.code).To(Equal(exitError))
+	g.Expect(res.stderr).To(HavePrefix(`contiv-netctl: ipam conflicts restore "default/stale-0": POST ` + a.REST +
+		`/contiv/v1/ipam/operator/conflicts/restore: 409 Conflict: conflict "default/stale-0": the record cannot be restored: 9.9.9.9 is not in a pod subnet or pool of this node`))
+	g.Expect(res.stderr).To(ContainSubstring("(cannot-restore: "))
+
+	res = binNetctl(t, a, "ipam", "conflicts", "discard", "default/stale-1")
+	g.Expect(res.code).To(Equal(exitError))
+	g.Expect(res.stderr).To(ContainSubstring(`404 Not Found: conflict "default/stale-1": no record moved aside under that name (no-such-conflict: `))
+
+	res = binNetctl(t, a, "ipam", "conflicts", "discard", "default/stale-0")
+	g.Expect(res.code).To(Equal(exitOK), res.stderr)
+	g.Expect(res.stdout).To(Equal(`discarded conflict "default/stale-0"` + "\n"))
+
+	res = binNetctl(t, a, "ipam", "conflicts")
+	g.Expect(res.code).To(Equal(exitOK), res.stderr)
+	g.Expect(res.stdout).To(Equal("no conflicts: every stored allocation record was placed\n"))
+	gotAllocs, _ := view(t, a)
+	g.Expect(gotAllocs).To(MatchJSON(wantAllocs), "the pod allocation of the node is left alone")
+
+	res = binNetctl(t, a, "ipam", "conflicts", "discard", "default/stale-0")
+	g.Expect(res.code).To(Equal(exitError), "discarded once")
+	g.Expect(res.stderr).To(ContainSubstring("(no-such-conflict: "))
 }

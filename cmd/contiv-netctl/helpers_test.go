@@ -35,8 +35,8 @@ type request struct {
 	body                string
 }
 
-// fakeAgent serves the two checkpoint calls as the agent would, with
-// the replies a test sets, and records every request.
+// fakeAgent serves the checkpoint and conflicts calls as the agent
+// would, with the replies a test sets, and records every request.
 type fakeAgent struct {
 	*httptest.Server
 	mu       sync.Mutex
@@ -46,13 +46,21 @@ type fakeAgent struct {
 	exportBody   string
 	importStatus int
 	importBody   string
-	delay        time.Duration
+	// replies of the other calls by "METHOD path"; a call without one
+	// is 404.
+	replies map[string]fakeReply
+	delay   time.Duration
+}
+
+// fakeReply is the status and body of one call of the fake agent.
+type fakeReply struct {
+	status int
+	body   string
 }
 
 func newFakeAgent(t *testing.T) *fakeAgent {
 	t.Helper()
-	f := &fakeAgent{exportStatus: http.StatusOK, exportBody: sampleDoc, importStatus: http.StatusOK,
-		importBody: `{"imported": 2, "skipped": 0, "skippedReasons": []}`}
+	f := fakeDefaults()
 	f.Server = httptest.NewServer(http.HandlerFunc(f.serve))
 	t.Cleanup(f.Close)
 	return f
@@ -62,11 +70,29 @@ func newFakeAgent(t *testing.T) *fakeAgent {
 // its TLS config and starts it.
 func newFakeTLSAgent(t *testing.T) *fakeAgent {
 	t.Helper()
-	f := &fakeAgent{exportStatus: http.StatusOK, exportBody: sampleDoc, importStatus: http.StatusOK,
-		importBody: `{"imported": 2, "skipped": 0, "skippedReasons": []}`}
+	f := fakeDefaults()
 	f.Server = httptest.NewUnstartedServer(http.HandlerFunc(f.serve))
 	t.Cleanup(f.Close)
 	return f
+}
+
+// fakeDefaults is a fake agent, without its server, that answers every
+// call with success.
+func fakeDefaults() *fakeAgent {
+	return &fakeAgent{exportStatus: http.StatusOK, exportBody: sampleDoc, importStatus: http.StatusOK,
+		importBody: `{"imported": 2, "skipped": 0, "skippedReasons": []}`,
+		replies: map[string]fakeReply{
+			"GET " + conflictsPath:        {http.StatusOK, sampleConflicts},
+			"POST " + restoreConflictPath: {http.StatusOK, `{"conflict": "default/web-0", "restored": true, "detail": "default/web-0 of pod default/web-0 holds 10.1.1.9 again"}`},
+			"POST " + discardConflictPath: {http.StatusOK, `{"conflict": "default/web-0", "discarded": true}`},
+		}}
+}
+
+// reply sets the reply of method path.
+func (f *fakeAgent) reply(method, path string, status int, body string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.replies[method+" "+path] = fakeReply{status, body}
 }
 
 func (f *fakeAgent) serve(w http.ResponseWriter, r *http.Request) {
@@ -77,6 +103,7 @@ func (f *fakeAgent) serve(w http.ResponseWriter, r *http.Request) {
 	if r.Method == http.MethodPost {
 		status, reply = f.importStatus, f.importBody
 	}
+	other, found := f.replies[r.Method+" "+r.URL.Path]
 	f.mu.Unlock()
 	if delay > 0 {
 		select {
@@ -85,7 +112,10 @@ func (f *fakeAgent) serve(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if r.URL.Path != checkpointPath {
+	switch {
+	case found:
+		status, reply = other.status, other.body
+	case r.URL.Path != checkpointPath:
 		http.NotFound(w, r)
 		return
 	}
@@ -138,4 +168,18 @@ const sampleDoc = `{
     }
   ]
 }
+`
+
+// sampleConflicts is GET /contiv/v1/ipam/conflicts as the agent answers
+// it: a pod-keyed record outside the node's pools, and an
+// attachment-keyed dual-stack one that lost a clash.
+const sampleConflicts = `{"conflicts": [
+  {"name": "default/web-0", "PodID": {"Name": "web-0", "Namespace": "default"}, "ip": "9.9.9.9",
+   "keptFor": "", "reason": "9.9.9.9 is not in a pod subnet or pool of this node (10.1.1.0/24)",
+   "at": "2026-11-25T14:50:00Z", "key": "/contiv-agent/ipam/pods/default/web-0", "value": "9.9.9.9"},
+  {"name": "attachments/net/c2/eth0", "PodID": {"Name": "db-1", "Namespace": "prod"}, "ip": "10.1.1.7",
+   "ips": ["10.1.1.7", "fd00:10:1:1::7"], "keptFor": "prod/db-0", "reason": "10.1.1.7 is held by prod/db-0",
+   "at": "2026-11-25T14:51:02Z", "key": "/contiv-agent/ipam/attachments/net/c2/eth0",
+   "value": "{\"ips\":[\"10.1.1.7\",\"fd00:10:1:1::7\"]}", "network": "net", "containerId": "c2", "ifName": "eth0"}
+]}
 `

@@ -39,6 +39,10 @@ func ipamUsage(w io.Writer) {
 Commands:
   checkpoint export [-o file]           save every allocation of the agent's node
   checkpoint import [-replace] file|-   restore the allocations of a checkpoint file
+  conflicts [list]                      list the stored allocation records the agent moved
+                                        aside (an address clash, outside the node's pools)
+  conflicts restore NAME                put the record moved aside as NAME back
+  conflicts discard NAME                delete the record moved aside as NAME
 
 "contiv-netctl -h" lists the global flags.
 `)
@@ -93,13 +97,15 @@ func importFlags(replace *bool) *flag.FlagSet {
 func ipamCommand(ctx context.Context, g *globals, args []string, cio *cmdIO) error {
 	switch {
 	case len(args) == 0:
-		return &usageError{msg: "ipam: no command given (the commands: checkpoint)", usage: ipamUsage}
+		return &usageError{msg: "ipam: no command given (the commands: checkpoint, conflicts)", usage: ipamUsage}
 	case isHelp(args[0]):
 		return &helpRequest{usage: ipamUsage}
 	case args[0] == "checkpoint":
 		return checkpointCommand(ctx, g, args[1:], cio)
+	case args[0] == "conflicts":
+		return conflictsCommand(ctx, g, args[1:], cio)
 	}
-	return &usageError{msg: fmt.Sprintf("ipam: unknown command %q (the commands: checkpoint)", args[0]), usage: ipamUsage}
+	return &usageError{msg: fmt.Sprintf("ipam: unknown command %q (the commands: checkpoint, conflicts)", args[0]), usage: ipamUsage}
 }
 
 // checkpointCommand runs "ipam checkpoint ...".

@@ -27,7 +27,7 @@ func TestUsageErrors(t *testing.T) {
 		{"unknown global flag", nil, []string{"-servr", "x", "ipam"}, "flag provided but not defined: -servr", "Global flags:"},
 		{"global flag without value", nil, []string{"-server"}, "flag needs an argument: -server", "Global flags:"},
 		{"bad timeout", nil, []string{"-timeout", "soon", "ipam", "checkpoint", "export"}, `invalid value "soon" for flag -timeout`, "Global flags:"},
-		{"ipam alone", nil, []string{"ipam"}, "ipam: no command given (the commands: checkpoint)", "contiv-netctl [global flags] ipam <command>"},
+		{"ipam alone", nil, []string{"ipam"}, "ipam: no command given (the commands: checkpoint, conflicts)", "contiv-netctl [global flags] ipam <command>"},
 		{"ipam unknown", nil, []string{"ipam", "dump"}, `ipam: unknown command "dump"`, "contiv-netctl [global flags] ipam <command>"},
 		{"checkpoint alone", nil, []string{"ipam", "checkpoint"}, "ipam checkpoint: no command given (the commands: export, import)", "ipam checkpoint import [-replace] file|-"},
 		{"checkpoint unknown", nil, []string{"ipam", "checkpoint", "save"}, `ipam checkpoint: unknown command "save"`, "ipam checkpoint export [-o file]"},
@@ -47,6 +47,15 @@ func TestUsageErrors(t *testing.T) {
 		{"empty user name", nil, []string{srv, "-user", ":pw", "ipam", "checkpoint", "export"}, "-user: want user:password", "-o file"},
 		{"cert without key", nil, []string{"-server", "https://h:1", "-cert", "c.pem", "ipam", "checkpoint", "export"}, "-cert and -key go together", "-o file"},
 		{"key without cert", nil, []string{"-server", "https://h:1", "-key", "k.pem", "ipam", "checkpoint", "export"}, "-cert and -key go together", "-o file"},
+		{"conflicts unknown", nil, []string{srv, "ipam", "conflicts", "purge"}, `ipam conflicts: unknown command "purge" (the commands: list, restore, discard)`, "ipam conflicts restore NAME"},
+		{"conflicts flag", nil, []string{srv, "ipam", "conflicts", "-o", "json"}, `ipam conflicts: unknown flag "-o"`, "ipam conflicts [list]"},
+		{"conflicts list argument", nil, []string{srv, "ipam", "conflicts", "list", "default/web-0"}, `ipam conflicts list: unexpected argument "default/web-0"`, "ipam conflicts discard NAME"},
+		{"restore no name", nil, []string{srv, "ipam", "conflicts", "restore"}, `ipam conflicts restore: no NAME given ("contiv-netctl ipam conflicts" lists them)`, "ipam conflicts restore NAME"},
+		{"restore two names", nil, []string{srv, "ipam", "conflicts", "restore", "a/b", "c/d"}, `ipam conflicts restore: 2 arguments ["a/b" "c/d"]: want one NAME`, "ipam conflicts restore NAME"},
+		{"discard empty name", nil, []string{srv, "ipam", "conflicts", "discard", ""}, "ipam conflicts discard: the NAME is empty", "ipam conflicts discard NAME"},
+		{"discard unknown flag", nil, []string{srv, "ipam", "conflicts", "discard", "-force", "a/b"}, "flag provided but not defined: -force", "ipam conflicts discard NAME"},
+		{"restore bad server", nil, []string{"-server", "127.0.0.1:9999", "ipam", "conflicts", "restore", "a/b"}, `-server "127.0.0.1:9999"`, "ipam conflicts restore NAME"},
+		{"list user without password", nil, []string{srv, "-user", "admin", "ipam", "conflicts"}, "-user: want user:password", "ipam conflicts [list]"},
 		{"TLS flags over http", nil, []string{srv, "-cacert", "ca.pem", "ipam", "checkpoint", "import", "-"}, "-cacert, -cert and -key are for an https:// server", "-replace"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -71,17 +80,24 @@ func TestHelp(t *testing.T) {
 		want []string
 	}{
 		{[]string{"-h"}, []string{"Usage: contiv-netctl [global flags] <command>", "ipam checkpoint export [-o file]",
-			"ipam checkpoint import [-replace] file|-", "-server url", "CONTIV_NETCTL_SERVER", "-user user:password",
+			"ipam checkpoint import [-replace] file|-", "ipam conflicts [list]", "ipam conflicts restore NAME",
+			"ipam conflicts discard NAME", "-server url", "CONTIV_NETCTL_SERVER", "-user user:password",
 			"CONTIV_NETCTL_USER", "-cacert file", "-cert file", "-key file", "-timeout duration", "(default 30s)",
 			`(default "http://127.0.0.1:9999")`, "Exit codes: 0 done, 1 the command failed (the reason on stderr), 2 usage error."}},
 		{[]string{"-help"}, []string{"Usage: contiv-netctl [global flags] <command>"}},
 		{[]string{"help"}, []string{"Usage: contiv-netctl [global flags] <command>"}},
-		{[]string{"ipam", "-h"}, []string{"Usage: contiv-netctl [global flags] ipam <command>", "checkpoint export"}},
+		{[]string{"ipam", "-h"}, []string{"Usage: contiv-netctl [global flags] ipam <command>", "checkpoint export", "conflicts [list]",
+			"conflicts restore NAME", "conflicts discard NAME"}},
 		{[]string{"ipam", "checkpoint", "-h"}, []string{"contiv-netctl [global flags] ipam checkpoint export [-o file]",
 			"contiv-netctl [global flags] ipam checkpoint import [-replace] file|-", "renamed over file", "-replace"}},
 		{[]string{"ipam", "checkpoint", "help"}, []string{"ipam checkpoint export [-o file]"}},
 		{[]string{"ipam", "checkpoint", "export", "-h"}, []string{"ipam checkpoint export [-o file]", "-o file", "mode 0600"}},
 		{[]string{"ipam", "checkpoint", "import", "-h"}, []string{"ipam checkpoint import [-replace] file|-", "-replace"}},
+		{[]string{"ipam", "conflicts", "-h"}, []string{"contiv-netctl [global flags] ipam conflicts [list]",
+			"ipam conflicts restore NAME", "ipam conflicts discard NAME", "409 cannot-restore", "give -user, or -cacert with -cert and -key"}},
+		{[]string{"ipam", "conflicts", "help"}, []string{"ipam conflicts [list]"}},
+		{[]string{"ipam", "conflicts", "restore", "-h"}, []string{"ipam conflicts restore NAME"}},
+		{[]string{"ipam", "conflicts", "discard", "-help"}, []string{"ipam conflicts discard NAME"}},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			g := NewWithT(t)
@@ -111,6 +127,38 @@ func TestTheAgentsPathAndReply(t *testing.T) {
 	a, err := json.Marshal(reply)
 	g.Expect(err).NotTo(HaveOccurred())
 	b, err := json.Marshal(importReply(reply))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(string(b)).To(Equal(string(a)))
+}
+
+// The conflicts paths and the reply shapes contiv-netctl copies are the
+// agent's.
+func TestTheAgentsConflictsCalls(t *testing.T) {
+	g := NewWithT(t)
+	g.Expect(conflictsPath).To(Equal(ipam.ConflictsPath))
+	g.Expect(restoreConflictPath).To(Equal(ipam.OperatorRestoreConflictPath))
+	g.Expect(discardConflictPath).To(Equal(ipam.OperatorDiscardConflictPath))
+
+	reply := ipam.OperatorConflict{Conflict: "a/b", Restored: true, Discarded: true, Detail: "d"}
+	a, err := json.Marshal(reply)
+	g.Expect(err).NotTo(HaveOccurred())
+	b, err := json.Marshal(conflictReply(reply))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(string(b)).To(Equal(string(a)))
+
+	// Every field of the agent's list decodes into ours, strictly, and
+	// encodes back to the same JSON (no conversion: PodID's type is the
+	// plugin's).
+	list := ipam.Conflicts{Conflicts: []ipam.Conflict{{Name: "n", PodID: ipam.PodName{Name: "p", Namespace: "ns"}, IP: "10.1.1.2",
+		IPs: []string{"10.1.1.2", "fd00::2"}, KeptFor: "ns/q", Reason: "r", At: "2026-11-25T14:50:00Z", Key: "k", Value: "v",
+		Network: "net", ContainerID: "c", IfName: "eth0"}}}
+	a, err = json.Marshal(list)
+	g.Expect(err).NotTo(HaveOccurred())
+	dec := json.NewDecoder(strings.NewReader(string(a)))
+	dec.DisallowUnknownFields()
+	var ours conflictList
+	g.Expect(dec.Decode(&ours)).To(Succeed())
+	b, err = json.Marshal(ours)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(string(b)).To(Equal(string(a)))
 }
