@@ -96,6 +96,7 @@ test:
 
 test-unit: test-deps test-nodeipam-diff test-cilium-diff test-bench
 	$(GO) test -count=1 -timeout 15m $(PKGS)
+	$(GO) test -tags faults -count=1 ./infra/kvdb/bolt/
 
 ## test-nodeipam-diff: the differential test of plugins/nodeipam against Kubernetes' range allocator (tests/nodeipamdiff, a module of its own)
 test-nodeipam-diff:

@@ -40,10 +40,16 @@ type client struct {
 	// firstErr is the first failed call of the cycle, for the message
 	// of a cycle in which nothing was acknowledged.
 	firstErr error
+	// timeout bounds each of its Add and Delete calls (callTimeout, or
+	// shorter to give up on calls that a stalled commit holds).
+	timeout time.Duration
+	// gaveUp are the keys of the cycle's Adds whose deadline ended
+	// before the answer came.
+	gaveUp []podmanager.AttachmentKey
 }
 
-func newClient(id int, seed uint64) *client {
-	return &client{id: id, rng: rand.New(rand.NewPCG(seed, uint64(id))), ledger: NewLedger()}
+func newClient(id int, seed uint64, timeout time.Duration) *client {
+	return &client{id: id, rng: rand.New(rand.NewPCG(seed, uint64(id))), ledger: NewLedger(), timeout: timeout}
 }
 
 // dial connects to the agent's socket (lazily: grpc.NewClient does not
@@ -97,7 +103,7 @@ func (c *client) addNew(rc cni.RemoteCNIClient) error {
 
 // add calls Add for k and records the outcome.
 func (c *client) add(rc cni.RemoteCNIClient, k podmanager.AttachmentKey, args, pod string) (netip.Addr, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
 	defer cancel()
 	reply, err := rc.Add(ctx, request(k, args))
 	if err == nil {
@@ -109,6 +115,9 @@ func (c *client) add(rc cni.RemoteCNIClient, k podmanager.AttachmentKey, args, p
 	}
 	if err != nil {
 		c.ledger.AddUnknown(k, pod)
+		if status.Code(err) == codes.DeadlineExceeded {
+			c.gaveUp = append(c.gaveUp, k)
+		}
 		return netip.Addr{}, fmt.Errorf("Add %s: %w", k, err)
 	}
 	c.ledger.AddOK(k, pod, ip)
@@ -117,7 +126,7 @@ func (c *client) add(rc cni.RemoteCNIClient, k podmanager.AttachmentKey, args, p
 
 // remove calls Delete for k and records the outcome.
 func (c *client) remove(rc cni.RemoteCNIClient, k podmanager.AttachmentKey) error {
-	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
 	defer cancel()
 	reply, err := rc.Delete(ctx, request(k, podArgs(c.ledger.Pod(k))))
 	if err == nil {

@@ -15,7 +15,10 @@ import (
 
 	. "github.com/onsi/gomega"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
+	"github.com/contiv-ipam/agent/infra/kvdb/bolt"
 	"github.com/contiv-ipam/agent/plugins/podmanager"
 	"github.com/contiv-ipam/agent/plugins/podmanager/cni"
 	"github.com/contiv-ipam/agent/tests/testenv"
@@ -46,41 +49,89 @@ const crashIPAMConf = "absentPodGracePeriod: 1h\nstoreTimeout: 10s\n"
 // key returns its address.
 // CRASH_CYCLES sets the number of cycles (default 5), CRASH_SEED the seed.
 func TestCrash(t *testing.T) {
+	fig := crash(t, testenv.Options{Conf: map[string]string{"ipam.conf": crashIPAMConf}}, callTimeout)
+	fig.report(t, "crash")
+}
+
+// stalledIPAMConf gives a write 200 ms: the stalls of
+// TestCrashWithStalledCommits outlast it.
+const stalledIPAMConf = "absentPodGracePeriod: 1h\nstoreTimeout: 200ms\n"
+
+// stallSpec stalls 2% of bolt's commits for 500 to 900 ms (bolt.StallEnv):
+// longer than storeTimeout and the clients' deadline, so every call in a
+// stalled commit gives up before its write lands.
+const stallSpec = "0.02,500ms,900ms"
+
+// stalledCallTimeout is the clients' deadline under stalls: a call whose
+// commit stalls past it gives up while the commit holds its write.
+const stalledCallTimeout = 400 * time.Millisecond
+
+// TestCrashWithStalledCommits is TestCrash on a disk that stalls: bolt's
+// committer (built with the faults tag) sleeps before some commits for
+// longer than ipam.conf storeTimeout and the clients' deadline. The
+// writes queued behind a stalled commit are withdrawn when storeTimeout
+// or the call ends (not applied: the ADD is undone); those it has taken
+// keep the commit's outcome, which the IPAM waits for however long it
+// takes. The caller gives up first, and the write lands after its
+// caller left (a late apply): the address stays held for the key (the
+// client settles it with a DEL or a GC), never freed on a guess and
+// given to another. The same checks hold; the test also requires that
+// each of these happened (a stalled commit, a withdrawn write, a late
+// apply), or it tested nothing.
+func TestCrashWithStalledCommits(t *testing.T) {
+	fig := crash(t, testenv.Options{Conf: map[string]string{"ipam.conf": stalledIPAMConf},
+		Env: []string{bolt.StallEnv + "=" + stallSpec}}, stalledCallTimeout)
+	fig.report(t, "crash-stalled")
+	stalls := len(fig.agent.LogMentions(t, "fault injection: commit stalled"))
+	t.Logf("crash-stalled: stalls=%d store_not_applied=%d store_unknown=%d late_applied=%d",
+		stalls, fig.notApplied, fig.unknown, fig.lateApplied)
+	g := NewWithT(t)
+	g.Expect(stalls).To(BeNumerically(">", 0), "no commit was stalled: is %s honoured?", bolt.StallEnv)
+	g.Expect(fig.notApplied).To(BeNumerically(">", 0), "no write withdrawn behind a stalled commit")
+	g.Expect(fig.lateApplied).To(BeNumerically(">", 0), "no ADD whose caller gave up during its stalled commit was held")
+}
+
+// crash runs the cycles of TestCrash on an agent started with opts.
+func crash(t *testing.T, opts testenv.Options, timeout time.Duration) *figures {
 	g := NewWithT(t)
 	cycles := envInt(t, "CRASH_CYCLES", 5)
 	seed := uint64(envInt(t, "CRASH_SEED", int(time.Now().UnixNano()&0x7fffffff)))
 	t.Logf("CRASH_SEED=%d CRASH_CYCLES=%d", seed, cycles)
 	rng := rand.New(rand.NewPCG(seed, 0))
 
-	a := testenv.StartAgent(t, testenv.Options{Conf: map[string]string{"ipam.conf": crashIPAMConf}})
+	a := testenv.StartAgent(t, opts)
 	clients := make([]*client, numClients)
 	for i := range clients {
-		clients[i] = newClient(i, seed)
+		clients[i] = newClient(i, seed, timeout)
 	}
-	fig := &figures{seed: seed}
-	defer fig.report(t, clients)
-
+	fig := &figures{seed: seed, agent: a, clients: clients}
 	for cycle := 1; cycle <= cycles; cycle++ {
 		runFor := 200*time.Millisecond + time.Duration(rng.Int64N(int64(1300*time.Millisecond)))
-		fig.restarts = append(fig.restarts, runCycle(t, a, clients, runFor))
+		fig.restarts = append(fig.restarts, runCycle(t, a, clients, runFor, fig))
 		fig.cycles = cycle
 
-		v := Check(ledgers(clients), network, allocations(t, a))
+		held := allocations(t, a)
+		fig.lateApplied += lateApplied(clients, held)
+		v := Check(ledgers(clients), network, held)
 		v = append(v, resolve(t, a, clients, cycle, rng)...)
 		v = append(v, Check(ledgers(clients), network, allocations(t, a))...)
 		for _, line := range a.LogMentions(t, "panic", "fatal") {
 			v = append(v, "agent log: "+line)
 		}
 		fig.violations += len(v)
+		if len(v) > 0 {
+			fig.report(t, "crash")
+		}
 		g.Expect(v).To(BeEmpty(), "cycle %d (run %s before the kill): violations; agent log %s", cycle, runFor, a.LogPath())
 	}
 	fig.held = len(allocations(t, a))
+	return fig
 }
 
 // runCycle runs the clients for d once the first call is acknowledged,
 // SIGKILLs the agent, waits for every client to stop and starts the agent
 // again; it returns the time from the kill to ready.
-func runCycle(t *testing.T, a *testenv.Agent, clients []*client, d time.Duration) time.Duration {
+func runCycle(t *testing.T, a *testenv.Agent, clients []*client, d time.Duration, fig *figures) time.Duration {
 	t.Helper()
 	conns := make([]*grpc.ClientConn, len(clients))
 	for i := range conns {
@@ -109,6 +160,7 @@ func runCycle(t *testing.T, a *testenv.Agent, clients []*client, d time.Duration
 	case <-time.After(firstAckTimeout):
 		early = fmt.Sprintf("no call acknowledged within %s", firstAckTimeout)
 	}
+	fig.scrape(t)
 	killed := time.Now()
 	a.Kill(t)
 	close(stop)
@@ -142,13 +194,28 @@ func resolve(t *testing.T, a *testenv.Agent, clients []*client, cycle int, rng *
 	} else {
 		for _, c := range clients {
 			for _, k := range c.ledger.Unknown() {
-				if err := c.remove(rc, k); err != nil {
+				if err := retry(func() error { return c.remove(rc, k) }); err != nil {
 					v = append(v, fmt.Sprintf("after the restart (agent ready): %v", err))
 				}
 			}
 		}
 	}
 	return append(v, reAdd(rc, clients, rng)...)
+}
+
+// retry calls call until it succeeds or fails otherwise than "try again
+// later" (code 11) or a deadline, as a runtime retries a CNI call; at
+// most 50 times. Only TestCrashWithStalledCommits sees such failures
+// once the agent is ready: a call behind a stalled commit.
+func retry(call func() error) error {
+	var err error
+	for range 50 {
+		if err = call(); err == nil || !(strings.Contains(err.Error(), "code 11:") || status.Code(err) == codes.DeadlineExceeded) {
+			return err
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return err
 }
 
 // collect calls GC on the network with the held keys as the valid
@@ -160,12 +227,15 @@ func collect(rc cni.RemoteCNIClient, clients []*client) []string {
 			req.ValidAttachments = append(req.ValidAttachments, &cni.Attachment{ContainerId: k.ContainerID, InterfaceName: k.IfName})
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
-	defer cancel()
-	reply, err := rc.GC(ctx, req)
-	if err == nil {
-		err = replyError(reply)
-	}
+	err := retry(func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+		defer cancel()
+		reply, err := rc.GC(ctx, req)
+		if err == nil {
+			err = replyError(reply)
+		}
+		return err
+	})
 	if err != nil {
 		return []string{fmt.Sprintf("GC after the restart (agent ready): %v", err)}
 	}
@@ -196,10 +266,11 @@ func reAdd(rc cni.RemoteCNIClient, clients []*client, rng *rand.Rand) []string {
 	for _, h := range held[:min(reAdds, len(held))] {
 		want, _ := h.c.ledger.Addr(h.k)
 		pod := h.c.ledger.Pod(h.k)
-		if err := check(rc, h.k, podArgs(pod), want); err != nil {
+		if err := retry(func() error { return check(rc, h.k, podArgs(pod), want) }); err != nil {
 			v = append(v, fmt.Sprintf("CHECK after the restart: %v", err))
 		}
-		got, err := h.c.add(rc, h.k, podArgs(pod), pod)
+		var got netip.Addr
+		err := retry(func() (err error) { got, err = h.c.add(rc, h.k, podArgs(pod), pod); return err })
 		switch {
 		case err != nil:
 			v = append(v, fmt.Sprintf("repeated ADD after the restart: %v", err))
@@ -272,16 +343,48 @@ func envInt(t *testing.T, name string, def int) int {
 // figures are what the test prints at the end.
 type figures struct {
 	seed       uint64
+	agent      *testenv.Agent
+	clients    []*client
 	cycles     int
 	restarts   []time.Duration
 	held       int
 	violations int
+	// unknown and notApplied sum contiv_ipam_store_failures_total by
+	// outcome over the runs, each scraped just before its kill.
+	unknown, notApplied int
+	// lateApplied counts the Adds whose caller gave up (deadline) and
+	// that hold their address after the restart: written after their
+	// caller left.
+	lateApplied int
+}
+
+// lateApplied counts the keys of the cycle's Adds whose caller gave up
+// and that are held, of unknown outcome still, and clears the lists.
+func lateApplied(clients []*client, held []Allocation) int {
+	holds := make(map[podmanager.AttachmentKey]bool, len(held))
+	for _, al := range held {
+		holds[al.Key] = true
+	}
+	n := 0
+	for _, c := range clients {
+		unknown := map[podmanager.AttachmentKey]bool{}
+		for _, k := range c.ledger.Unknown() {
+			unknown[k] = true
+		}
+		for _, k := range c.gaveUp {
+			if holds[k] && unknown[k] {
+				n++
+			}
+		}
+		c.gaveUp = c.gaveUp[:0]
+	}
+	return n
 }
 
 // report logs the figures and prints them on one line for `make crash`.
-func (f *figures) report(t *testing.T, clients []*client) {
+func (f *figures) report(t *testing.T, name string) {
 	var adds, dels, unknown, collected int
-	for _, c := range clients {
+	for _, c := range f.clients {
 		adds, dels, unknown = adds+c.ledger.AddsOK, dels+c.ledger.DeletesOK, unknown+c.ledger.Unknowns
 		collected += c.ledger.Collected
 	}
@@ -290,10 +393,35 @@ func (f *figures) report(t *testing.T, clients []*client) {
 	if n := len(sorted); n > 0 {
 		p50, maxR = sorted[(n-1)/2], sorted[n-1]
 	}
-	line := fmt.Sprintf("crash: cycles=%d clients=%d adds_acked=%d deletes_acked=%d unknown_outcomes=%d gc_released=%d "+
+	line := fmt.Sprintf("%s: cycles=%d clients=%d adds_acked=%d deletes_acked=%d unknown_outcomes=%d gc_released=%d "+
 		"restart_p50=%s restart_max=%s allocations_held=%d violations=%d seed=%d",
-		f.cycles, len(clients), adds, dels, unknown, collected, p50.Round(time.Millisecond), maxR.Round(time.Millisecond),
+		name, f.cycles, len(f.clients), adds, dels, unknown, collected, p50.Round(time.Millisecond), maxR.Round(time.Millisecond),
 		f.held, f.violations, f.seed)
 	t.Log(line)
 	fmt.Println(line)
+}
+
+// scrape adds the agent's store failures by outcome to the figures.
+func (f *figures) scrape(t *testing.T) {
+	code, body := f.agent.Get(t, "/metrics")
+	if code != 200 {
+		t.Fatalf("GET /metrics: %d %s", code, body)
+	}
+	for _, line := range strings.Split(string(body), "\n") {
+		i := strings.LastIndexByte(line, ' ') // a label value may hold spaces
+		if i < 0 || !strings.HasPrefix(line, "contiv_ipam_store_failures_total{") {
+			continue
+		}
+		name, value := line[:i], line[i+1:]
+		n, err := strconv.ParseFloat(value, 64)
+		if err != nil {
+			t.Fatalf("/metrics: %q: %v", line, err)
+		}
+		switch {
+		case strings.Contains(name, `outcome="unknown"`):
+			f.unknown += int(n)
+		case strings.Contains(name, `outcome="not applied"`):
+			f.notApplied += int(n)
+		}
+	}
 }

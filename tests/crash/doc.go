@@ -29,6 +29,13 @@
 // deadline; one whose deadline passed while the agent was down is
 // released once it is ready; confirmed allocations survive every kill.
 //
+// TestCrashWithStalledCommits runs the cycles on a disk that stalls (the
+// agent built with the faults tag, bolt.StallEnv set): some commits stall
+// longer than storeTimeout and the clients' deadline, so writes queued
+// behind them are withdrawn and those they have taken land after their
+// caller gave up; the same checks hold, and the test requires that
+// stalls, withdrawn writes and late applies were seen.
+//
 // The package itself holds only the ledger and its checker (ledger.go);
 // the clients and the test live in the _test.go files. README.md says how
 // to run it (make crash, CRASH_CYCLES, CRASH_SEED).

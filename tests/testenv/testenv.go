@@ -72,15 +72,21 @@ func BenchMain(m *testing.M) {
 	Main(m)
 }
 
-// Build builds contiv-agent, contiv-cni (static, CGO_ENABLED=0),
-// contiv-ksr and contiv-netctl into dir with the go command of PATH; the
+// Build builds contiv-agent (with the faults tag), contiv-cni (static,
+// CGO_ENABLED=0), contiv-ksr and contiv-netctl into dir with the go command of PATH; the
 // compiler's output goes to stderr.
 func Build(dir string) (Bins, error) {
 	b := Bins{Dir: dir, Agent: filepath.Join(dir, "contiv-agent"), CNI: filepath.Join(dir, "contiv-cni"),
 		KSR: filepath.Join(dir, "contiv-ksr"), NetCtl: filepath.Join(dir, "contiv-netctl")}
 	for _, t := range []struct{ out, pkg string }{{b.Agent, "cmd/contiv-agent"}, {b.CNI, "cmd/contiv-cni"}, {b.KSR, "cmd/contiv-ksr"},
 		{b.NetCtl, "cmd/contiv-netctl"}} {
-		build := exec.Command("go", "build", "-o", t.out, "./"+t.pkg)
+		args := []string{"build", "-o", t.out}
+		if t.out == b.Agent {
+			// With bolt's fault injection (infra/kvdb/bolt/faults.go):
+			// inert unless a test sets bolt.StallEnv.
+			args = append(args, "-tags", "faults")
+		}
+		build := exec.Command("go", append(args, "./"+t.pkg)...)
 		build.Dir = RepoRoot()
 		if t.out == b.CNI {
 			// As the image ships it (make static): a static binary starts

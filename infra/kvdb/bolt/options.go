@@ -41,6 +41,12 @@ func UseEnv(lookup func(string) (string, bool)) Option {
 	return func(p *Plugin) { p.env = lookup }
 }
 
+// StallEnv names the environment variable of a binary built with the
+// faults tag that stalls commits (faults.go): "P,MIN,MAX", each commit
+// stalled with probability P for MIN to MAX. A binary built without the
+// tag refuses to start with it set. UseCommitHook wins over it.
+const StallEnv = "CONTIV_BOLT_STALL"
+
 // UseCommitHook (fault-injection tests) makes the committer call fn
 // before each commit, with the number of write requests in it. fn runs on
 // the committer's goroutine: while it blocks, the commit and every write

@@ -52,11 +52,17 @@ func (p *Plugin) Init() error {
 	if err != nil {
 		return err
 	}
+	hook := p.commitHook
+	if hook == nil {
+		if hook, err = p.faultHook(); err != nil {
+			return err
+		}
+	}
 	st, err := openStore(cfg, p.Log, rec)
 	if err != nil {
 		return err
 	}
-	st.beforeCommit = p.commitHook
+	st.beforeCommit = hook
 	p.cfg, p.store = cfg, st
 	p.Log.Info("database open", "path", cfg.DBPath, "revision", st.rev)
 	return nil
