@@ -15,9 +15,11 @@ type Config struct {
 	// releases at once. It only runs while the Kubernetes state is read
 	// from etcd: a resync from the local mirror pauses it.
 	AbsentPodGracePeriod time.Duration `json:"absentPodGracePeriod"`
-	// StoreTimeout bounds one write (or read) of the pod allocations in
-	// the local store. A write that times out is read back before anything
-	// is freed.
+	// StoreTimeout bounds the wait of one write of the pod allocations in
+	// the local store's queue (still queued then: withdrawn, not applied),
+	// and one read. A write the store has taken keeps its commit's
+	// outcome; one of unknown outcome is read back, ordered after it,
+	// before anything is freed.
 	StoreTimeout time.Duration `json:"storeTimeout"`
 	// CNIReservationTimeout is how long the addresses of a CNI ADD stay
 	// reserved unconfirmed: contiv-cni confirms them once the pod's
