@@ -68,6 +68,7 @@
 //
 // REST: GET /controller/event-history, POST /controller/resync,
 // GET /controller/config. Metrics: contiv_controller_events_total,
-// contiv_controller_event_processing_seconds, contiv_controller_event_queue_length.
+// contiv_controller_event_processing_seconds, contiv_controller_event_queue_length,
+// contiv_controller_kube_state_bad_values_total.
 // Config: controller.conf (see Config).
 package controller

@@ -12,6 +12,10 @@ type loopMetrics struct {
 	duration *prometheus.HistogramVec
 	queue    *prometheus.Desc
 	queueLen func() int
+	// badValues counts the Kubernetes-state keys skipped by the DB
+	// watcher: a value that does not decode keeps the key's last good
+	// value, it is never a delete.
+	badValues *prometheus.CounterVec
 }
 
 func newLoopMetrics() *loopMetrics {
@@ -28,7 +32,19 @@ func newLoopMetrics() *loopMetrics {
 		queue: prometheus.NewDesc("contiv_controller_event_queue_length",
 			"Events waiting in the controller's queue.", nil, nil),
 		queueLen: func() int { return 0 },
+		badValues: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "contiv_controller_kube_state_bad_values_total",
+			Help: "Kubernetes-state keys in etcd skipped because their value does not decode (the key keeps its last good value; never handled as a delete), by resource; resource=unknown for keys of no known resource.",
+		}, []string{"resource"}),
 	}
+}
+
+// badValue counts a key skipped by the DB watcher.
+func (m *loopMetrics) badValue(resource string) {
+	if resource == "" {
+		resource = "unknown"
+	}
+	m.badValues.WithLabelValues(resource).Inc()
 }
 
 func (m *loopMetrics) observe(rec *EventRecord, err error) {
@@ -54,6 +70,7 @@ func outcomeOf(err error) string {
 func (m *loopMetrics) Describe(ch chan<- *prometheus.Desc) {
 	m.events.Describe(ch)
 	m.duration.Describe(ch)
+	m.badValues.Describe(ch)
 	ch <- m.queue
 }
 
@@ -61,5 +78,6 @@ func (m *loopMetrics) Describe(ch chan<- *prometheus.Desc) {
 func (m *loopMetrics) Collect(ch chan<- prometheus.Metric) {
 	m.events.Collect(ch)
 	m.duration.Collect(ch)
+	m.badValues.Collect(ch)
 	ch <- prometheus.MustNewConstMetric(m.queue, prometheus.GaugeValue, float64(m.queueLen()))
 }

@@ -11,5 +11,6 @@ func (p *Plugin) newWatcher() (stateWatcher, error) {
 		Loop:             p,
 		Log:              p.Log.With("component", "dbwatcher"),
 		DelayLocalResync: p.cfg.DelayLocalResync,
+		OnBadValue:       p.metrics.badValue,
 	})
 }

@@ -43,14 +43,15 @@ func (s *syncer) handleEvent(ctx context.Context, ev kvdb.WatchEvent) {
 }
 
 // decodeEvent returns the resource of ev's key and its new value (nil for
-// a delete). A value that does not decode counts as a delete of the key
-// (a no-op if it was unknown); a key of no known resource is skipped
-// (ok false).
+// a delete). A value that does not decode is never a delete: it is logged
+// and counted, and the key keeps its last good value in the state and in
+// the mirror (ok false), so that one bad write cannot release a running
+// pod's address. A key of no known resource is skipped (ok false).
 func (s *syncer) decodeEvent(ev kvdb.WatchEvent) (resource string, value proto.Message, ok bool) {
 	res, known := dbresources.ByKey(ev.Key)
 	if !known {
 		if ev.Type == kvdb.EventPut {
-			s.w.stats.decodeErrors.Add(1)
+			s.badValue("")
 			s.log.Warn("key of no known resource skipped", "key", ev.Key, "revision", ev.Revision)
 		}
 		return "", nil, false
@@ -60,10 +61,11 @@ func (s *syncer) decodeEvent(ev kvdb.WatchEvent) (resource string, value proto.M
 	}
 	_, value, err := dbresources.Decode(ev.Key, ev.Value)
 	if err != nil {
-		s.w.stats.decodeErrors.Add(1)
-		s.log.Warn("value does not decode; handled as a delete of the key", "key", ev.Key,
-			"resource", res.Keyword, "revision", ev.Revision, "bytes", len(ev.Value), "err", err)
-		return res.Keyword, nil, true
+		s.badValue(res.Keyword)
+		_, known := s.state[res.Keyword][ev.Key]
+		s.log.Warn("value does not decode; the key keeps its last good value", "key", ev.Key,
+			"resource", res.Keyword, "revision", ev.Revision, "bytes", len(ev.Value), "has-last-good", known, "err", err)
+		return "", nil, false
 	}
 	return res.Keyword, value, true
 }

@@ -43,6 +43,11 @@ type Config struct {
 	Loop Loop
 	// Log receives every log line; nil discards them.
 	Log *slog.Logger
+	// OnBadValue, if set, is called on the watcher's goroutine for each
+	// key skipped because its value does not decode (resource: its
+	// resource's keyword) or it belongs to no known resource (resource
+	// ""): for a metric. It must not block.
+	OnBadValue func(resource string)
 	// DelayLocalResync is how long after Start the watcher waits for a
 	// remote resync before it resyncs from the mirror; 0 turns the local
 	// fallback off.

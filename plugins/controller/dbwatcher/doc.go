@@ -66,8 +66,12 @@
 // # Errors
 //
 // Nothing here is fatal to the agent. A key of no known resource and a
-// value that does not decode are logged, counted (Stats.DecodeErrors) and
-// skipped; a change whose value no longer decodes deletes the key. Mirror
+// value that does not decode are logged, counted (Stats.DecodeErrors,
+// Config.OnBadValue) and skipped. A bad value is never a delete: a key
+// whose value stops decoding keeps its last good value, in the state and
+// in the mirror, in the watch and at the next remote resync, where the
+// last good value is the one last pushed, else the mirror's (after a
+// restart); a key with no good value known is left out. Mirror
 // writes that fail are logged, and the other batches are still written; a
 // value larger than kvdb.MaxValueLen is left out of the mirror alone
 // (logged, Stats.MirrorSkipped), every other key is written. The next

@@ -31,6 +31,7 @@ func (s *syncer) remoteResync(ctx context.Context) error {
 		return fmt.Errorf("list %q: %w", codec.KSRPrefix, err)
 	}
 	state, raw, skipped := s.decodeAll(kvs, "etcd")
+	s.keepLastGood(ctx, state, raw)
 	s.syncMirror(ctx, raw)
 	if err := s.w.cfg.Loop.PushEventWait(ctx, &api.DBResync{KubeState: state.Clone()}); err != nil {
 		return fmt.Errorf("push of the DB resync at revision %d: %w", rev, err)
@@ -86,10 +87,37 @@ func (s *syncer) localFallback(ctx context.Context) {
 	s.local = time.NewTimer(s.w.cfg.RetryInterval)
 }
 
+// keepLastGood gives each key of a known resource whose listed value does
+// not decode (s.bad, from decodeAll) its last good value, as the watch
+// does: the one last pushed (s.state), else the mirror's, if it decodes;
+// raw keeps the mirror's bytes so that syncMirror leaves them. A key with
+// no good value known stays out. A bad value is never a delete.
+func (s *syncer) keepLastGood(ctx context.Context, state api.KubeStateData, raw map[string][]byte) {
+	for _, b := range s.bad {
+		value := s.state[b.keyword][b.key]
+		if s.w.mirror != nil {
+			if kv, found, err := s.w.mirror.Get(ctx, b.key); err == nil && found {
+				if _, mv, err := dbresources.Decode(b.key, kv.Value); err == nil {
+					raw[b.key] = kv.Value
+					if value == nil {
+						value = mv
+					}
+				}
+			}
+		}
+		if value == nil {
+			s.log.Warn("value does not decode and no good value of the key is known: left out", "key", b.key)
+			continue
+		}
+		state.Apply(b.keyword, b.key, value)
+		s.log.Warn("value does not decode; the key keeps its last good value", "key", b.key, "resource", b.keyword)
+	}
+}
+
 // decodeAll builds the state of kvs with every known resource present
 // (empty when it has no keys) and returns the raw values of the keys it
 // kept. Keys of no known resource and values that do not decode are
-// logged, counted and skipped.
+// logged, counted and skipped; the latter are listed in s.bad.
 func (s *syncer) decodeAll(kvs []kvdb.KeyValue, source string) (api.KubeStateData, map[string][]byte, int) {
 	state := make(api.KubeStateData)
 	for _, kw := range dbresources.Keywords() {
@@ -97,17 +125,22 @@ func (s *syncer) decodeAll(kvs []kvdb.KeyValue, source string) (api.KubeStateDat
 	}
 	raw := make(map[string][]byte, len(kvs))
 	skipped := 0
+	s.bad = s.bad[:0]
 	for i, d := range decodeParallel(kvs) {
 		kv := kvs[i]
 		if d.err != nil {
 			skipped++
-			s.w.stats.decodeErrors.Add(1)
 			msg := "key skipped: its value does not decode"
 			if errors.Is(d.err, dbresources.ErrUnknownKey) {
 				msg = "key skipped: no known resource"
 			}
 			s.log.Warn(msg, "source", source, "key", kv.Key, "revision", kv.Revision,
 				"bytes", len(kv.Value), "err", d.err)
+			res, known := dbresources.ByKey(kv.Key)
+			if known {
+				s.bad = append(s.bad, badKey{keyword: res.Keyword, key: kv.Key})
+			}
+			s.badValue(res.Keyword)
 			continue
 		}
 		state.Apply(d.keyword, kv.Key, d.value)

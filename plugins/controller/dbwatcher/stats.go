@@ -41,3 +41,11 @@ func (c *counters) snapshot() Stats {
 		MirrorSkipped: c.mirrorSkipped.Load(),
 	}
 }
+
+// badValue counts a skipped key of resource ("" for no known resource).
+func (s *syncer) badValue(resource string) {
+	s.w.stats.decodeErrors.Add(1)
+	if s.w.cfg.OnBadValue != nil {
+		s.w.cfg.OnBadValue(resource)
+	}
+}

@@ -19,6 +19,9 @@ type syncer struct {
 
 	// state is the Kubernetes state as last pushed to the loop.
 	state api.KubeStateData
+	// bad are the keys of known resources whose listed values did not
+	// decode, from decodeAll to keepLastGood.
+	bad []badKey
 	// snapRev is the revision of the last remote resync's List; lastRev the
 	// highest revision processed since, and atLast the keys processed at
 	// lastRev (the ops of one etcd transaction share a revision).
@@ -161,3 +164,6 @@ func stopTimer(t **time.Timer) {
 		*t = nil
 	}
 }
+
+// badKey is a key of a known resource whose value does not decode.
+type badKey struct{ keyword, key string }

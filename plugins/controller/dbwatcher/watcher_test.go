@@ -28,6 +28,7 @@ var (
 	nodeA   = &node.Node{Name: "a", Pod_CIDR: "10.1.1.0/24"}
 	nodeA2  = &node.Node{Name: "a", Pod_CIDR: "10.1.2.0/24"}
 	nodeB   = &node.Node{Name: "b", Pod_CIDR: "10.1.3.0/24"}
+	nodeB2  = &node.Node{Name: "b", Pod_CIDR: "10.1.4.0/24"}
 	podWeb  = &pod.Pod{Name: "web", Namespace: "default", IpAddress: "10.1.1.5"}
 	vppNode = &vppnode.VppNode{Id: 1, Name: "a", IpAddresses: []string{"192.168.16.1/24"}}
 )
@@ -228,22 +229,66 @@ func TestBadValuesAreSkippedAndCounted(t *testing.T) {
 	g.Expect(c.Key).To(Equal(node.Key("b")), "the skipped keys made no event")
 	g.Expect(w.Stats().DecodeErrors).To(BeEquivalentTo(2))
 
-	// A known key whose value stops decoding is deleted from the state.
+	// A known key whose value stops decoding keeps its last good value:
+	// no event (a delete would release a running pod's address), the
+	// mirror unchanged.
 	put(t, remote, node.Key("b"), "{broken")
-	c = loop.nthChange(g, 2)
-	g.Expect(c.Key).To(Equal(node.Key("b")))
-	g.Expect(c.PrevValue).To(equalProto(nodeB))
-	g.Expect(c.NewValue).To(BeNil())
-	g.Expect(w.Stats().DecodeErrors).To(BeEquivalentTo(3))
-	g.Expect(mirrorContent(g, local)).To(BeEmpty())
+	g.Eventually(func() int64 { return w.Stats().DecodeErrors }).Should(BeEquivalentTo(3))
+	g.Expect(mirrorContent(g, local)).To(Equal(map[string]string{node.Key("b"): string(encode(t, nodeB))}))
 
 	del(t, remote, "no-such-resource/x")
 	del(t, remote, node.Key("new"))
-	put(t, remote, node.Key("b"), nodeB)
-	c = loop.nthChange(g, 3)
-	g.Expect(c.PrevValue).To(BeNil(), "deleting unknown keys made no event")
-	g.Expect(c.NewValue).To(equalProto(nodeB))
+	put(t, remote, node.Key("b"), nodeB2)
+	c = loop.nthChange(g, 2)
+	g.Expect(c.PrevValue).To(equalProto(nodeB), "neither the bad value nor deleting unknown keys made an event")
+	g.Expect(c.NewValue).To(equalProto(nodeB2))
+	g.Expect(loop.changes()).To(HaveLen(2))
 	g.Expect(w.Stats().DecodeErrors).To(BeEquivalentTo(3), "deletes are not decode errors")
+}
+
+// One bad value is never a delete (a pod key rewritten with garbage, or
+// with JSON of a wrong type, released the pod's address at once): the
+// watch keeps the last good value, and so does the next remote resync,
+// after a restart too, from the mirror.
+func TestABadValueKeepsTheLastGoodValue(t *testing.T) {
+	g := NewWithT(t)
+	_, remote := startEtcd(t)
+	local := tempBolt(t)
+	loop := &fakeLoop{}
+	badPods := make(chan string, 8)
+	w := startWatcher(t, dbwatcher.Config{Remote: remote, Local: local, Loop: loop,
+		OnBadValue: func(resource string) { badPods <- resource }})
+	loop.nthResync(g, 1)
+
+	key := pod.Key("web", "default")
+	put(t, remote, key, podWeb)
+	g.Expect(loop.nthChange(g, 1).NewValue).To(equalProto(podWeb))
+	for i, bad := range []string{"garbage{{", `{"name": 7}`} {
+		put(t, remote, key, bad)
+		g.Eventually(func() int64 { return w.Stats().DecodeErrors }).Should(BeEquivalentTo(i + 1))
+	}
+	g.Expect(loop.changes()).To(HaveLen(1), "a bad value made no event")
+	g.Expect([]string{<-badPods, <-badPods}).To(Equal([]string{"pod", "pod"}), "each bad value is reported with its resource")
+	g.Expect(mirrorContent(g, local)).To(HaveKeyWithValue(key, string(encode(t, podWeb))))
+
+	// A new watcher on the same local store (the agent restarted) lists
+	// the bad value: the mirror's last good value stands.
+	w.Stop()
+	loop2 := &fakeLoop{}
+	w2 := startWatcher(t, dbwatcher.Config{Remote: remote, Local: local, Loop: loop2})
+	first := loop2.nthResync(g, 1)
+	expectValue(g, first.KubeState, "pod", key, podWeb)
+	g.Expect(mirrorContent(g, local)).To(HaveKeyWithValue(key, string(encode(t, podWeb))))
+	g.Expect(w2.Stats().DecodeErrors).To(BeEquivalentTo(1))
+
+	// A key whose value never decoded is left out.
+	w2.Stop()
+	put(t, remote, pod.Key("never", "default"), "garbage{{")
+	loop3 := &fakeLoop{}
+	startWatcher(t, dbwatcher.Config{Remote: remote, Local: local, Loop: loop3})
+	third := loop3.nthResync(g, 1)
+	g.Expect(third.KubeState["pod"]).To(HaveLen(1))
+	expectValue(g, third.KubeState, "pod", key, podWeb)
 }
 
 func TestTransactionKeysShareARevision(t *testing.T) {
