@@ -1,6 +1,7 @@
 package ipam
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -9,6 +10,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/contiv-ipam/agent/infra/health"
+	"github.com/contiv-ipam/agent/infra/kvdb"
 	"github.com/contiv-ipam/agent/plugins/contivconf"
 	"github.com/contiv-ipam/agent/plugins/controller/api"
 	"github.com/contiv-ipam/agent/plugins/ipam/addressing"
@@ -50,8 +52,10 @@ func (p *Plugin) externalIPAM() bool {
 // Kubernetes state once the writes in flight are durable (see doc.go).
 // An invalid pod CIDR of this node in the Kubernetes state (external IPAM)
 // never stops the agent: the last good pod subnet stays; without one
-// IPAM waits, unready with the reason, until a valid value arrives. Every
-// other error is fatal: the agent cannot run without addresses.
+// IPAM waits, unready with the reason, until a valid value arrives. A
+// store slower than storeTimeout fails the resync without stopping the
+// agent (the controller's healing resync tries again). Every other error
+// is fatal: the agent cannot run without addresses.
 func (p *Plugin) Resync(ev api.Event, ks api.KubeStateData, _ int, _ api.ResyncOperations) error {
 	st, err := p.newState(ks)
 	var wait *waitError
@@ -65,11 +69,24 @@ func (p *Plugin) Resync(ev api.Event, ks api.KubeStateData, _ int, _ api.ResyncO
 	in := &keeper.ResyncInput{State: st, KubeState: ks, Live: liveness(ev), Event: ev.GetName(), HostIPs: p.thisNodeIPs(),
 		Exclusions: p.exclusionsFor(st)}
 	if err := p.keeper.Do(&keeper.Request{Kind: keeper.ReqResync, Resync: in}).Err; err != nil {
+		if storeSlow(err) {
+			// A slow disk, not a broken one: the controller's healing
+			// resync tries again (and a second failure is fatal).
+			return fmt.Errorf("ipam resync: the local store did not answer in time: %w", err)
+		}
 		return api.NewFatalError(fmt.Errorf("ipam resync: %w", err))
 	}
 	p.st.Store(st)
 	p.setWaiting(nil)
 	return nil
+}
+
+// storeSlow tells whether err is a store that did not answer within
+// storeTimeout (a read waiting for a long commit, a write withdrawn from
+// a long queue, a full queue), as opposed to a failed or refused store.
+func storeSlow(err error) bool {
+	return !errors.Is(err, kvdb.ErrStoreFailed) &&
+		(errors.Is(err, context.DeadlineExceeded) || errors.Is(err, kvdb.ErrBusy))
 }
 
 // liveness tells whether the Kubernetes state of ev comes from etcd: a DB

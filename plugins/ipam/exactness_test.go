@@ -320,3 +320,28 @@ func TestAnADDWhoseCallerGaveUpIsNeverDecidedAfterItsDEL(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(kvs).To(BeEmpty(), "and stored nothing")
 }
+
+// A resync whose store reads outlast storeTimeout (a read waiting for a
+// long commit on a slow disk) is an error the controller heals, not a
+// fatal one that restarts the agent; a failed store stays fatal. (An
+// agent under a loaded disk with storeTimeout 200ms died at start.)
+func TestASlowStoreAtResyncIsNotFatal(t *testing.T) {
+	g := NewWithT(t)
+	fdb, _ := boltFaults(t)
+	f, err := build(t, fixtureOpts{db: fdb})
+	g.Expect(err).NotTo(HaveOccurred())
+	ks := api.KubeStateData{}
+
+	fdb.setListErr(fmt.Errorf("bolt list: waiting for the commit of a write of unknown outcome: %w", context.DeadlineExceeded))
+	err = f.ipam.Resync(&api.DBResync{KubeState: ks}, ks, 1, nil)
+	g.Expect(err).To(MatchError(context.DeadlineExceeded))
+	g.Expect(api.IsFatal(err)).To(BeFalse(), "a slow store: the healing resync tries again")
+
+	fdb.setListErr(fmt.Errorf("bolt list: %w: %w", kvdb.ErrStoreFailed, context.DeadlineExceeded))
+	err = f.ipam.Resync(&api.DBResync{KubeState: ks}, ks, 1, nil)
+	g.Expect(api.IsFatal(err)).To(BeTrue(), "a failed store must be reopened: fatal")
+
+	fdb.setListErr(nil)
+	g.Expect(f.ipam.Resync(&api.DBResync{KubeState: ks}, ks, 2, nil)).To(Succeed())
+	g.Expect(f.ipam.PodSubnetThisNode()).NotTo(BeNil())
+}

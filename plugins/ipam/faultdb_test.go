@@ -63,6 +63,7 @@ type faultDB struct {
 	decide    func(ops []kvdb.Op) fault
 	failReads bool
 	failGet   func(key string) bool // fails one Get of key when it returns true
+	listErr   error                 // List fails with it when set
 
 	queue chan *faultJob // Submits under a decide policy, in order
 	late  sync.WaitGroup // late writes not applied yet
@@ -255,9 +256,22 @@ func (f *faultDB) Get(ctx context.Context, key string) (kvdb.KeyValue, bool, err
 	return f.base.Get(ctx, key)
 }
 
+// setListErr makes List fail with err (nil: work again).
+func (f *faultDB) setListErr(err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.listErr = err
+}
+
 func (f *faultDB) List(ctx context.Context, prefix string) ([]kvdb.KeyValue, int64, error) {
 	if _, fail := f.policy(); fail {
 		return nil, 0, errInjected
+	}
+	f.mu.Lock()
+	err := f.listErr
+	f.mu.Unlock()
+	if err != nil {
+		return nil, 0, err
 	}
 	f.late.Wait()
 	return f.base.List(ctx, prefix)

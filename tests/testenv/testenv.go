@@ -351,17 +351,39 @@ func (a *Agent) waitReadiness(t testing.TB, base string) {
 	t.Helper()
 	client := &http.Client{Timeout: 2 * time.Second}
 	deadline := time.Now().Add(60 * time.Second)
+	last := "no answer"
 	for time.Now().Before(deadline) {
 		resp, err := client.Do(a.request(t, base+"/readiness"))
-		if err == nil {
+		if err != nil {
+			last = err.Error()
+		} else {
+			body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
 			_ = resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
 				return
 			}
+			last = fmt.Sprintf("%d %s", resp.StatusCode, body)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	t.Fatalf("%s/readiness not 200 within 60s; log in %s", base, a.LogPath())
+	t.Fatalf("%s/readiness not 200 within 60s (last: %s); log in %s, its last warnings and errors:\n%s",
+		base, last, a.LogPath(), strings.Join(a.lastProblems(20), "\n"))
+}
+
+// lastProblems returns the last n log lines at warning or error level (the
+// temporary directory of a failed test is gone once it ends).
+func (a *Agent) lastProblems(n int) []string {
+	data, err := os.ReadFile(a.LogPath())
+	if err != nil {
+		return []string{err.Error()}
+	}
+	var hits []string
+	for _, line := range strings.Split(string(data), "\n") {
+		if strings.Contains(line, `"level":"WARN"`) || strings.Contains(line, `"level":"ERROR"`) {
+			hits = append(hits, line)
+		}
+	}
+	return hits[max(0, len(hits)-n):]
 }
 
 // LogPath is the file holding every log line of every run of the agent.
