@@ -65,11 +65,9 @@ type faultDB struct {
 	failGet   func(key string) bool // fails one Get of key when it returns true
 	listErr   error                 // List fails with it when set
 
-	queue chan *faultJob // Submits under a decide policy, in order
-	late  sync.WaitGroup // late writes not applied yet
-	// lateGate, when set, holds the late writes until it is closed.
-	lateGate chan struct{}
-	applied  atomic.Int64 // late writes applied
+	queue   chan *faultJob // Submits under a decide policy, in order
+	late    sync.WaitGroup // late writes not applied yet
+	applied atomic.Int64   // late writes applied
 }
 
 var (
@@ -109,16 +107,6 @@ func (f *faultDB) setFailReads(on bool) {
 	f.failReads = on
 }
 
-// holdLate makes late writes wait until the returned release is called.
-func (f *faultDB) holdLate() (release func()) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	g := make(chan struct{})
-	f.lateGate = g
-	var once sync.Once
-	return func() { once.Do(func() { close(g) }) }
-}
-
 func (f *faultDB) policy() (func([]kvdb.Op) fault, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -138,17 +126,10 @@ func (f *faultDB) write(what fault, apply func() error) error {
 	case lostUnknown:
 		return errInjectedUnknown
 	case lateApply:
-		f.mu.Lock()
-		gate := f.lateGate
-		f.mu.Unlock()
 		f.late.Add(1)
 		go func() {
 			defer f.late.Done()
-			if gate != nil {
-				<-gate
-			} else {
-				time.Sleep(time.Duration(rand.IntN(3)) * time.Millisecond)
-			}
+			time.Sleep(time.Duration(rand.IntN(3)) * time.Millisecond)
 			if apply() == nil {
 				f.applied.Add(1)
 			}

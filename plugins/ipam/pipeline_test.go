@@ -29,20 +29,13 @@ type pipe struct {
 	fdb  *faultDB
 	db   kvdb.Broker
 	gate *gate
-	mu   sync.Mutex
-	txns [][]kvdb.Op // every write the store was asked for, in order
 }
 
 func newPipe(t *testing.T) *pipe {
 	t.Helper()
 	fdb, db := boltFaults(t)
 	p := &pipe{fdb: fdb, db: db, gate: newGate(podKey(pod1))}
-	fdb.setDecide(func(ops []kvdb.Op) fault {
-		p.mu.Lock()
-		p.txns = append(p.txns, ops)
-		p.mu.Unlock()
-		return p.gate.decide(ops)
-	})
+	fdb.setDecide(p.gate.decide)
 	p.fix = mustFixture(t, fixtureOpts{db: fdb}, nil)
 	p.ipam = p.fix.ipam
 	// A failed test must not leave Close waiting for the held commit.
@@ -64,19 +57,6 @@ func (p *pipe) hold(g Gomega) ipam.Submitted {
 	s := received(g, dec)
 	g.Expect(s.Err).NotTo(HaveOccurred())
 	return s
-}
-
-// writes returns the writes the store was asked for since the n-th.
-func (p *pipe) writesSince(n int) [][]kvdb.Op {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return append([][]kvdb.Op(nil), p.txns[n:]...)
-}
-
-func (p *pipe) writeCount() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return len(p.txns)
 }
 
 // submitAsync submits on a goroutine of its own.
