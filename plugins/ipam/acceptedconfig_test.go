@@ -11,6 +11,8 @@ import (
 	"github.com/contiv-ipam/agent/plugins/contivconf"
 	"github.com/contiv-ipam/agent/plugins/controller/api"
 	"github.com/contiv-ipam/agent/plugins/ipam"
+	"github.com/contiv-ipam/agent/plugins/ipam/addressing"
+	"github.com/contiv-ipam/agent/plugins/ksr/model/node"
 	podmodel "github.com/contiv-ipam/agent/plugins/ksr/model/pod"
 )
 
@@ -266,7 +268,10 @@ func initialise(t *testing.T, conf *contivconf.Plugin, id uint32) (err error) {
 	if err := i.AfterInit(); err != nil {
 		return fmt.Errorf("AfterInit: %w", err)
 	}
-	ks := api.KubeStateData{}
+	ks, err := externalPodCIDRs(conf.GetIPAMConfig(), id)
+	if err != nil {
+		return err
+	}
 	if err := i.Resync(&api.DBResync{KubeState: ks}, ks, 1, nil); err != nil {
 		return fmt.Errorf("Resync: %w", err)
 	}
@@ -397,4 +402,24 @@ func lastAddr(p netip.Prefix) netip.Addr {
 	}
 	out, _ := netip.AddrFromSlice(a)
 	return out
+}
+
+// externalPodCIDRs is the Kubernetes state of initialise: with
+// useExternalIPAM, this node's record with the pod CIDRs that node ID id
+// would get from the config (IPAM waits without one); else empty.
+func externalPodCIDRs(cfg *contivconf.IPAMConfig, id uint32) (api.KubeStateData, error) {
+	if !cfg.UseExternalIPAM {
+		return api.KubeStateData{}, nil
+	}
+	st, err := addressing.BuildState(cfg, id, thisNode, netip.Addr{}, addressing.PodCIDRs{})
+	if err != nil {
+		return nil, fmt.Errorf("the pod CIDRs of node ID %d: %w", id, err)
+	}
+	var cidrs []string
+	for _, p := range st.PodSubnets() {
+		if p.IsValid() {
+			cidrs = append(cidrs, p.String())
+		}
+	}
+	return api.KubeStateData{"node": {node.Key(thisNode): &node.Node{Name: thisNode, Pod_CIDRs: cidrs}}}, nil
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/contiv-ipam/agent/plugins/controller/api"
 	"github.com/contiv-ipam/agent/plugins/controller/controllertest"
 	"github.com/contiv-ipam/agent/plugins/ipam"
+	"github.com/contiv-ipam/agent/plugins/ksr/model/node"
 	podmodel "github.com/contiv-ipam/agent/plugins/ksr/model/pod"
 	"github.com/contiv-ipam/agent/plugins/nodesync"
 )
@@ -203,4 +204,42 @@ func TestRESTListsTheConflicts(t *testing.T) {
 	g.Expect(got.Conflicts[0].PodID).To(Equal(ipam.PodName{Name: "pod1", Namespace: "default"}))
 	g.Expect(got.Conflicts[0].IP).To(Equal("1.2.128.10"))
 	g.Expect(got.Conflicts[0].KeptFor).To(Equal("default/pod2"))
+}
+
+// With useExternalIPAM and no pod CIDR of this node in the Kubernetes
+// state (no node record yet, or one without pod_CIDR), IPAM waits,
+// unready and serving no ADD, rather than run on a subnet derived from
+// its node ID that may be another node's; the record's arrival
+// initialises it, and a later resync without the record keeps the pod
+// CIDR in use.
+func TestExternalIPAMWaitsForTheNodeRecord(t *testing.T) {
+	for name, ks := range map[string]api.KubeStateData{
+		"no node record": {},
+		"no pod CIDR":    nodeWithCIDR(""),
+		"another node's": {"node": {node.Key("other"): &node.Node{Name: "other", Pod_CIDR: "1.2.201.0/24"}}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			g := NewWithT(t)
+			h := &healthtest.Recorder{}
+			f, err := build(t, fixtureOpts{yaml: externalConfig, health: h})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(f.ipam.Resync(&api.DBResync{KubeState: ks}, ks, 1, nil)).To(Succeed(), "waiting is not an error")
+			g.Expect(f.ipam.PodSubnetThisNode()).To(BeNil())
+			_, err = f.ipam.AllocatePodIP(pod1, "x", `{"address":"1.2.200.7/24"}`)
+			g.Expect(err).To(MatchError(ContainSubstring("waits for this node's pod CIDR")))
+			state, reason := h.Last()
+			g.Expect(state).To(Equal(health.Init), "unready")
+			g.Expect(reason).To(ContainSubstring(thisNode))
+
+			ks = nodeWithCIDR("1.2.200.0/24")
+			g.Expect(f.ipam.Resync(&api.DBResync{KubeState: ks}, ks, 2, nil)).To(Succeed())
+			g.Expect(f.ipam.PodSubnetThisNode().String()).To(Equal("1.2.200.0/24"))
+			state, _ = h.Last()
+			g.Expect(state).To(Equal(health.OK))
+
+			ks = api.KubeStateData{}
+			g.Expect(f.ipam.Resync(&api.DBResync{KubeState: ks}, ks, 3, nil)).To(Succeed())
+			g.Expect(f.ipam.PodSubnetThisNode().String()).To(Equal("1.2.200.0/24"), "the pod CIDR in use stays")
+		})
+	}
 }

@@ -231,12 +231,6 @@ func TestExternalIPAMUsesTheKubernetesPodCIDR(t *testing.T) {
 	g.Expect(i.GetPodIP(pod1)).To(BeNil())
 }
 
-func TestExternalIPAMWithoutAPodCIDRUsesTheConfig(t *testing.T) {
-	g := NewWithT(t)
-	i := mustFixture(t, fixtureOpts{yaml: externalConfig}, nil).ipam
-	g.Expect(i.PodSubnetThisNode().String()).To(Equal("1.2.128.8/29"))
-}
-
 // Bug 2 of spec §2.16: the original compared pointers, so every NodeUpdate
 // of this node produced a PodCIDRChange.
 func TestPodCIDRChangeOnlyWhenTheCIDRMoves(t *testing.T) {

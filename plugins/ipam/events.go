@@ -138,11 +138,22 @@ func (p *Plugin) podCIDRFromKube(cfg *contivconf.IPAMConfig, ks api.KubeStateDat
 	if !cfg.UseExternalIPAM {
 		return addressing.PodCIDRs{}, nil
 	}
-	pfx, found, err := addressing.ExternalPodCIDRs(cfg, p.ServiceLabel.GetAgentLabel(), ks)
-	if !found || err == nil {
+	name := p.ServiceLabel.GetAgentLabel()
+	pfx, found, err := addressing.ExternalPodCIDRs(cfg, name, ks)
+	if found && err == nil {
 		return pfx, nil
 	}
 	cur := p.st.Load()
+	if !found {
+		// No pod CIDR of this node yet (no node record, or one without
+		// pod_CIDR): a subnet derived from the node ID could be another
+		// node's, so IPAM waits; once it has one, it keeps it.
+		if cur == nil {
+			return addressing.PodCIDRs{}, &waitError{what: "this node's pod CIDR",
+				cause: fmt.Errorf("useExternalIPAM: Kubernetes node %q has no pod_CIDR in the Kubernetes state (no node record yet, or its spec.podCIDR is empty)", name)}
+		}
+		return cur.PodSubnets(), nil
+	}
 	p.invalidValue("pod_CIDR", err, cur)
 	if cur == nil {
 		return addressing.PodCIDRs{}, &waitError{what: "a valid pod CIDR of this node", cause: err}

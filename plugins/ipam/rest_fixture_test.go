@@ -17,12 +17,13 @@ import (
 
 // restOpts tune newRESTFixture.
 type restOpts struct {
-	yaml   string        // "" = defaultTestConfig
-	nodeID uint32        // 0 = 1
-	rest   []rest.Option // the REST server's options (resttest.New)
-	clock  *fakeClock    // nil = the real clock
-	noSync bool          // no first resync
-	db     kvdb.Broker   // nil: memory only
+	yaml   string            // "" = defaultTestConfig
+	nodeID uint32            // 0 = 1
+	rest   []rest.Option     // the REST server's options (resttest.New)
+	clock  *fakeClock        // nil = the real clock
+	noSync bool              // no first resync
+	db     kvdb.Broker       // nil: memory only
+	ks     api.KubeStateData // the first resync's Kubernetes state (nil: empty)
 }
 
 // restFixture is IPAM served by a real REST plugin on 127.0.0.1:0.
@@ -69,7 +70,11 @@ func newRESTFixture(t *testing.T, o restOpts) *restFixture {
 	}
 	t.Cleanup(func() { _ = f.ipam.Close() })
 	if !o.noSync {
-		if err := f.ipam.Resync(&api.DBResync{}, api.KubeStateData{}, 1, nil); err != nil {
+		ks := o.ks
+		if ks == nil {
+			ks = api.KubeStateData{}
+		}
+		if err := f.ipam.Resync(&api.DBResync{KubeState: ks}, ks, 1, nil); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -184,7 +184,7 @@ func TestOperatorAllocationsNeedTheNodeID(t *testing.T) {
 func TestOperatorAllocationsWithAnExternalIPAMAreAConflict(t *testing.T) {
 	g := NewWithT(t)
 	yaml := defaultTestConfig + "  useExternalIPAM: true\n"
-	f := newRESTFixture(t, restOpts{yaml: yaml, rest: []rest.Option{basicAuthConf()}})
+	f := newRESTFixture(t, restOpts{yaml: yaml, rest: []rest.Option{basicAuthConf()}, ks: nodeWithCIDR("1.2.128.8/29")})
 	status, body := f.post(ipam.OperatorAllocatePath, `{"ip": "1.2.128.10", "owner": "x"}`, admin())
 	g.Expect(status).To(Equal(http.StatusConflict), body)
 	g.Expect(body).To(MatchJSON(`{"error": "pod addresses come from an external IPAM (ipamConfig.useExternalIPAM): nothing is allocated here", "reason": "external-ipam"}`))

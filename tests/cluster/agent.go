@@ -20,6 +20,10 @@ type AgentOptions struct {
 	Conf map[string]string
 	// Env adds environment variables.
 	Env []string
+	// Unready: return once the agent has started ("agent ready" logged)
+	// without waiting for /readiness 200, for an agent that is expected to
+	// wait (external IPAM without its node's pod CIDR).
+	Unready bool
 }
 
 // Agent is a contiv-agent process on the cluster's etcd.
@@ -35,7 +39,7 @@ type Agent struct {
 
 // startAgent writes the config directory dir (testenv.AgentConfig with
 // etcd.conf naming endpoint, then o.Conf) and runs contiv-agent on it
-// until its /readiness answers 200.
+// until its /readiness answers 200 (unless o.Unready).
 func startAgent(ctx context.Context, bin, dir, endpoint string, o AgentOptions) (*Agent, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
@@ -58,7 +62,7 @@ func startAgent(ctx context.Context, bin, dir, endpoint string, o AgentOptions) 
 		return nil, err
 	}
 	a.Proc = p
-	if a.REST, err = p.waitReady(ctx, startTimeout); err == nil {
+	if a.REST, err = p.waitReady(ctx, startTimeout); err == nil && !o.Unready {
 		err = waitReadiness(ctx, p, a.REST)
 	}
 	if err != nil {

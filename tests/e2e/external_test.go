@@ -24,10 +24,12 @@ const externalConf = `ipamConfig:
 `
 
 // With useExternalIPAM the agent's pod subnet follows its Node's
-// spec.podCIDR. The agent needs nothing at start: while the Node has no
-// pod CIDR it uses its node ID's slice of podSubnetCIDR. The API server
-// lets spec.podCIDR go from "" to a value only, so the second move
-// deletes the Node and creates it again with another CIDR.
+// spec.podCIDR. While the Node has no pod CIDR the agent waits, unready
+// and naming the node, rather than take its node ID's slice of
+// podSubnetCIDR (another node's pod CIDR, perhaps). The API server lets
+// spec.podCIDR go from "" to a value only, so the second move deletes the
+// Node (the agent keeps the pod CIDR in use meanwhile) and creates it
+// again with another CIDR.
 func TestExternalIPAMFollowsTheNodesPodCIDR(t *testing.T) {
 	t.Parallel()
 	g := NewWithT(t)
@@ -35,10 +37,15 @@ func TestExternalIPAMFollowsTheNodesPodCIDR(t *testing.T) {
 	c := cluster.StartT(t, cluster.TestBins(t), kube.Kubeconfig)
 	c.AddKSRT(t, ksr.Config{})
 	createNode(t, kube, "ext-node", "")
-	a := c.AddAgentT(t, cluster.AgentOptions{Node: "ext-node", Conf: map[string]string{"contiv.conf": externalConf}})
-	info := ipamOf(t, a)
-	g.Expect(info.PodSubnetThisNode).To(Equal(host(g, "10.1.0.0/16", int(info.NodeID)*256)+"/24"),
-		"without a pod CIDR, the node ID's slice of podSubnetCIDR")
+	a := c.AddAgentT(t, cluster.AgentOptions{Node: "ext-node", Conf: map[string]string{"contiv.conf": externalConf},
+		Unready: true})
+	g.Eventually(func() error {
+		var status map[string]any
+		return cluster.GetJSON(t.Context(), a.REST+"/readiness", &status)
+	}).WithTimeout(15*time.Second).Should(MatchError(And(ContainSubstring("503"), ContainSubstring(`\"ext-node\" has no pod_CIDR`))),
+		"without a pod CIDR the agent waits, unready, naming the node")
+	_, err := a.IPAM(t.Context())
+	g.Expect(err).To(MatchError(ContainSubstring("503")), "no subnet derived from the node ID")
 
 	g.Expect(setPodCIDR(t.Context(), kube, "ext-node", "10.1.200.0/24")).To(Succeed())
 	g.Eventually(podSubnet(t.Context(), a)).WithTimeout(15*time.Second).Should(Equal("10.1.200.0/24"),

@@ -113,8 +113,8 @@ func prefixOf(key string, p netip.Prefix) (netip.Prefix, error) {
 
 // ExternalPodCIDRs reads this node's pod CIDRs from the Kubernetes state
 // (spec §2.4.6; pod_CIDRs, every family, else pod_CIDR), one per family
-// of the config: found is false when the node has none (the config's
-// slices are used then); err says why a value that is there cannot be
+// of the config: found is false when the node has none (the IPAM plugin
+// then waits, or keeps the pod CIDR it has); err says why a value that is there cannot be
 // used. A dual-stack node that gets the CIDR of one family only cuts the
 // other from the config.
 func ExternalPodCIDRs(cfg *contivconf.IPAMConfig, name string, ks api.KubeStateData) (ps PodCIDRs, found bool, err error) {
