@@ -217,7 +217,8 @@ func TestNodeIPAMFeedsTheAgent(t *testing.T) {
 	k := c.AddKSRT(t, conf)
 	cli := c.ClientT(t)
 	agentConf := map[string]string{"contiv.conf": externalConf}
-	a := c.AddAgentT(t, cluster.AgentOptions{Node: "feed-a", Conf: agentConf})
+	// Started before its Node: it waits, unready, for the pod CIDR.
+	a := c.AddAgentT(t, cluster.AgentOptions{Node: "feed-a", Conf: agentConf, Unready: true})
 
 	createNode(t, kube, "feed-a", "")
 	g.Eventually(podCIDRsOf(ctx, kube, "feed-a")).WithTimeout(10*time.Second).
@@ -248,7 +249,7 @@ func TestNodeIPAMFeedsTheAgent(t *testing.T) {
 	createNode(t, kube, "feed-d", "")
 	g.Eventually(podCIDRsOf(ctx, kube, "feed-d")).WithTimeout(10*time.Second).Should(Equal([]string{"10.1.3.0/24"}),
 		"next-fit: the block after the last one handed out")
-	e := c.AddAgentT(t, cluster.AgentOptions{Node: "feed-e", Conf: agentConf})
+	e := c.AddAgentT(t, cluster.AgentOptions{Node: "feed-e", Conf: agentConf, Unready: true})
 	createNode(t, kube, "feed-e", "")
 	g.Eventually(podCIDRsOf(ctx, kube, "feed-e")).WithTimeout(10*time.Second).Should(Equal([]string{"10.1.0.0/24"}),
 		"after the wrap-around: the block feed-a held")
