@@ -32,8 +32,10 @@ var (
 	ErrIPv6Disabled = keeper.ErrIPv6Disabled
 	ErrExcluded     = keeper.ErrExcluded
 	ErrNotAllocated = keeper.ErrNotAllocated
-	ErrTimerExists  = keeper.ErrTimerExists
-	ErrExternalIPAM = keeper.ErrExternalIPAM
+	// ErrLiveAttachment: see keeper.ErrLiveAttachment.
+	ErrLiveAttachment = keeper.ErrLiveAttachment
+	ErrTimerExists    = keeper.ErrTimerExists
+	ErrExternalIPAM   = keeper.ErrExternalIPAM
 	// ErrReservationMismatch: the allocation has no expiration timer of
 	// that ID.
 	ErrReservationMismatch = keeper.ErrReservationMismatch
@@ -172,7 +174,7 @@ func (p *Plugin) ReleaseIP(ip net.IP) error {
 	if !ok {
 		return fmt.Errorf("address %q: not an IP address", ip)
 	}
-	return p.keeper.ReleaseAddr(a)
+	return p.keeper.ReleaseAddr(a, true)
 }
 
 // ReleaseIPString releases by address (as ReleaseIP) or by owner: every
@@ -183,5 +185,5 @@ func (p *Plugin) ReleaseIPString(releaseArg string) error {
 	if a, err := netip.ParseAddr(releaseArg); err == nil {
 		return p.ReleaseIP(addressing.ToIP(a))
 	}
-	return p.keeper.ReleaseOwner(releaseArg)
+	return p.keeper.ReleaseOwner(releaseArg, true)
 }

@@ -83,6 +83,7 @@ type operatorRequest struct {
 	timeout  time.Duration // > 0
 	uuid     string        // canonical (lower case, hyphens)
 	conflict string        // the name of a record moved aside
+	force    bool          // release: ?force=true, CNI attachments too
 }
 
 // has tells whether every field of m is present.

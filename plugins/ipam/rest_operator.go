@@ -7,6 +7,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"net/url"
 	"time"
 
 	"github.com/contiv-ipam/agent/engine/ipalloc"
@@ -134,7 +135,7 @@ var operatorOps = []operatorOp{
 	},
 	{
 		name: "release", path: OperatorReleasePath, fields: fieldIP | fieldOwner,
-		description: "operator: release the allocation holding ip, or every allocation of owner (body {ip} or {owner}); needs client authentication",
+		description: "operator: release the allocation holding ip, or every allocation of owner (body {ip} or {owner}); a CNI attachment's only with ?force=true; needs client authentication",
 		check:       checkRelease,
 		run:         (*Plugin).operatorRelease,
 	},
@@ -260,15 +261,37 @@ func (p *Plugin) operatorConfirm(r *operatorRequest) (any, error) {
 
 func (p *Plugin) operatorRelease(r *operatorRequest) (any, error) {
 	if r.has(fieldIP) {
-		if err := p.ReleaseIP(addressing.ToIP(r.ip)); err != nil {
+		if err := p.keeper.ReleaseAddr(r.ip, r.force); err != nil {
 			return nil, err
 		}
 		return OperatorRelease{IP: r.ip.String(), Released: true}, nil
 	}
-	if err := p.ReleaseIPString(r.owner); err != nil {
+	if err := p.keeper.ReleaseOwner(r.owner, r.force); err != nil {
 		return nil, err
 	}
 	return OperatorRelease{Owner: r.owner, Released: true}, nil
+}
+
+// forceOf reads the release's query: force=true|false (absent: false);
+// any other parameter is refused.
+func forceOf(q url.Values) (bool, error) {
+	for k := range q {
+		if k != "force" {
+			return false, fmt.Errorf("query: unknown parameter %s (the release takes \"force\")", quote(k))
+		}
+	}
+	switch vs := q["force"]; {
+	case len(vs) == 0:
+		return false, nil
+	case len(vs) > 1:
+		return false, errors.New("query: \"force\" given twice")
+	case vs[0] == "true":
+		return true, nil
+	case vs[0] == "false":
+		return false, nil
+	default:
+		return false, fmt.Errorf("query: force=%s: want true or false", quote(vs[0]))
+	}
 }
 
 // operatorAddress is the reply form of res.
@@ -339,6 +362,11 @@ func (p *Plugin) serveOperator(op *operatorOp, req *operatorRequest, w http.Resp
 	if *req, err = decodeOperatorBody(body, op.name, op.fields); err != nil {
 		return nil, err
 	}
+	if op.name == "release" {
+		if req.force, err = forceOf(r.URL.Query()); err != nil {
+			return nil, &refusal{http.StatusBadRequest, "bad-request", err}
+		}
+	}
 	if err := op.check(req); err != nil {
 		return nil, err
 	}
@@ -367,6 +395,8 @@ func (p *Plugin) serveOperator(op *operatorOp, req *operatorRequest, w http.Resp
 //	                         field given twice or missing, a bad value
 //	404 not-allocated        nobody holds the address, the owner holds none
 //	409 taken                the address is held
+//	409 live-attachment      release without ?force=true of a CNI
+//	                         attachment's address or owner
 //	409 excluded             the address is excluded (BlacklistIP,
 //	                         excludeIPs, a local route)
 //	409 reservation-mismatch the allocation has no reservation of that uuid
@@ -413,6 +443,7 @@ var operatorErrors = []struct {
 	{[]error{ErrNodeIDLost}, http.StatusServiceUnavailable, "node-id-lost"},
 	{[]error{errExternalIPAM, ErrExternalIPAM}, http.StatusConflict, "external-ipam"},
 	{[]error{ErrNotAllocated, ipalloc.ErrNotAllocated}, http.StatusNotFound, "not-allocated"},
+	{[]error{ErrLiveAttachment}, http.StatusConflict, "live-attachment"},
 	{[]error{ErrExcluded}, http.StatusConflict, "excluded"},
 	{[]error{ipalloc.ErrTaken}, http.StatusConflict, "taken"},
 	{[]error{ErrReservationMismatch}, http.StatusConflict, "reservation-mismatch"},

@@ -11,6 +11,7 @@ import (
 
 	"github.com/contiv-ipam/agent/infra/rest"
 	"github.com/contiv-ipam/agent/plugins/ipam"
+	podmodel "github.com/contiv-ipam/agent/plugins/ksr/model/pod"
 )
 
 // Every class of refusal of the operator calls, on a single-stack node
@@ -188,4 +189,41 @@ func TestOperatorAllocationsWithAnExternalIPAMAreAConflict(t *testing.T) {
 	status, body := f.post(ipam.OperatorAllocatePath, `{"ip": "1.2.128.10", "owner": "x"}`, admin())
 	g.Expect(status).To(Equal(http.StatusConflict), body)
 	g.Expect(body).To(MatchJSON(`{"error": "pod addresses come from an external IPAM (ipamConfig.useExternalIPAM): nothing is allocated here", "reason": "external-ipam"}`))
+}
+
+// A release by owner name or by address never frees a CNI attachment's
+// address unless forced: a name is no evidence that the pod is gone (its
+// runtime's DEL or GC releases it). An owner's own allocations are
+// released as before.
+func TestOperatorReleaseRefusesCNIAttachmentsUnlessForced(t *testing.T) {
+	g := NewWithT(t)
+	f := newRESTFixture(t, restOpts{rest: []rest.Option{basicAuthConf()}})
+	web := podmodel.ID{Name: "web", Namespace: "default"}
+	ev, err := addPod(f.ipam, web, att("c1", "eth0"))
+	g.Expect(err).NotTo(HaveOccurred())
+	ip := addr(ev)
+
+	for _, body := range []string{`{"owner": "default/web"}`, `{"ip": "` + ip + `"}`} {
+		status, reply := f.post(ipam.OperatorReleasePath, body, admin())
+		g.Expect(status).To(Equal(http.StatusConflict), reply)
+		g.Expect(reply).To(ContainSubstring(`"reason": "live-attachment"`))
+		g.Expect(reply).To(ContainSubstring("attachment net/c1/eth0"))
+		g.Expect(f.ipam.GetPodIP(web)).NotTo(BeNil(), "nothing released by %s", body)
+	}
+	for _, q := range []string{"?force=maybe", "?force=true&force=true", "?forse=true"} {
+		status, reply := f.post(ipam.OperatorReleasePath+q, `{"owner": "default/web"}`, admin())
+		g.Expect(status).To(Equal(http.StatusBadRequest), q+": "+reply)
+		g.Expect(f.ipam.GetPodIP(web)).NotTo(BeNil())
+	}
+	status, reply := f.post(ipam.OperatorReleasePath+"?force=false", `{"owner": "default/web"}`, admin())
+	g.Expect(status).To(Equal(http.StatusConflict), reply)
+
+	status, reply = f.post(ipam.OperatorAllocatePath, `{"ip": "1.2.128.12", "owner": "appliance"}`, admin())
+	g.Expect(status).To(Equal(http.StatusOK), reply)
+	status, reply = f.post(ipam.OperatorReleasePath, `{"owner": "appliance"}`, admin())
+	g.Expect(status).To(Equal(http.StatusOK), "an owner's own allocation needs no force: "+reply)
+
+	status, reply = f.post(ipam.OperatorReleasePath+"?force=true", `{"owner": "default/web"}`, admin())
+	g.Expect(status).To(Equal(http.StatusOK), reply)
+	g.Expect(f.ipam.GetPodIP(web)).To(BeNil(), "released when forced")
 }

@@ -63,6 +63,9 @@ func attKeyOf(k podmanager.AttachmentKey) allocKey { return allocKey{att: k} }
 // podKeyed tells whether k is a pod-keyed allocation.
 func (k allocKey) podKeyed() bool { return k.att == podmanager.AttachmentKey{} && k.seq == 0 }
 
+// attachment tells whether k is the allocation of a CNI attachment.
+func (k allocKey) attachment() bool { return k.att != podmanager.AttachmentKey{} }
+
 // String names the allocation in logs and errors.
 func (k allocKey) String() string {
 	if k.excluded() {

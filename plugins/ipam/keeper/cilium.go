@@ -51,6 +51,10 @@ var (
 	// ErrNotAllocated: no allocation holds the address, or the owner
 	// holds none.
 	ErrNotAllocated = errors.New("not allocated")
+	// ErrLiveAttachment: a release by address or owner would release the
+	// CNI attachment of a pod that may be running (its runtime's DEL or
+	// GC releases it); only a forced release does.
+	ErrLiveAttachment = errors.New("held by a CNI attachment")
 	// ErrTimerExists: the allocation has an expiration timer already.
 	ErrTimerExists = errors.New("an expiration timer is registered already")
 	// ErrExternalIPAM: an external IPAM hands out this node's pod
@@ -273,11 +277,15 @@ func (k *Keeper) AllocateOwner(oa OwnerAlloc) ([]*AllocationResult, error) {
 // ReleaseAddr releases the allocation that holds a, with every address
 // of it. An address nobody holds is ErrNotAllocated. It returns once the
 // release is durable.
-func (k *Keeper) ReleaseAddr(a netip.Addr) error {
+func (k *Keeper) ReleaseAddr(a netip.Addr, force bool) error {
 	return k.exec(func(t *table, b *batch) error {
 		key, held := t.owner(a)
 		if !held || key.excluded() {
 			return fmt.Errorf("releasing %s: %w", a, ErrNotAllocated)
+		}
+		if !force && key.attachment() {
+			return fmt.Errorf("releasing %s: %w %s: its runtime's CNI DEL or GC releases it; force releases it anyway",
+				a, ErrLiveAttachment, key)
 		}
 		return k.releaseKeys(b, []allocKey{key}, "released by IP "+a.String())
 	})
@@ -285,13 +293,27 @@ func (k *Keeper) ReleaseAddr(a netip.Addr) error {
 
 // ReleaseOwner releases every allocation of an owner name, and when the
 // name is a pod's ("namespace/name") every allocation of that pod. An
-// owner with none is ErrNotAllocated.
-func (k *Keeper) ReleaseOwner(owner string) error {
+// owner with none is ErrNotAllocated. Unless force, an owner holding a
+// CNI attachment is refused with ErrLiveAttachment and nothing is
+// released: a name is no evidence that the pod is gone.
+func (k *Keeper) ReleaseOwner(owner string, force bool) error {
 	var failed error
 	err := k.exec(func(t *table, b *batch) error {
 		keys := t.ownerKeys(owner)
 		if len(keys) == 0 {
 			return fmt.Errorf("releasing the addresses of owner %q: %w", owner, ErrNotAllocated)
+		}
+		if !force {
+			var live []string
+			for _, key := range keys {
+				if key.attachment() {
+					live = append(live, key.String())
+				}
+			}
+			if len(live) > 0 {
+				return fmt.Errorf("releasing the addresses of owner %q: %w %s: its runtime's CNI DEL or GC releases it; force releases it anyway",
+					owner, ErrLiveAttachment, strings.Join(live, ", "))
+			}
 		}
 		for _, key := range keys {
 			done := k.releaseDone(key, "released by owner "+owner, nil)
