@@ -66,7 +66,7 @@ type faultDB struct {
 	listErr   error                 // List fails with it when set
 
 	queue   chan *faultJob // Submits under a decide policy, in order
-	late    sync.WaitGroup // late writes not applied yet
+	late    lateWrites     // late writes not applied yet
 	applied atomic.Int64   // late writes applied
 }
 
@@ -296,4 +296,43 @@ func touches(ops []kvdb.Op, key string) bool {
 		}
 	}
 	return false
+}
+
+// lateWrites counts the late writes not applied yet; wait returns once
+// none is left. Unlike a WaitGroup, a write may be added while another
+// goroutine waits (the keeper reads back off its goroutine while the
+// store's worker starts late writes).
+type lateWrites struct {
+	mu   sync.Mutex
+	n    int
+	zero chan struct{} // closed when n drops to 0; nil while n is 0
+}
+
+func (l *lateWrites) Add(int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.n == 0 {
+		l.zero = make(chan struct{})
+	}
+	l.n++
+}
+
+func (l *lateWrites) Done() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.n--; l.n == 0 {
+		close(l.zero)
+		l.zero = nil
+	}
+}
+
+// Wait returns once every late write started before it has landed (and
+// any started meanwhile).
+func (l *lateWrites) Wait() {
+	l.mu.Lock()
+	zero := l.zero
+	l.mu.Unlock()
+	if zero != nil {
+		<-zero
+	}
 }
