@@ -38,6 +38,11 @@ func openBolt(t testing.TB, path string) *bolt.Plugin {
 	return b
 }
 
+// bystander is a pod of another node (no address here): a state that
+// lacks this node's pods but is not empty, so absence counts (a state
+// without any pod is no evidence).
+var bystander = &podmodel.Pod{Name: "bystander", Namespace: "elsewhere"}
+
 func kubePods(pods ...*podmodel.Pod) api.KubeStateData {
 	ks := api.KubeStateData{"pod": {}}
 	for _, p := range pods {

@@ -280,9 +280,12 @@ func TestAPodThatAppearsDuringTheGracePeriodKeepsItsAddress(t *testing.T) {
 }
 
 // Every DB resync reconciles with Kubernetes: pods deleted while the
-// watch was cut off (their delete events lost) give their addresses back
-// at the next DB resync, not only at a restart.
-func TestPodsDeletedDuringAWatchGapAreReleasedAtTheNextDBResync(t *testing.T) {
+// watch was cut off (their delete events lost) give their addresses back,
+// not only at a restart; but never on one look: the first resync that
+// misses them starts their grace period, and they go once a grace period
+// later they are still missing (an emptied or replaced store looks the
+// same as a lost delete).
+func TestPodsDeletedDuringAWatchGapAreReleasedWhenSeenMissingTwice(t *testing.T) {
 	g := NewWithT(t)
 	_, db := boltFaults(t)
 	clk := newFakeClock()
@@ -300,11 +303,16 @@ func TestPodsDeletedDuringAWatchGapAreReleasedAtTheNextDBResync(t *testing.T) {
 	clk.Advance(time.Minute) // the allocations are older than a grace period
 	ks = kubePods(pods[deleted:]...)
 	g.Expect(f.ipam.Resync(&api.DBResync{KubeState: ks}, ks, 3, nil)).To(Succeed())
+	for _, pod := range pods {
+		g.Expect(f.ipam.GetPodIP(podmodel.GetID(pod))).NotTo(BeNil(), "one look releases nothing: %s", pod.Name)
+	}
 
+	clk.Advance(time.Minute)
+	g.Expect(f.ipam.Resync(&api.DBResync{KubeState: ks}, ks, 4, nil)).To(Succeed())
 	for k, pod := range pods {
 		got := f.ipam.GetPodIP(podmodel.GetID(pod))
 		if k < deleted {
-			g.Expect(got).To(BeNil(), "deleted pod %s", pod.Name)
+			g.Expect(got).To(BeNil(), "deleted pod %s, missing twice a grace period apart", pod.Name)
 		} else {
 			g.Expect(got).NotTo(BeNil(), "live pod %s", pod.Name)
 		}
@@ -312,6 +320,36 @@ func TestPodsDeletedDuringAWatchGapAreReleasedAtTheNextDBResync(t *testing.T) {
 	kvs, _, err := db.List(context.Background(), ipam.AllocationPrefix)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(kvs).To(HaveLen(n - deleted))
+}
+
+// A DB resync whose state holds no pod at all (etcd restarted empty, a
+// wrong endpoint) is no evidence: nothing is released by absence, however
+// long it lasts, until a resync sees pods again; then the grace period
+// starts from that resync.
+func TestAnEmptyKubernetesStateReleasesNothing(t *testing.T) {
+	g := NewWithT(t)
+	clk := newFakeClock()
+	f := mustFixture(t, fixtureOpts{clock: clk, grace: time.Minute}, kubePods())
+	ip, err := f.ipam.AllocatePodIP(pod1, "", "")
+	g.Expect(err).NotTo(HaveOccurred())
+	ks := kubePods(&podmodel.Pod{Name: pod1.Name, Namespace: pod1.Namespace, IpAddress: ip.String()})
+	g.Expect(f.ipam.Resync(&api.DBResync{KubeState: ks}, ks, 2, nil)).To(Succeed())
+	clk.Advance(time.Hour)
+
+	empty := kubePods()
+	for rev := 3; rev < 6; rev++ {
+		g.Expect(f.ipam.Resync(&api.DBResync{KubeState: empty}, empty, rev, nil)).To(Succeed())
+		clk.Advance(time.Hour)
+	}
+	g.Consistently(func() net.IP { return ipOf(f.ipam.GetPodIP(pod1)) }).WithTimeout(100*time.Millisecond).
+		Should(Equal(ip), "an empty state is no evidence")
+
+	ks = kubePods(bystander)
+	g.Expect(f.ipam.Resync(&api.DBResync{KubeState: ks}, ks, 6, nil)).To(Succeed())
+	g.Expect(ipOf(f.ipam.GetPodIP(pod1))).To(Equal(ip), "the first look at a state with pods starts the grace period")
+	clk.Advance(time.Minute)
+	g.Eventually(func() net.IP { return ipOf(f.ipam.GetPodIP(pod1)) }).WithTimeout(10*time.Second).Should(BeNil(),
+		"still missing a grace period later: released")
 }
 
 // A pod re-created under the name of a deleted one (a StatefulSet pod)
@@ -331,7 +369,7 @@ func TestARecreatedPodKeepsItsNewAddressAcrossAStaleResync(t *testing.T) {
 	ip, err := f.ipam.AllocatePodIP(pod1, "", "")     // CNI ADD of the new one
 	g.Expect(err).NotTo(HaveOccurred())
 
-	ks = kubePods() // read between the delete and the re-creation
+	ks = kubePods(bystander) // read between the delete and the re-creation
 	g.Expect(f.ipam.Resync(&api.DBResync{KubeState: ks}, ks, 3, nil)).To(Succeed())
 	g.Expect(ipOf(f.ipam.GetPodIP(pod1))).To(Equal(ip), "the new instance keeps its address")
 	clk.Advance(time.Minute)
@@ -339,8 +377,9 @@ func TestARecreatedPodKeepsItsNewAddressAcrossAStaleResync(t *testing.T) {
 		"a pod that stays missing is released after the grace period")
 }
 
-// A pod deleted during a watch gap whose release fails keeps its address
-// and is retried as past due. When the pod is re-created under the same
+// A pod deleted during a watch gap keeps its address until it is seen
+// missing again a grace period later (a failing store write, injected
+// here, changes nothing of that). When the pod is re-created under the same
 // name and gets that address acknowledged before the Kubernetes state
 // shows it, the address is young again: neither the next stale resync
 // nor the retried sweep may release it; the grace period starts at the
@@ -362,7 +401,7 @@ func TestAnAddressAcknowledgedAfterAFailedReleaseOfADeletedPodIsYoung(t *testing
 		}
 		return pass
 	})
-	ks = kubePods() // deleted during a watch gap
+	ks = kubePods(bystander) // deleted during a watch gap
 	g.Expect(f.ipam.Resync(&api.DBResync{KubeState: ks}, ks, 3, nil)).To(Succeed())
 	g.Expect(ipOf(f.ipam.GetPodIP(pod1))).To(Equal(old), "the release failed: the pod keeps its address")
 	fdb.setDecide(nil)

@@ -328,7 +328,7 @@ func TestASweepDueDuringACommitRunsAfterIt(t *testing.T) {
 		return gt.decide(ops)
 	})
 	clk := newFakeClock()
-	f := mustFixture(t, fixtureOpts{db: fdb, clock: clk, grace: time.Minute}, kubePods())
+	f := mustFixture(t, fixtureOpts{db: fdb, clock: clk, grace: time.Minute}, kubePods(bystander))
 	t.Cleanup(func() {
 		select {
 		case gt.open <- pass:

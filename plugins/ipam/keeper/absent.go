@@ -143,8 +143,7 @@ func (k *Keeper) releaseAbsent() {
 
 // Reasons an address is reclaimed without a release call.
 const (
-	reasonAbsent  = "absent"  // not in Kubernetes for the grace period
-	reasonDeleted = "deleted" // deleted from Kubernetes while the watch was cut off
+	reasonAbsent = "absent" // not in Kubernetes for the grace period, seen twice
 )
 
 // reclaimDone completes the delete of a reclaimed allocation's record:

@@ -11,9 +11,11 @@ import (
 type Config struct {
 	// AbsentPodGracePeriod is how long an address stays held for a pod
 	// that the Kubernetes state does not have (a pod deleted while the
-	// agent was down, or not reflected yet) before it is released. 0
+	// agent was down or the watch was cut off, or not reflected yet)
+	// before it is released: the pod must be missing at both ends. 0
 	// releases at once. It only runs while the Kubernetes state is read
-	// from etcd: a resync from the local mirror pauses it.
+	// from etcd and holds pods: a resync from the local mirror pauses it,
+	// an empty state stops it.
 	AbsentPodGracePeriod time.Duration `json:"absentPodGracePeriod"`
 	// StoreTimeout bounds the wait of one write of the pod allocations in
 	// the local store's queue (still queued then: withdrawn, not applied),

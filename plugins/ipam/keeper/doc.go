@@ -199,12 +199,13 @@
 // them (GET /contiv/v1/ipam/conflicts, contiv-netctl ipam conflicts) and
 // restores or discards each. With a Kubernetes state from etcd (a remote
 // DB resync, and the watch after it), a held pod that the state lacks is
-// released at once if the previous state had it (its delete event was
-// lost in a watch gap), else after Config.AbsentPodGracePeriod (it may
-// not be reflected yet, or was deleted while the agent was down). An
-// address acknowledged within the last grace period is released no sooner
-// than a grace period after its acknowledgment, even when an earlier
-// release of its pod as deleted failed: the pod may be a re-created one
+// released only when it is seen missing twice, Config.AbsentPodGracePeriod
+// apart (it may not be reflected yet, its delete event may have been lost
+// in a watch gap, or the store may have been emptied or replaced: one look
+// cannot tell them apart). A state without any pod at all is no evidence:
+// no grace period runs until a resync sees pods again. An address
+// acknowledged within the last grace period is released no sooner than a
+// grace period after its acknowledgment: the pod may be a re-created one
 // that the state does not show yet. A resync from the local mirror
 // releases nothing and pauses the grace periods.
 //

@@ -131,7 +131,7 @@ func (k *Keeper) resync(in *ResyncInput) error {
 	k.applyExclusions(t, in)
 	k.restoreCooling(p, cooling)
 	if live {
-		k.planAbsent(p)
+		k.planAbsent(p, len(in.KubeState[podmodel.Keyword]))
 	}
 	k.tab, k.view, k.absent, k.retry = t, kubeView{live: live, pods: p.inKube}, p.absent, map[string]struct{}{}
 	for id := range k.young {
@@ -375,31 +375,29 @@ func (k *Keeper) claimKube(p *plan, kube []kubePod) {
 }
 
 // planAbsent decides, with a live Kubernetes state, about every held pod
-// that state lacks: a pod the previous state had was deleted while the
-// watch was cut off and is released now; any other starts (or goes on
-// with) its grace period and is released when the period is over.
-//
-// An address handed out within the last grace period is never released
-// at once: its pod may be a new instance under the name of one that the
-// previous state had (a StatefulSet pod re-created), which the state read
-// now does not show yet. Its grace period starts at the acknowledgment
-// at the earliest (keeper.acknowledged), also when the release of the
-// deleted pod before it failed.
-func (k *Keeper) planAbsent(p *plan) {
+// that state lacks: its grace period starts (or goes on) and it is
+// released once the period is over and the pod is still missing, so its
+// absence is seen twice, a grace period apart. A pod the previous state
+// had is no exception: its delete may have been lost in a watch gap, but
+// an emptied or replaced store looks the same, and one look is no
+// evidence. A state without any pod at all is no evidence either (an etcd
+// restarted empty, a wrong endpoint): no period runs and nothing is
+// released by absence until a resync sees pods again.
+func (k *Keeper) planAbsent(p *plan, podsInState int) {
 	now := k.clock.Now()
 	for id, at := range k.young {
 		if now.Sub(at) >= k.cfg.AbsentPodGracePeriod {
 			delete(k.young, id)
 		}
 	}
+	empty := podsInState == 0
+	paused := 0
 	for id := range p.t.byPod {
 		if _, ok := p.inKube[id]; ok || neverAbsent(id) {
 			continue
 		}
-		_, young := k.young[id]
-		if _, had := k.view.pods[id]; had && !young {
-			p.reclaim[id] = reasonDeleted
-			p.absent[id] = now.Add(-k.cfg.AbsentPodGracePeriod)
+		if empty {
+			paused++ // untracked: no sweep releases it; the next resync looks again
 			continue
 		}
 		since, ok := k.absent[id]
@@ -410,6 +408,10 @@ func (k *Keeper) planAbsent(p *plan) {
 		if now.Sub(since) >= k.cfg.AbsentPodGracePeriod {
 			p.reclaim[id] = reasonAbsent
 		}
+	}
+	if paused > 0 {
+		k.log.Warn("the Kubernetes state holds no pod at all: no evidence that this node's pods are gone, nothing is released by absence",
+			"held-pods-missing", paused)
 	}
 }
 
