@@ -38,7 +38,7 @@ func NewMetrics() *Metrics {
 		}),
 		reclaimed: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "contiv_ipam_pod_ips_reclaimed_total",
-			Help: "Addresses released without a CNI DEL: reason=absent, the pod was missing from Kubernetes for the grace period; reason=deleted, it was deleted while the watch was cut off; reason=expired, its reservation ended unconfirmed.",
+			Help: "Addresses released without a CNI DEL: reason=absent, the pod was missing from Kubernetes when seen twice a grace period apart; reason=expired, its reservation ended unconfirmed.",
 		}, []string{"reason"}),
 	}
 }
