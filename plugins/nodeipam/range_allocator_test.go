@@ -276,6 +276,15 @@ func TestRangeAllocatorPassesASharedBlockToTheOtherHolder(t *testing.T) {
 	g.Eventually(func() uint64 { return r.alloc.Status().Ranges[0].Used }).Should(Equal(uint64(1)))
 }
 
+// served tells whether the allocator knows node name holds its CIDRs
+// (patched, no claim pending).
+func (r *rig) served(name string) bool {
+	r.alloc.mu.Lock()
+	defer r.alloc.mu.Unlock()
+	h := r.alloc.held[name]
+	return h != nil && !h.pending
+}
+
 // holds tells whether the allocator holds anything for node name.
 func (r *rig) holds(name string) bool {
 	r.alloc.mu.Lock()
@@ -346,6 +355,10 @@ func TestRangeAllocatorIgnoresAStaleCopyOfAServedNode(t *testing.T) {
 	r := newRig(t, testConfig("10.0.0.0/22"), nil)
 	r.create(t, node("a"))
 	g.Eventually(func(g Gomega) { g.Expect(r.cidrsOf(g, "a")).To(Equal([]string{"10.0.0.0/24"})) }).Should(Succeed())
+	// Served: the allocator has recorded its patch (the API shows the
+	// patch a moment before; a copy arriving in between finds the claim
+	// pending and patches the same CIDRs again, which is harmless).
+	g.Eventually(func() bool { return r.served("a") }).Should(BeTrue())
 	before := r.patches("a")
 	g.Expect(r.alloc.AllocateOrOccupyCIDR(context.Background(), node("a"))).To(Succeed())
 	g.Expect(r.patches("a")).To(Equal(before))
