@@ -287,13 +287,13 @@ func TestAPodDeletedFromKubernetesReleasesAllItsAllocations(t *testing.T) {
 func TestPlainContainersAreNeverReconciledWithKubernetes(t *testing.T) {
 	g := NewWithT(t)
 	clk := newFakeClock()
-	f := mustFixture(t, fixtureOpts{clock: clk, grace: time.Minute}, kubePods())
+	f := mustFixture(t, fixtureOpts{clock: clk, grace: time.Minute}, kubePods(bystander))
 	ctr := podmodel.ID{Name: "c7", Namespace: podmanager.ContainerNamespace}
 	mustAdd(g, f.ipam, ctr, att("c7", "eth0"))
 	mustAdd(g, f.ipam, pod1, att("c1", "eth0"))
 	mustAdd(g, f.ipam, pod1, att("c1", "eth1"))
 	clk.Advance(2 * time.Minute)
-	ks := kubePods()
+	ks := kubePods(bystander)
 	g.Expect(f.ipam.Resync(&api.DBResync{KubeState: ks}, ks, 2, nil)).To(Succeed())
 	g.Expect(f.ipam.GetPodIP(pod1)).To(BeNil(), "absent past the grace period: every allocation released")
 	g.Expect(attIP(g, f.ipam, att("c7", "eth0"))).NotTo(BeEmpty(), "a plain container is never absent")

@@ -79,7 +79,7 @@ func TestIPAMConfGracePeriodTakesEffect(t *testing.T) {
 	g.Expect(p.Init()).To(Succeed())
 	g.Expect(p.AfterInit()).To(Succeed())
 	defer p.Close()
-	ks := kubePods()
+	ks := kubePods(bystander)
 	g.Expect(p.Resync(&api.DBResync{KubeState: ks}, ks, 1, nil)).To(Succeed())
 	_, err = p.AllocatePodIP(pod1, "", "")
 	g.Expect(err).NotTo(HaveOccurred())

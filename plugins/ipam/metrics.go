@@ -16,6 +16,7 @@ type ipamMetrics struct {
 	size      *prometheus.Desc
 	allocated *prometheus.Desc
 	states    *prometheus.Desc
+	cands     *prometheus.Desc
 }
 
 func newIPAMMetrics(p *Plugin) *ipamMetrics {
@@ -33,6 +34,9 @@ func newIPAMMetrics(p *Plugin) *ipamMetrics {
 		states: prometheus.NewDesc("contiv_ipam_pod_ip_pool_addresses",
 			"Addresses of this node's pod subnet by state: assigned, cooldown (released, not handed out again yet), excluded, free.",
 			[]string{"subnet", "state"}, nil),
+		cands: prometheus.NewDesc("contiv_ipam_release_candidates",
+			"Pods holding addresses that the Kubernetes state lacks: each is released once its grace period ends only if a look then still misses it (GET /contiv/v1/ipam/release-candidates lists them).",
+			nil, nil),
 	}
 }
 
@@ -43,6 +47,7 @@ func (m *ipamMetrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- m.size
 	ch <- m.allocated
 	ch <- m.states
+	ch <- m.cands
 }
 
 // Collect implements prometheus.Collector.
@@ -61,4 +66,6 @@ func (m *ipamMetrics) Collect(ch chan<- prometheus.Metric) {
 			}
 		}
 	})
+	cands, _ := m.p.keeper.Candidates()
+	ch <- prometheus.MustNewConstMetric(m.cands, prometheus.GaugeValue, float64(len(cands)))
 }

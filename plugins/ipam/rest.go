@@ -96,6 +96,7 @@ func (p *Plugin) registerHandlers() {
 	p.registerOperatorHandlers()
 	p.registerCheckpointHandlers()
 	p.registerPoolsHandler()
+	p.registerCandidatesHandler()
 }
 
 // Conflict is a record moved aside in GET /contiv/v1/ipam/conflicts.

@@ -75,7 +75,7 @@ func (k *Keeper) armSweep() {
 			}
 		}
 	}
-	if k.view.live {
+	if k.view.live && !k.view.empty {
 		for _, since := range k.absent {
 			if end := since.Add(k.cfg.AbsentPodGracePeriod); first.IsZero() || end.Before(first) {
 				first = end
@@ -121,7 +121,7 @@ func comparePods(a, b podmodel.ID) int {
 // releaseAbsent releases the addresses of the pods whose grace period is
 // over; each release is logged and counted.
 func (k *Keeper) releaseAbsent() {
-	if !k.view.live || k.tab == nil {
+	if !k.view.live || k.view.empty || k.tab == nil {
 		return
 	}
 	b := newBatch()

@@ -279,6 +279,7 @@ func (k *Keeper) seen(id podmodel.ID) {
 		k.view.pods = map[podmodel.ID]struct{}{}
 	}
 	k.view.pods[id] = struct{}{}
+	k.view.empty = false
 	delete(k.absent, id)
 }
 
@@ -291,7 +292,7 @@ func (k *Keeper) gone(id podmodel.ID) {
 // noteHeld starts the grace period of a held pod that the live
 // Kubernetes state does not have. Plain containers are never absent.
 func (k *Keeper) noteHeld(id podmodel.ID) {
-	if !k.view.live || neverAbsent(id) {
+	if !k.view.live || k.view.empty || neverAbsent(id) {
 		return
 	}
 	if _, ok := k.view.pods[id]; ok {

@@ -67,6 +67,10 @@ type kubeView struct {
 	// after it), not from the local mirror.
 	live bool
 	pods map[podmodel.ID]struct{}
+	// empty: the last resync's state held no pod at all, which is no
+	// evidence that a pod is gone; no grace period runs until a pod is
+	// seen (a resync with pods, or a pod event).
+	empty bool
 }
 
 // ReqKind is what a request asks.

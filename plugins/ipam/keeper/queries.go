@@ -176,3 +176,38 @@ func (k *Keeper) GC(in *GCInput) (released int, ready bool, err error) {
 func (k *Keeper) Inspect(fn func(pools []PoolStats, external bool)) {
 	k.Do(&Request{Kind: reqInspect, read: func(t *table) { fn(t.stats(), t.externalMode()) }})
 }
+
+// Candidate is a held pod that the Kubernetes state lacks: it is released
+// at ReleaseAt if a look then still misses it (the second observation).
+type Candidate struct {
+	Pod          podmodel.ID
+	Addrs        []netip.Addr // every address of its allocations
+	MissingSince time.Time
+	ReleaseAt    time.Time
+}
+
+// Candidates lists the release candidates, soonest first, and whether
+// their grace periods run (live: the Kubernetes state comes from etcd),
+// without waiting for the writes in flight. Before the first resync there
+// are none.
+func (k *Keeper) Candidates() (cands []Candidate, live bool) {
+	k.Do(&Request{Kind: reqInspect, read: func(t *table) {
+		live = k.view.live
+		for id, since := range k.absent {
+			if len(t.keysOf(id)) == 0 {
+				continue // released meanwhile (its DEL); the sweep forgets it
+			}
+			c := Candidate{Pod: id, MissingSince: since, ReleaseAt: since.Add(k.cfg.AbsentPodGracePeriod)}
+			for _, key := range t.keysOf(id) {
+				if as, ok := t.lookupAll(key); ok {
+					c.Addrs = append(c.Addrs, as.List()...)
+				}
+			}
+			cands = append(cands, c)
+		}
+	}})
+	slices.SortFunc(cands, func(a, b Candidate) int {
+		return cmp.Or(a.ReleaseAt.Compare(b.ReleaseAt), comparePods(a.Pod, b.Pod))
+	})
+	return cands, live
+}

@@ -133,7 +133,8 @@ func (k *Keeper) resync(in *ResyncInput) error {
 	if live {
 		k.planAbsent(p, len(in.KubeState[podmodel.Keyword]))
 	}
-	k.tab, k.view, k.absent, k.retry = t, kubeView{live: live, pods: p.inKube}, p.absent, map[string]struct{}{}
+	k.tab, k.view, k.absent, k.retry = t, kubeView{live: live, pods: p.inKube, empty: len(in.KubeState[podmodel.Keyword]) == 0},
+		p.absent, map[string]struct{}{}
 	for id := range k.young {
 		if len(t.byPod[id]) == 0 {
 			delete(k.young, id)

@@ -1,0 +1,53 @@
+package ipam
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/contiv-ipam/agent/infra/rest"
+)
+
+// CandidatesPath lists the release candidates.
+const CandidatesPath = "/contiv/v1/ipam/release-candidates"
+
+// ReleaseCandidates is the reply of GET /contiv/v1/ipam/release-candidates:
+// the held pods that the Kubernetes state lacks, soonest first. Each is
+// released at releaseAt only if a look then still misses it; running is
+// false while the grace periods are paused (the Kubernetes state comes
+// from the local mirror, etcd being unreachable).
+type ReleaseCandidates struct {
+	Running     bool               `json:"running"`
+	GracePeriod string             `json:"gracePeriod"`
+	Candidates  []ReleaseCandidate `json:"candidates"`
+}
+
+// ReleaseCandidate is one pod of ReleaseCandidates.
+type ReleaseCandidate struct {
+	Pod          string   `json:"pod"` // namespace/name
+	IPs          []string `json:"ips"`
+	MissingSince string   `json:"missingSince"` // RFC 3339, UTC
+	ReleaseAt    string   `json:"releaseAt"`
+}
+
+func (p *Plugin) registerCandidatesHandler() {
+	rest.RegisterDescribed(p.HTTP, CandidatesPath,
+		"pods holding addresses that the Kubernetes state lacks: released at releaseAt only if still missing then",
+		p.candidatesHandler, http.MethodGet)
+}
+
+func (p *Plugin) candidatesHandler(f *rest.Formatter) http.HandlerFunc {
+	return func(w http.ResponseWriter, _ *http.Request) {
+		cands, live := p.keeper.Candidates()
+		out := ReleaseCandidates{Running: live, GracePeriod: p.cfg.AbsentPodGracePeriod.String(),
+			Candidates: make([]ReleaseCandidate, 0, len(cands))}
+		for _, c := range cands {
+			rc := ReleaseCandidate{Pod: c.Pod.String(), IPs: []string{},
+				MissingSince: c.MissingSince.UTC().Format(time.RFC3339), ReleaseAt: c.ReleaseAt.UTC().Format(time.RFC3339)}
+			for _, a := range c.Addrs {
+				rc.IPs = append(rc.IPs, a.String())
+			}
+			out.Candidates = append(out.Candidates, rc)
+		}
+		f.JSON(w, http.StatusOK, out)
+	}
+}
