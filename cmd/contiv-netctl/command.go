@@ -74,6 +74,8 @@ func mainUsage(w io.Writer) {
 contiv-netctl talks to a contiv-agent over its REST API.
 
 Commands:
+  ipam check                                 list the pods holding addresses that the
+                                             Kubernetes state lacks (release candidates)
   ipam checkpoint export [-o file]           save every allocation of the agent's node
                                              to a checkpoint file (default: stdout)
   ipam checkpoint import [-replace] file|-   restore the allocations of a checkpoint

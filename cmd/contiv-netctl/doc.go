@@ -3,6 +3,7 @@
 //
 //	contiv-netctl [global flags] ipam checkpoint export [-o file]
 //	contiv-netctl [global flags] ipam checkpoint import [-replace] file|-
+//	contiv-netctl [global flags] ipam check
 //	contiv-netctl [global flags] ipam conflicts [list]
 //	contiv-netctl [global flags] ipam conflicts restore|discard NAME
 //

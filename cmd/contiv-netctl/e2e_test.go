@@ -268,4 +268,10 @@ func TestEndToEndConflicts(t *testing.T) {
 	res = binNetctl(t, a, "ipam", "conflicts", "discard", "default/stale-0")
 	g.Expect(res.code).To(Equal(exitError), "discarded once")
 	g.Expect(res.stderr).To(ContainSubstring("(no-such-conflict: "))
+
+	// The agent's Kubernetes state holds no pod (no contiv-ksr here): no
+	// evidence, so web-0 is no release candidate.
+	res = binNetctl(t, a, "ipam", "check")
+	g.Expect(res.code).To(Equal(exitOK), res.stderr)
+	g.Expect(res.stdout).To(HavePrefix("no release candidates: "))
 }

@@ -37,6 +37,8 @@ func ipamUsage(w io.Writer) {
 	_, _ = fmt.Fprint(w, `Usage: contiv-netctl [global flags] ipam <command> ...
 
 Commands:
+  check                                 list the pods holding addresses that the Kubernetes
+                                        state lacks (released only if still missing later)
   checkpoint export [-o file]           save every allocation of the agent's node
   checkpoint import [-replace] file|-   restore the allocations of a checkpoint file
   conflicts [list]                      list the stored allocation records the agent moved
@@ -97,15 +99,17 @@ func importFlags(replace *bool) *flag.FlagSet {
 func ipamCommand(ctx context.Context, g *globals, args []string, cio *cmdIO) error {
 	switch {
 	case len(args) == 0:
-		return &usageError{msg: "ipam: no command given (the commands: checkpoint, conflicts)", usage: ipamUsage}
+		return &usageError{msg: "ipam: no command given (the commands: check, checkpoint, conflicts)", usage: ipamUsage}
 	case isHelp(args[0]):
 		return &helpRequest{usage: ipamUsage}
 	case args[0] == "checkpoint":
 		return checkpointCommand(ctx, g, args[1:], cio)
 	case args[0] == "conflicts":
 		return conflictsCommand(ctx, g, args[1:], cio)
+	case args[0] == "check":
+		return checkCommand(ctx, g, args[1:], cio)
 	}
-	return &usageError{msg: fmt.Sprintf("ipam: unknown command %q (the commands: checkpoint, conflicts)", args[0]), usage: ipamUsage}
+	return &usageError{msg: fmt.Sprintf("ipam: unknown command %q (the commands: check, checkpoint, conflicts)", args[0]), usage: ipamUsage}
 }
 
 // checkpointCommand runs "ipam checkpoint ...".

@@ -27,7 +27,7 @@ func TestUsageErrors(t *testing.T) {
 		{"unknown global flag", nil, []string{"-servr", "x", "ipam"}, "flag provided but not defined: -servr", "Global flags:"},
 		{"global flag without value", nil, []string{"-server"}, "flag needs an argument: -server", "Global flags:"},
 		{"bad timeout", nil, []string{"-timeout", "soon", "ipam", "checkpoint", "export"}, `invalid value "soon" for flag -timeout`, "Global flags:"},
-		{"ipam alone", nil, []string{"ipam"}, "ipam: no command given (the commands: checkpoint, conflicts)", "contiv-netctl [global flags] ipam <command>"},
+		{"ipam alone", nil, []string{"ipam"}, "ipam: no command given (the commands: check, checkpoint, conflicts)", "contiv-netctl [global flags] ipam <command>"},
 		{"ipam unknown", nil, []string{"ipam", "dump"}, `ipam: unknown command "dump"`, "contiv-netctl [global flags] ipam <command>"},
 		{"checkpoint alone", nil, []string{"ipam", "checkpoint"}, "ipam checkpoint: no command given (the commands: export, import)", "ipam checkpoint import [-replace] file|-"},
 		{"checkpoint unknown", nil, []string{"ipam", "checkpoint", "save"}, `ipam checkpoint: unknown command "save"`, "ipam checkpoint export [-o file]"},
