@@ -161,7 +161,7 @@ func (p *Plugin) serveImport(call *checkpointCall, w http.ResponseWriter, r *htt
 	if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
 		return &refusal{http.StatusUnsupportedMediaType, "unsupported-media", fmt.Errorf("Content-Type %s: %w", quote(ct), errNotJSON)}
 	}
-	replace, err := replaceOf(r.URL.Query())
+	replace, err := boolQuery(r.URL.Query(), "replace", "import")
 	if err != nil {
 		return &refusal{http.StatusBadRequest, "bad-request", err}
 	}
@@ -192,26 +192,27 @@ func (p *Plugin) serveImport(call *checkpointCall, w http.ResponseWriter, r *htt
 	return err
 }
 
-// replaceOf reads the query of an import: "replace" at most once, "true"
-// or "false"; nothing else.
-func replaceOf(q url.Values) (bool, error) {
+// boolQuery reads a query that may hold one parameter, name, at most
+// once, "true" or "false" (absent: false); anything else is refused,
+// naming call (the call that takes it).
+func boolQuery(q url.Values, name, call string) (bool, error) {
 	for k := range q {
-		if k != "replace" {
-			return false, fmt.Errorf("query: unknown parameter %s (the import takes \"replace\")", quote(k))
+		if k != name {
+			return false, fmt.Errorf("query: unknown parameter %s (the %s takes %q)", quote(k), call, name)
 		}
 	}
-	vs := q["replace"]
+	vs := q[name]
 	switch {
 	case len(vs) == 0:
 		return false, nil
 	case len(vs) > 1:
-		return false, errors.New("query: \"replace\" given twice")
+		return false, fmt.Errorf("query: %q given twice", name)
 	case vs[0] == "true":
 		return true, nil
 	case vs[0] == "false":
 		return false, nil
 	}
-	return false, fmt.Errorf("query: replace=%s: want true or false", quote(vs[0]))
+	return false, fmt.Errorf("query: %s=%s: want true or false", name, quote(vs[0]))
 }
 
 // checkpointStatus maps the error of a checkpoint call to its status and

@@ -7,7 +7,6 @@ import (
 	"io"
 	"mime"
 	"net/http"
-	"net/url"
 	"time"
 
 	"github.com/contiv-ipam/agent/engine/ipalloc"
@@ -272,28 +271,6 @@ func (p *Plugin) operatorRelease(r *operatorRequest) (any, error) {
 	return OperatorRelease{Owner: r.owner, Released: true}, nil
 }
 
-// forceOf reads the release's query: force=true|false (absent: false);
-// any other parameter is refused.
-func forceOf(q url.Values) (bool, error) {
-	for k := range q {
-		if k != "force" {
-			return false, fmt.Errorf("query: unknown parameter %s (the release takes \"force\")", quote(k))
-		}
-	}
-	switch vs := q["force"]; {
-	case len(vs) == 0:
-		return false, nil
-	case len(vs) > 1:
-		return false, errors.New("query: \"force\" given twice")
-	case vs[0] == "true":
-		return true, nil
-	case vs[0] == "false":
-		return false, nil
-	default:
-		return false, fmt.Errorf("query: force=%s: want true or false", quote(vs[0]))
-	}
-}
-
 // operatorAddress is the reply form of res.
 func operatorAddress(res *AllocationResult) OperatorAddress {
 	return OperatorAddress{IP: res.IP.String(), CIDRs: res.CIDRs, GatewayIP: res.GatewayIP}
@@ -363,7 +340,7 @@ func (p *Plugin) serveOperator(op *operatorOp, req *operatorRequest, w http.Resp
 		return nil, err
 	}
 	if op.name == "release" {
-		if req.force, err = forceOf(r.URL.Query()); err != nil {
+		if req.force, err = boolQuery(r.URL.Query(), "force", "release"); err != nil {
 			return nil, &refusal{http.StatusBadRequest, "bad-request", err}
 		}
 	}
