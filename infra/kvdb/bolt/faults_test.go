@@ -32,6 +32,7 @@ func TestStallSpecIsChecked(t *testing.T) {
 // store orders after it), the one queued behind it is withdrawn.
 func TestStalledCommitLandsLateAndWithdrawsTheQueue(t *testing.T) {
 	g := NewWithT(t)
+	stalled := stallsBegun.Load() // the counter is the process's
 	p := stallPlugin(t, "1,300ms,300ms")
 	g.Expect(p.Init()).To(Succeed())
 	defer func() { g.Expect(p.Close()).To(Succeed()) }()
@@ -40,7 +41,7 @@ func TestStalledCommitLandsLateAndWithdrawsTheQueue(t *testing.T) {
 	defer cancel()
 	taken := make(chan error, 1)
 	go func() { taken <- p.Put(ctx, "/taken", []byte("1")) }()
-	g.Eventually(stallsBegun.Load).Should(Equal(uint64(1)), "the commit holding the first write stalls")
+	g.Eventually(stallsBegun.Load).Should(Equal(stalled+1), "the commit holding the first write stalls")
 	queued := p.Put(ctx, "/queued", []byte("2"))
 	g.Expect(<-taken).To(MatchError(kvdb.ErrUnknownOutcome))
 	g.Expect(queued).To(MatchError(context.DeadlineExceeded))
