@@ -177,8 +177,13 @@ func TestCloudAllocatorRetriesAnEmptyCloudWithBackoff(t *testing.T) {
 
 	g.Eventually(func() int { return limiter.NumRequeues("n") }).Should(Equal(1))
 	g.Expect(reasons(r.events)).To(Equal([]string{ReasonCIDRNotAvailable}))
+	// Step only once the queue has set its timer for the retry: its
+	// counter moves first, and a step before the timer pushes the retry
+	// out of reach.
+	g.Eventually(clk.waits).Should(Receive(Equal(time.Second)))
 	clk.Step(time.Second)
 	g.Eventually(func() int { return limiter.NumRequeues("n") }).Should(Equal(2))
+	g.Eventually(clk.waits).Should(Receive(Equal(2 * time.Second)))
 	g.Expect(cloud.Calls(CloudOpGet)).To(Equal(2))
 	g.Expect(reasons(r.events)).To(BeEmpty(), "the warning is not repeated")
 
