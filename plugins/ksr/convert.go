@@ -77,6 +77,7 @@ func podModel(p *corev1.Pod) *pod.Pod {
 	m := &pod.Pod{
 		Name:          p.Name,
 		Namespace:     p.Namespace,
+		Uid:           string(p.UID),
 		IpAddress:     p.Status.PodIP,
 		HostIpAddress: p.Status.HostIP,
 		Labels:        copyMap(p.Labels),

@@ -146,3 +146,17 @@ func TestPodModelIPAddresses(t *testing.T) {
 		})
 	}
 }
+
+// The pod's metadata.uid is mirrored as uid: the identity the agents
+// match against kubelet's K8S_POD_UID (a pod re-created under the same
+// name has another one).
+func TestPodUIDIsMirrored(t *testing.T) {
+	g := NewWithT(t)
+	p := testPod("default", "web", "10.1.1.2")
+	p.UID = "6c1b0e2a-0d4b-4f57-9a1e-2f9c5b7d3e10"
+	b, err := codec.Marshal(podModel(p))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(string(b)).To(ContainSubstring(`"uid":"6c1b0e2a-0d4b-4f57-9a1e-2f9c5b7d3e10"`))
+	p.UID = ""
+	g.Expect(podModel(p).GetUid()).To(BeEmpty())
+}

@@ -142,7 +142,11 @@ type AddPod struct {
 	result chan error
 
 	// Inputs.
-	Pod              podmodel.ID
+	Pod podmodel.ID
+	// PodUID is K8S_POD_UID of CNI_ARGS ("" when the caller gave none):
+	// the pod's identity, which a pod re-created under the same name does
+	// not share.
+	PodUID           string
 	Key              AttachmentKey
 	NetworkNamespace string
 	IPAMType         string

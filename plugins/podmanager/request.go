@@ -15,12 +15,19 @@ import (
 const (
 	argPodName      = "K8S_POD_NAME"
 	argPodNamespace = "K8S_POD_NAMESPACE"
+	argPodUID       = "K8S_POD_UID"
 )
 
-// attachment is a validated CNIRequest: the key, the pod and its netns.
+// maxPodUID is the longest K8S_POD_UID taken (Kubernetes UIDs are
+// 36-character UUIDs).
+const maxPodUID = 128
+
+// attachment is a validated CNIRequest: the key, the pod, the pod's UID
+// ("" when CNI_ARGS has none) and its netns.
 type attachment struct {
 	key   AttachmentKey
 	pod   podmodel.ID
+	uid   string
 	netns string
 }
 
@@ -35,7 +42,11 @@ func parseRequest(req *cni.CNIRequest) (attachment, error) {
 	if err != nil {
 		return attachment{}, err
 	}
-	return attachment{key: key, pod: pod, netns: req.GetNetworkNamespace()}, nil
+	uid, err := podUID(req.GetExtraArguments())
+	if err != nil {
+		return attachment{}, err
+	}
+	return attachment{key: key, pod: pod, uid: uid, netns: req.GetNetworkNamespace()}, nil
 }
 
 // parseKey is the attachment key of a request: every field must be set
@@ -84,6 +95,22 @@ func podID(args, containerID string) (podmodel.ID, error) {
 			ErrBadRequest, args, argPodName, name, argPodNamespace)
 	}
 	return podmodel.ID{Name: name, Namespace: namespace}, nil
+}
+
+// podUID is K8S_POD_UID in args ("" when absent): at most maxPodUID
+// bytes of printable characters other than white space.
+func podUID(args string) (string, error) {
+	kv, err := parseArgs(args)
+	if err != nil {
+		return "", err
+	}
+	uid := kv[argPodUID]
+	bad := strings.ContainsFunc(uid, func(r rune) bool { return !unicode.IsPrint(r) || unicode.IsSpace(r) })
+	if bad || len(uid) > maxPodUID {
+		return "", fmt.Errorf("%w: extra_arguments: %s=%.40q: want at most %d printable characters without white space",
+			ErrBadRequest, argPodUID, uid, maxPodUID)
+	}
+	return uid, nil
 }
 
 // parseArgs splits CNI_ARGS into its pairs; empty segments are skipped, a

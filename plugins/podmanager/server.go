@@ -141,7 +141,7 @@ func (p *Plugin) add(ctx context.Context, at attachment, req *cni.CNIRequest) (*
 			return nil, err
 		}
 		ev := NewAddPod()
-		ev.Pod, ev.Key, ev.NetworkNamespace = at.pod, at.key, at.netns
+		ev.Pod, ev.PodUID, ev.Key, ev.NetworkNamespace = at.pod, at.uid, at.key, at.netns
 		ev.IPAMType, ev.IPAMData = req.GetIpamType(), req.GetIpamData()
 		ev.Confirms, ev.Ctx = req.GetConfirms(), ctx
 		err := p.pushAndWait(ctx, ev)

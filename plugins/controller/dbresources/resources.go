@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/contiv-ipam/agent/plugins/ksr/model/codec"
+	"github.com/contiv-ipam/agent/plugins/ksr/model/mirror"
 	"github.com/contiv-ipam/agent/plugins/ksr/model/namespace"
 	"github.com/contiv-ipam/agent/plugins/ksr/model/node"
 	"github.com/contiv-ipam/agent/plugins/ksr/model/pod"
@@ -49,6 +50,7 @@ var resources = []Resource{
 	structResource("idalloc", "idalloc/"),
 	structResource(poolblock.ClaimKeyword, poolblock.ClaimPrefix),
 	structResource(poolblock.GrantKeyword, poolblock.GrantPrefix),
+	structResource(mirror.Keyword, mirror.KeyPrefix),
 }
 
 // structResource is a resource whose values are any JSON object.

@@ -22,7 +22,7 @@ func TestRegistry(t *testing.T) {
 
 	g.Expect(Keywords()).To(Equal([]string{
 		"vppnode", "node", "pod", "nodeconfig", "namespace", "policy", "service", "endpoints",
-		"customnetwork", "external-interface", "servicefunctionchain", "custom-ipam", "idalloc", "poolclaim", "poolgrant",
+		"customnetwork", "external-interface", "servicefunctionchain", "custom-ipam", "idalloc", "poolclaim", "poolgrant", "mirror",
 	}))
 	keywords, prefixes := map[string]bool{}, map[string]bool{}
 	for _, r := range All() {

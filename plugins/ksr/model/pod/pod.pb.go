@@ -89,7 +89,11 @@ type Pod struct {
 	Annotations   map[string]string `protobuf:"bytes,8,rep,name=annotations,proto3" json:"annotations,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// ip_addresses are status.podIPs: the pod's addresses of every address
 	// family, in order (the first is ip_address); empty when it has none.
-	IpAddresses   []string `protobuf:"bytes,9,rep,name=ip_addresses,json=ipAddresses,proto3" json:"ip_addresses,omitempty"`
+	IpAddresses []string `protobuf:"bytes,9,rep,name=ip_addresses,json=ipAddresses,proto3" json:"ip_addresses,omitempty"`
+	// uid is metadata.uid: the pod's identity, which a pod re-created under
+	// the same name does not share (kubelet passes it to CNI as
+	// K8S_POD_UID); empty when written by an older contiv-ksr.
+	Uid           string `protobuf:"bytes,10,opt,name=uid,proto3" json:"uid,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -185,6 +189,13 @@ func (x *Pod) GetIpAddresses() []string {
 		return x.IpAddresses
 	}
 	return nil
+}
+
+func (x *Pod) GetUid() string {
+	if x != nil {
+		return x.Uid
+	}
+	return ""
 }
 
 type Pod_Label struct {
@@ -371,7 +382,7 @@ var File_plugins_ksr_model_pod_pod_proto protoreflect.FileDescriptor
 
 const file_plugins_ksr_model_pod_pod_proto_rawDesc = "" +
 	"\n" +
-	"\x1fplugins/ksr/model/pod/pod.proto\x12\aksr.pod\"\xe6\x06\n" +
+	"\x1fplugins/ksr/model/pod/pod.proto\x12\aksr.pod\"\xf8\x06\n" +
 	"\x03Pod\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12(\n" +
@@ -382,7 +393,9 @@ const file_plugins_ksr_model_pod_pod_proto_rawDesc = "" +
 	"\tcontainer\x18\x06 \x03(\v2\x16.ksr.pod.Pod.ContainerR\tcontainer\x120\n" +
 	"\x06labels\x18\a \x03(\v2\x18.ksr.pod.Pod.LabelsEntryR\x06labels\x12?\n" +
 	"\vannotations\x18\b \x03(\v2\x1d.ksr.pod.Pod.AnnotationsEntryR\vannotations\x12!\n" +
-	"\fip_addresses\x18\t \x03(\tR\vipAddresses\x1a9\n" +
+	"\fip_addresses\x18\t \x03(\tR\vipAddresses\x12\x10\n" +
+	"\x03uid\x18\n" +
+	" \x01(\tR\x03uid\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a>\n" +
