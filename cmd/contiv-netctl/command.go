@@ -74,8 +74,11 @@ func mainUsage(w io.Writer) {
 contiv-netctl talks to a contiv-agent over its REST API.
 
 Commands:
-  ipam check                                 list the pods holding addresses that the
-                                             Kubernetes state lacks (release candidates)
+  ipam check [-o table|json]                 list the pods holding addresses that the
+                                             Kubernetes state lacks (release candidates);
+                                             -o json: as a report to save and review
+  ipam release -from-report file             release the addresses a report of ipam check
+                                             lists, each only if its pod still holds it
   ipam checkpoint export [-o file]           save every allocation of the agent's node
                                              to a checkpoint file (default: stdout)
   ipam checkpoint import [-replace] file|-   restore the allocations of a checkpoint

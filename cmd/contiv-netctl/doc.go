@@ -3,7 +3,8 @@
 //
 //	contiv-netctl [global flags] ipam checkpoint export [-o file]
 //	contiv-netctl [global flags] ipam checkpoint import [-replace] file|-
-//	contiv-netctl [global flags] ipam check
+//	contiv-netctl [global flags] ipam check [-o table|json]
+//	contiv-netctl [global flags] ipam release -from-report file
 //	contiv-netctl [global flags] ipam conflicts [list]
 //	contiv-netctl [global flags] ipam conflicts restore|discard NAME
 //
@@ -24,7 +25,8 @@
 // line so that tests call it with their own streams and environment;
 // command.go holds the global flags and the dispatch, client.go the HTTP
 // client, one file per command group (ipam.go: the ipam dispatch and the
-// checkpoint commands; conflicts.go), file.go the atomic write.
+// checkpoint commands; conflicts.go; check.go; release.go with report.go,
+// the report check writes and release reads), file.go the atomic write.
 //
 // The checkpoint commands, step by step:
 //
@@ -56,6 +58,26 @@
 // printed. A refusal names the conflict, the server's status and message,
 // and its reason with what it means (no-such-conflict, cannot-restore,
 // forbidden, not-ready).
+//
+// The release candidates, step by step:
+//
+// check: GET /contiv/v1/ipam/release-candidates, printed as a table; with
+// -o json, GET /contiv/v1/ipam first (the node the agent serves), and the
+// report (the candidates, the node, its ID, the server, when taken) is
+// written to stdout as JSON.
+//
+// release -from-report: the report is read (at most 16 MiB) and checked
+// field by field (version, node, every candidate's pod and addresses,
+// each address listed once, the types of the other fields): a bad one is
+// refused naming the field and the value, nothing sent. GET
+// /contiv/v1/ipam: a report of another node is refused. Then, pod by pod,
+// address by address: POST /contiv/v1/ipam/operator/release?force=true
+// with {"ip", "pod"}; the agent releases the allocation holding the
+// address only if that pod holds it (404 not-allocated: skipped, free;
+// 409 moved: skipped, another holds it; any other refusal: failed). The
+// reply lists every address released (both families of an allocation):
+// those are not asked for again. One line per address, then the counts;
+// exit 1 if one failed.
 //
 // contiv-netctl imports no plugin but the checkpoint codec: the REST paths
 // and reply shapes it needs are copied, and its tests check them against

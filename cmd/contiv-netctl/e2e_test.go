@@ -275,3 +275,89 @@ func TestEndToEndConflicts(t *testing.T) {
 	g.Expect(res.code).To(Equal(exitOK), res.stderr)
 	g.Expect(res.stdout).To(HavePrefix("no release candidates: "))
 }
+
+// podIPs are the addresses of each pod of a ("namespace/name"), from GET
+// allocations.
+func podIPs(t *testing.T, a *testenv.Agent) map[string][]string {
+	t.Helper()
+	code, body := a.Get(t, "/contiv/v1/ipam/allocations")
+	if code != http.StatusOK {
+		t.Fatalf("GET allocations: %d %s", code, body)
+	}
+	var allocs struct {
+		Pods []struct {
+			PodID struct{ Name, Namespace string } `json:"PodID"`
+			IPs   []string                         `json:"IPs"`
+		} `json:"Pods"`
+	}
+	if err := json.Unmarshal(body, &allocs); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string][]string{}
+	for _, p := range allocs.Pods {
+		out[p.PodID.Namespace+"/"+p.PodID.Name] = p.IPs
+	}
+	return out
+}
+
+// The contiv-netctl binary against a real agent: ipam check -o json
+// writes a report of the agent's node; ipam release -from-report releases
+// the addresses of a pod that still holds them (both families, CNI
+// attachment or not), and skips an address another pod holds and a free
+// one; that other pod keeps its addresses.
+func TestEndToEndReleaseFromReport(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: no agent binaries")
+	}
+	g := NewWithT(t)
+	a := startE2EAgent(t, "netctl-release")
+	cniAdd(t, a, "web-0", "c1")
+	cniAdd(t, a, "db-0", "c2")
+	held := podIPs(t, a)
+	web, db := held["default/web-0"], held["default/db-0"]
+	g.Expect(web).To(HaveLen(2), "dual-stack")
+	g.Expect(db).To(HaveLen(2))
+	code, info := a.Get(t, "/contiv/v1/ipam")
+	g.Expect(code).To(Equal(http.StatusOK))
+	var node struct {
+		PodSubnetThisNode string `json:"podSubnetThisNode"`
+	}
+	g.Expect(json.Unmarshal(info, &node)).To(Succeed())
+	free := netip.MustParsePrefix(node.PodSubnetThisNode).Addr()
+	for range 10 {
+		free = free.Next()
+	}
+
+	res := binNetctl(t, a, "ipam", "check", "-o", "json")
+	g.Expect(res.code).To(Equal(exitOK), res.stderr)
+	var rep report
+	g.Expect(json.Unmarshal([]byte(res.stdout), &rep)).To(Succeed(), res.stdout)
+	g.Expect(rep.Version).To(Equal(reportVersion))
+	g.Expect(rep.Node).To(Equal("netctl-release"))
+	g.Expect(rep.Server).To(Equal(a.REST))
+	g.Expect(rep.Candidates).To(BeEmpty(), "no Kubernetes state here (no contiv-ksr): no evidence, no candidates")
+
+	// The operator's reviewed report: web-0, an address of db-0 listed
+	// for db-1, and a free address.
+	rep.Candidates = []candidate{{Pod: "default/web-0", IPs: web}, {Pod: "default/db-1", IPs: db[:1]},
+		{Pod: "default/gone-0", IPs: []string{free.String()}}}
+	data, err := json.Marshal(rep)
+	g.Expect(err).NotTo(HaveOccurred())
+	file := filepath.Join(t.TempDir(), "report.json")
+	g.Expect(os.WriteFile(file, data, 0o600)).To(Succeed())
+
+	res = binNetctl(t, a, "ipam", "release", "--from-report", file)
+	g.Expect(res.code).To(Equal(exitOK), res.stderr)
+	g.Expect(res.stdout).To(Equal("released " + web[0] + " (pod default/web-0)\n" +
+		"released " + web[1] + " (pod default/web-0; with " + web[0] + ")\n" +
+		"skipped " + db[0] + " (pod default/db-1): moved: releasing " + db[0] + " of pod default/db-1: held by another pod or owner: " +
+		"attachment k8s-pod-network/c2/eth0 of pod default/db-0 holds it\n" +
+		"skipped " + free.String() + " (pod default/gone-0): free: no allocation holds it\n" +
+		"released 2, skipped 2, failed 0 of 4 addresses in " + file + ` (node "netctl-release", taken at ` + rep.TakenAt + ")\n"))
+	g.Expect(podIPs(t, a)).To(Equal(map[string][]string{"default/db-0": db}), "web-0 released, db-0 left alone")
+
+	res = binNetctl(t, a, "ipam", "release", "-from-report", file)
+	g.Expect(res.code).To(Equal(exitOK), res.stderr)
+	g.Expect(res.stdout).To(ContainSubstring("skipped " + web[0] + " (pod default/web-0): free: no allocation holds it\n"))
+	g.Expect(res.stdout).To(ContainSubstring("released 0, skipped 4, failed 0 of 4"))
+}

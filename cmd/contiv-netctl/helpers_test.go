@@ -49,7 +49,9 @@ type fakeAgent struct {
 	// replies of the other calls by "METHOD path"; a call without one
 	// is 404.
 	replies map[string]fakeReply
-	delay   time.Duration
+	// handlers answer "METHOD path" from the request, before replies.
+	handlers map[string]func(request) fakeReply
+	delay    time.Duration
 }
 
 // fakeReply is the status and body of one call of the fake agent.
@@ -88,6 +90,16 @@ func fakeDefaults() *fakeAgent {
 		}}
 }
 
+// handle makes fn answer method path.
+func (f *fakeAgent) handle(method, path string, fn func(request) fakeReply) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.handlers == nil {
+		f.handlers = map[string]func(request) fakeReply{}
+	}
+	f.handlers[method+" "+path] = fn
+}
+
 // reply sets the reply of method path.
 func (f *fakeAgent) reply(method, path string, status int, body string) {
 	f.mu.Lock()
@@ -97,14 +109,19 @@ func (f *fakeAgent) reply(method, path string, status int, body string) {
 
 func (f *fakeAgent) serve(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
+	req := request{method: r.Method, path: r.URL.Path, query: r.URL.RawQuery, header: r.Header.Clone(), body: string(body)}
 	f.mu.Lock()
-	f.requests = append(f.requests, request{method: r.Method, path: r.URL.Path, query: r.URL.RawQuery, header: r.Header.Clone(), body: string(body)})
+	f.requests = append(f.requests, req)
 	status, reply, delay := f.exportStatus, f.exportBody, f.delay
 	if r.Method == http.MethodPost {
 		status, reply = f.importStatus, f.importBody
 	}
 	other, found := f.replies[r.Method+" "+r.URL.Path]
+	handler := f.handlers[r.Method+" "+r.URL.Path]
 	f.mu.Unlock()
+	if handler != nil {
+		other, found = handler(req), true
+	}
 	if delay > 0 {
 		select {
 		case <-time.After(delay):

@@ -37,8 +37,11 @@ func ipamUsage(w io.Writer) {
 	_, _ = fmt.Fprint(w, `Usage: contiv-netctl [global flags] ipam <command> ...
 
 Commands:
-  check                                 list the pods holding addresses that the Kubernetes
-                                        state lacks (released only if still missing later)
+  check [-o table|json]                 list the pods holding addresses that the Kubernetes
+                                        state lacks (released only if still missing later);
+                                        -o json: as a report to save and review
+  release -from-report file             release the addresses a report lists, each only if
+                                        the pod it names still holds it
   checkpoint export [-o file]           save every allocation of the agent's node
   checkpoint import [-replace] file|-   restore the allocations of a checkpoint file
   conflicts [list]                      list the stored allocation records the agent moved
@@ -99,7 +102,7 @@ func importFlags(replace *bool) *flag.FlagSet {
 func ipamCommand(ctx context.Context, g *globals, args []string, cio *cmdIO) error {
 	switch {
 	case len(args) == 0:
-		return &usageError{msg: "ipam: no command given (the commands: check, checkpoint, conflicts)", usage: ipamUsage}
+		return &usageError{msg: "ipam: no command given (the commands: check, checkpoint, conflicts, release)", usage: ipamUsage}
 	case isHelp(args[0]):
 		return &helpRequest{usage: ipamUsage}
 	case args[0] == "checkpoint":
@@ -108,8 +111,10 @@ func ipamCommand(ctx context.Context, g *globals, args []string, cio *cmdIO) err
 		return conflictsCommand(ctx, g, args[1:], cio)
 	case args[0] == "check":
 		return checkCommand(ctx, g, args[1:], cio)
+	case args[0] == "release":
+		return releaseCommand(ctx, g, args[1:], cio)
 	}
-	return &usageError{msg: fmt.Sprintf("ipam: unknown command %q (the commands: check, checkpoint, conflicts)", args[0]), usage: ipamUsage}
+	return &usageError{msg: fmt.Sprintf("ipam: unknown command %q (the commands: check, checkpoint, conflicts, release)", args[0]), usage: ipamUsage}
 }
 
 // checkpointCommand runs "ipam checkpoint ...".
@@ -194,7 +199,7 @@ func importCommand(ctx context.Context, g *globals, args []string, cio *cmdIO) e
 		return err
 	}
 	name := fs.Arg(0)
-	doc, err := readDocument(name, cio.stdin)
+	doc, err := readInput(name, cio.stdin, "an agent imports")
 	if err != nil {
 		return fmt.Errorf("ipam checkpoint import: %w", err)
 	}
@@ -222,9 +227,9 @@ func importCommand(ctx context.Context, g *globals, args []string, cio *cmdIO) e
 	return nil
 }
 
-// readDocument reads a checkpoint file, or stdin for "-", refusing more
-// than maxDocument bytes.
-func readDocument(name string, stdin io.Reader) ([]byte, error) {
+// readInput reads a file, or stdin for "-", refusing more than
+// maxDocument bytes, the most that what reads ("an agent imports").
+func readInput(name string, stdin io.Reader, what string) ([]byte, error) {
 	var r io.Reader = stdin
 	if name != "-" {
 		f, err := os.Open(name)
@@ -241,7 +246,7 @@ func readDocument(name string, stdin io.Reader) ([]byte, error) {
 		return nil, fmt.Errorf("reading %s: %w", name, err)
 	}
 	if len(doc) > maxDocument {
-		return nil, fmt.Errorf("%s: longer than %d bytes, the most an agent imports", name, maxDocument)
+		return nil, fmt.Errorf("%s: longer than %d bytes, the most %s", name, maxDocument, what)
 	}
 	return doc, nil
 }

@@ -174,7 +174,8 @@ func (p *Plugin) ReleaseIP(ip net.IP) error {
 	if !ok {
 		return fmt.Errorf("address %q: not an IP address", ip)
 	}
-	return p.keeper.ReleaseAddr(a, true)
+	_, err := p.keeper.ReleaseAddr(a, true, nil)
+	return err
 }
 
 // ReleaseIPString releases by address (as ReleaseIP) or by owner: every

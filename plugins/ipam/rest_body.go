@@ -33,6 +33,7 @@ const (
 	fieldTimeout
 	fieldUUID
 	fieldConflict
+	fieldPod
 )
 
 // opFields lists the fields in the order errors name them.
@@ -41,7 +42,7 @@ var opFields = []struct {
 	name string
 }{
 	{fieldIP, "ip"}, {fieldFamily, "family"}, {fieldOwner, "owner"}, {fieldTimeout, "timeout"}, {fieldUUID, "uuid"},
-	{fieldConflict, "conflict"},
+	{fieldConflict, "conflict"}, {fieldPod, "pod"},
 }
 
 // fieldOf is the field named name, 0 when none is.
@@ -84,6 +85,7 @@ type operatorRequest struct {
 	uuid     string        // canonical (lower case, hyphens)
 	conflict string        // the name of a record moved aside
 	force    bool          // release: ?force=true, CNI attachments too
+	pod      string        // release: "namespace/name", checked by checkRelease
 }
 
 // has tells whether every field of m is present.
@@ -198,6 +200,8 @@ func (r *operatorRequest) setField(f opField, name, s string) error {
 			return bad(err.Error())
 		}
 		r.conflict = s
+	case fieldPod:
+		r.pod = s
 	}
 	r.set |= f
 	return nil

@@ -7,12 +7,16 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/contiv-ipam/agent/engine/ipalloc"
 	"github.com/contiv-ipam/agent/infra/rest"
 	"github.com/contiv-ipam/agent/plugins/ipam/addressing"
 	"github.com/contiv-ipam/agent/plugins/ipam/keeper"
+	podmodel "github.com/contiv-ipam/agent/plugins/ksr/model/pod"
 )
 
 // The operator calls: an operator (or a tool of theirs) allocates,
@@ -32,7 +36,9 @@ import (
 // reserve, once the node ID is lost), then by IPAM (operatorStatus). A
 // call answers once its change is durable. release by ip releases the
 // whole allocation holding the address, whoever holds it (a pod's too),
-// and release by owner every allocation of the owner (ReleaseIPString).
+// or with pod only if that pod holds it (the check and the release are
+// one step of the keeper: 409 moved when another pod or owner holds it);
+// release by owner every allocation of the owner (ReleaseIPString).
 const (
 	OperatorAllocatePath = "/contiv/v1/ipam/operator/allocate"
 	OperatorReservePath  = "/contiv/v1/ipam/operator/reserve"
@@ -88,11 +94,14 @@ type OperatorConfirmation struct {
 }
 
 // OperatorRelease is the reply of POST .../operator/release: the address
-// or the owner the call named.
+// or the owner the call named, the pod of a conditional release, and for
+// a release by address every address of the allocation it released.
 type OperatorRelease struct {
-	IP       string `json:"ip,omitempty"`
-	Owner    string `json:"owner,omitempty"`
-	Released bool   `json:"released"`
+	IP       string   `json:"ip,omitempty"`
+	Owner    string   `json:"owner,omitempty"`
+	Pod      string   `json:"pod,omitempty"`
+	IPs      []string `json:"ips,omitempty"`
+	Released bool     `json:"released"`
 }
 
 // OperatorError is the body of every refused operator call: the message
@@ -133,8 +142,8 @@ var operatorOps = []operatorOp{
 		run:         (*Plugin).operatorConfirm,
 	},
 	{
-		name: "release", path: OperatorReleasePath, fields: fieldIP | fieldOwner,
-		description: "operator: release the allocation holding ip, or every allocation of owner (body {ip} or {owner}); a CNI attachment's only with ?force=true; needs client authentication",
+		name: "release", path: OperatorReleasePath, fields: fieldIP | fieldOwner | fieldPod,
+		description: "operator: release the allocation holding ip (only if pod holds it, when given), or every allocation of owner (body {ip[, pod]} or {owner}); a CNI attachment's only with ?force=true; needs client authentication",
 		check:       checkRelease,
 		run:         (*Plugin).operatorRelease,
 	},
@@ -200,12 +209,42 @@ func checkReserve(r *operatorRequest) error {
 	return nil
 }
 
-// checkRelease: exactly one of ip and owner.
+// checkRelease: exactly one of ip and owner; pod only with ip, and a
+// pod's name.
 func checkRelease(r *operatorRequest) error {
-	if r.has(fieldIP) == r.has(fieldOwner) {
+	switch {
+	case r.has(fieldIP) == r.has(fieldOwner):
 		return &bodyError{msg: "want exactly one of \"ip\" (release the allocation holding it) and \"owner\" (release its allocations)"}
+	case !r.has(fieldPod):
+		return nil
+	case r.has(fieldOwner):
+		return &bodyError{field: "pod", msg: "given with \"owner\": the pod is a condition of a release by \"ip\""}
+	}
+	if _, err := parsePod(r.pod); err != nil {
+		return &bodyError{field: "pod", msg: quote(r.pod) + " " + err.Error()}
 	}
 	return nil
+}
+
+// maxPodName bounds the pod of a conditional release: a namespace (63
+// bytes), "/", a name (253).
+const maxPodName = 63 + 1 + 253
+
+// parsePod parses the pod of a conditional release, "namespace/name", or
+// says what is wrong with it.
+func parsePod(s string) (podmodel.ID, error) {
+	ns, name, ok := strings.Cut(s, "/")
+	switch {
+	case !ok || ns == "" || name == "" || strings.Contains(name, "/"):
+		return podmodel.ID{}, errors.New(`is not a pod: want "namespace/name"`)
+	case len(s) > maxPodName:
+		return podmodel.ID{}, fmt.Errorf("is longer than %d bytes", maxPodName)
+	case !utf8.ValidString(s):
+		return podmodel.ID{}, errors.New("is not UTF-8")
+	case strings.IndexFunc(s, func(c rune) bool { return !unicode.IsPrint(c) || unicode.IsSpace(c) }) >= 0:
+		return podmodel.ID{}, errors.New("has a space or a character that is not printable")
+	}
+	return podmodel.ID{Namespace: ns, Name: name}, nil
 }
 
 func (p *Plugin) operatorAllocate(r *operatorRequest) (any, error) {
@@ -260,10 +299,20 @@ func (p *Plugin) operatorConfirm(r *operatorRequest) (any, error) {
 
 func (p *Plugin) operatorRelease(r *operatorRequest) (any, error) {
 	if r.has(fieldIP) {
-		if err := p.keeper.ReleaseAddr(r.ip, r.force); err != nil {
+		var holder *podmodel.ID
+		if r.has(fieldPod) {
+			id, _ := parsePod(r.pod) // checked by checkRelease
+			holder = &id
+		}
+		as, err := p.keeper.ReleaseAddr(r.ip, r.force, holder)
+		if err != nil {
 			return nil, err
 		}
-		return OperatorRelease{IP: r.ip.String(), Released: true}, nil
+		out := OperatorRelease{IP: r.ip.String(), Pod: r.pod, Released: true}
+		for _, a := range as.List() {
+			out.IPs = append(out.IPs, a.String())
+		}
+		return out, nil
 	}
 	if err := p.keeper.ReleaseOwner(r.owner, r.force); err != nil {
 		return nil, err
@@ -371,6 +420,8 @@ func (p *Plugin) serveOperator(op *operatorOp, req *operatorRequest, w http.Resp
 //	400 bad-request          not one JSON object of the call's fields, a
 //	                         field given twice or missing, a bad value
 //	404 not-allocated        nobody holds the address, the owner holds none
+//	409 moved                release by ip with pod: another pod or owner
+//	                         holds the address
 //	409 taken                the address is held
 //	409 live-attachment      release without ?force=true of a CNI
 //	                         attachment's address or owner
@@ -420,6 +471,7 @@ var operatorErrors = []struct {
 	{[]error{ErrNodeIDLost}, http.StatusServiceUnavailable, "node-id-lost"},
 	{[]error{errExternalIPAM, ErrExternalIPAM}, http.StatusConflict, "external-ipam"},
 	{[]error{ErrNotAllocated, ipalloc.ErrNotAllocated}, http.StatusNotFound, "not-allocated"},
+	{[]error{keeper.ErrMoved}, http.StatusConflict, "moved"},
 	{[]error{ErrLiveAttachment}, http.StatusConflict, "live-attachment"},
 	{[]error{ErrExcluded}, http.StatusConflict, "excluded"},
 	{[]error{ipalloc.ErrTaken}, http.StatusConflict, "taken"},
@@ -477,6 +529,9 @@ func (r *operatorRequest) args() []any {
 	}
 	if r.has(fieldConflict) {
 		out = append(out, "conflict", r.conflict)
+	}
+	if r.has(fieldPod) {
+		out = append(out, "pod", r.pod)
 	}
 	return out
 }

@@ -10,9 +10,11 @@ import (
 
 	. "github.com/onsi/gomega"
 
+	"github.com/contiv-ipam/agent/infra/kvdb"
 	"github.com/contiv-ipam/agent/infra/rest"
 	"github.com/contiv-ipam/agent/infra/rest/resttest"
 	"github.com/contiv-ipam/agent/plugins/ipam"
+	podmodel "github.com/contiv-ipam/agent/plugins/ksr/model/pod"
 )
 
 // operatorPaths are the four operator calls.
@@ -101,7 +103,7 @@ func TestOperatorAllocateAndReleaseByAddress(t *testing.T) {
 
 	status, body = f.post(ipam.OperatorReleasePath, `{"ip": "1.2.128.12"}`, admin())
 	g.Expect(status).To(Equal(http.StatusOK), body)
-	g.Expect(body).To(MatchJSON(`{"ip": "1.2.128.12", "released": true}`))
+	g.Expect(body).To(MatchJSON(`{"ip": "1.2.128.12", "ips": ["1.2.128.12"], "released": true}`))
 	v4, _, _ = f.ipam.Dump()
 	g.Expect(v4).To(BeEmpty())
 	g.Expect(f.log.records("operator call")).To(HaveLen(2))
@@ -205,4 +207,102 @@ func TestOperatorWithAClientCertificate(t *testing.T) {
 	g.Expect(logged[0]).To(HaveKeyWithValue("cert-cn", "netops"))
 	g.Expect(logged[0]).To(HaveKeyWithValue("user", ""))
 	g.Expect(f.ipam.IPv4Allocator().Release(net.ParseIP("1.2.128.11"))).To(Succeed())
+}
+
+// A release by address with a pod releases the allocation only while
+// that pod holds it: an address held by another pod or owner is 409
+// moved, a free one 404 not-allocated, and neither releases anything.
+// The pod does not stand in for force.
+func TestOperatorReleaseOfAPodsAddress(t *testing.T) {
+	g := NewWithT(t)
+	f := newRESTFixture(t, restOpts{rest: []rest.Option{basicAuthConf()}})
+	web, db := podmodel.ID{Name: "web", Namespace: "default"}, podmodel.ID{Name: "db", Namespace: "default"}
+	webIP, dbIP := mustAdd(g, f.ipam, web, att("c1", "eth0")), mustAdd(g, f.ipam, db, att("c2", "eth0"))
+	status, reply := f.post(ipam.OperatorAllocatePath, `{"ip": "1.2.128.12", "owner": "appliance"}`, admin())
+	g.Expect(status).To(Equal(http.StatusOK), reply)
+	held, _, _ := f.ipam.Dump()
+	g.Expect(held).To(HaveLen(3))
+	free := "1.2.128.13"
+	g.Expect(held).NotTo(HaveKey(free))
+
+	for _, tc := range []struct {
+		name, query, body string
+		status            int
+		want              string
+	}{
+		{"held by another pod", "?force=true", `{"ip": "` + dbIP + `", "pod": "default/web"}`, http.StatusConflict,
+			`{"error": "releasing ` + dbIP + ` of pod default/web: held by another pod or owner: attachment net/c2/eth0 of pod default/db holds it", "reason": "moved"}`},
+		{"held by an owner", "?force=true", `{"ip": "1.2.128.12", "pod": "default/web"}`, http.StatusConflict,
+			`{"error": "releasing 1.2.128.12 of pod default/web: held by another pod or owner: owner \"appliance\" allocation 1 holds it", "reason": "moved"}`},
+		{"free", "?force=true", `{"ip": "` + free + `", "pod": "default/web"}`, http.StatusNotFound,
+			`{"error": "releasing ` + free + ` of pod default/web: not allocated", "reason": "not-allocated"}`},
+		{"the pod's, not forced", "", `{"ip": "` + webIP + `", "pod": "default/web"}`, http.StatusConflict,
+			`{"error": "releasing ` + webIP + ` of pod default/web: held by a CNI attachment attachment net/c1/eth0: its runtime's CNI DEL or GC releases it; force releases it anyway", "reason": "live-attachment"}`},
+	} {
+		status, reply := f.post(ipam.OperatorReleasePath+tc.query, tc.body, admin())
+		g.Expect(status).To(Equal(tc.status), tc.name+": "+reply)
+		g.Expect(reply).To(MatchJSON(tc.want), tc.name)
+		now, _, _ := f.ipam.Dump()
+		g.Expect(now).To(Equal(held), tc.name+": nothing released")
+	}
+
+	status, reply = f.post(ipam.OperatorReleasePath+"?force=true", `{"ip": "`+webIP+`", "pod": "default/web"}`, admin())
+	g.Expect(status).To(Equal(http.StatusOK), reply)
+	g.Expect(reply).To(MatchJSON(`{"ip": "` + webIP + `", "pod": "default/web", "ips": ["` + webIP + `"], "released": true}`))
+	g.Expect(f.ipam.GetPodIP(web)).To(BeNil())
+	g.Expect(f.ipam.GetPodIP(db)).NotTo(BeNil(), "only the pod named")
+	logged := f.log.records("operator call")
+	g.Expect(logged).To(HaveLen(2), "the allocate and the release")
+	g.Expect(logged[1]).To(HaveKeyWithValue("pod", "default/web"))
+
+	status, reply = f.post(ipam.OperatorReleasePath+"?force=true", `{"ip": "`+webIP+`", "pod": "default/web"}`, admin())
+	g.Expect(status).To(Equal(http.StatusNotFound), "released once: "+reply)
+}
+
+// On a dual-stack node a pod's allocation holds one address of each
+// family: the release of either names both.
+func TestOperatorReleaseOfAPodsAddressNamesEveryAddressReleased(t *testing.T) {
+	g := NewWithT(t)
+	f := newRESTFixture(t, restOpts{yaml: dualStackConfig, rest: []rest.Option{basicAuthConf()}})
+	web := podmodel.ID{Name: "web", Namespace: "default"}
+	_, err := addPod(f.ipam, web, att("c1", "eth0"))
+	g.Expect(err).NotTo(HaveOccurred())
+	v4, v6, _ := f.ipam.Dump()
+	g.Expect(v4).To(HaveLen(1))
+	g.Expect(v6).To(HaveLen(1))
+	var ip4, ip6 string
+	for a := range v4 {
+		ip4 = a
+	}
+	for a := range v6 {
+		ip6 = a
+	}
+	status, reply := f.post(ipam.OperatorReleasePath+"?force=true", `{"ip": "`+ip6+`", "pod": "default/web"}`, admin())
+	g.Expect(status).To(Equal(http.StatusOK), reply)
+	g.Expect(reply).To(MatchJSON(`{"ip": "` + ip6 + `", "pod": "default/web", "ips": ["` + ip4 + `", "` + ip6 + `"], "released": true}`))
+	v4, v6, _ = f.ipam.Dump()
+	g.Expect(v4).To(BeEmpty())
+	g.Expect(v6).To(BeEmpty())
+}
+
+// A release by address answers once the release is durable: a delete the
+// store refuses is 500 and the address stays held.
+func TestOperatorReleaseThatTheStoreRefusesFails(t *testing.T) {
+	g := NewWithT(t)
+	fdb, _ := boltFaults(t)
+	f := newRESTFixture(t, restOpts{db: fdb, rest: []rest.Option{basicAuthConf()}})
+	web := podmodel.ID{Name: "web", Namespace: "default"}
+	webIP := mustAdd(g, f.ipam, web, att("c1", "eth0"))
+
+	fdb.setDecide(func([]kvdb.Op) fault { return failBefore })
+	status, reply := f.post(ipam.OperatorReleasePath+"?force=true", `{"ip": "`+webIP+`", "pod": "default/web"}`, admin())
+	g.Expect(status).To(Equal(http.StatusInternalServerError), reply)
+	g.Expect(reply).To(ContainSubstring(`"reason": "internal"`))
+	g.Expect(reply).To(ContainSubstring("releasing " + webIP + " of attachment net/c1/eth0: its record could not be deleted, it stays held"))
+	g.Expect(f.ipam.GetPodIP(web)).NotTo(BeNil())
+
+	fdb.setDecide(nil)
+	status, reply = f.post(ipam.OperatorReleasePath+"?force=true", `{"ip": "`+webIP+`", "pod": "default/web"}`, admin())
+	g.Expect(status).To(Equal(http.StatusOK), reply)
+	g.Expect(f.ipam.GetPodIP(web)).To(BeNil())
 }

@@ -55,6 +55,9 @@ var (
 	// CNI attachment of a pod that may be running (its runtime's DEL or
 	// GC releases it); only a forced release does.
 	ErrLiveAttachment = errors.New("held by a CNI attachment")
+	// ErrMoved: a release by address for a named pod found the address
+	// held by another pod or owner (it moved since the caller looked).
+	ErrMoved = errors.New("held by another pod or owner")
 	// ErrTimerExists: the allocation has an expiration timer already.
 	ErrTimerExists = errors.New("an expiration timer is registered already")
 	// ErrExternalIPAM: an external IPAM hands out this node's pod
@@ -220,15 +223,6 @@ func (t *table) results(as Addrs, expiration string) []*AllocationResult {
 	return out
 }
 
-// releaseKeys adds the deletes of keys to b; the error of the first that
-// is not durable is returned through the callbacks (see exec).
-func (k *Keeper) releaseKeys(b *batch, keys []allocKey, what string) error {
-	for _, key := range keys {
-		k.addRelease(b, key, k.releaseDone(key, what, nil))
-	}
-	return nil
-}
-
 // ownerKeys lists the allocations of an owner name: its owner-keyed ones,
 // and those of the pod it names.
 func (t *table) ownerKeys(owner string) []allocKey {
@@ -275,20 +269,60 @@ func (k *Keeper) AllocateOwner(oa OwnerAlloc) ([]*AllocationResult, error) {
 }
 
 // ReleaseAddr releases the allocation that holds a, with every address
-// of it. An address nobody holds is ErrNotAllocated. It returns once the
-// release is durable.
-func (k *Keeper) ReleaseAddr(a netip.Addr, force bool) error {
-	return k.exec(func(t *table, b *batch) error {
-		key, held := t.owner(a)
-		if !held || key.excluded() {
-			return fmt.Errorf("releasing %s: %w", a, ErrNotAllocated)
+// of it, and returns those addresses once the release is durable. An
+// address nobody holds is ErrNotAllocated. With a holder, only that pod's
+// allocation is released: an address another pod or owner holds is
+// ErrMoved, checked here, on the keeper's goroutine, in the step that
+// releases. Unless force, a CNI attachment's allocation is
+// ErrLiveAttachment. Refused, nothing is released.
+func (k *Keeper) ReleaseAddr(a netip.Addr, force bool, holder *podmodel.ID) (Addrs, error) {
+	var released Addrs
+	var werr error
+	err := k.exec(func(t *table, b *batch) error {
+		key, err := t.releasable(a, force, holder)
+		if err != nil {
+			return err
 		}
-		if !force && key.attachment() {
-			return fmt.Errorf("releasing %s: %w %s: its runtime's CNI DEL or GC releases it; force releases it anyway",
-				a, ErrLiveAttachment, key)
-		}
-		return k.releaseKeys(b, []allocKey{key}, "released by IP "+a.String())
+		as, _ := t.lookupAll(key)
+		done := k.releaseDone(key, "released by IP "+a.String(), nil)
+		k.addRelease(b, key, func(o outcome, err error) {
+			done(o, err)
+			switch o {
+			case durable:
+				released = as
+			case failed:
+				werr = fmt.Errorf("releasing %s of %s: its record could not be deleted, it stays held: %w", a, key, err)
+			default:
+				werr = fmt.Errorf("releasing %s of %s: %w: %w", a, key, ErrUnknownOutcome, err)
+			}
+		})
+		return nil
 	})
+	return released, errors.Join(err, werr)
+}
+
+// releasable is the allocation that a release of a may release (see
+// ReleaseAddr).
+func (t *table) releasable(a netip.Addr, force bool, holder *podmodel.ID) (allocKey, error) {
+	key, held := t.owner(a)
+	what := a.String()
+	if holder != nil {
+		what += " of pod " + holder.String()
+	}
+	switch {
+	case !held || key.excluded():
+		return key, fmt.Errorf("releasing %s: %w", what, ErrNotAllocated)
+	case holder != nil && t.podOf(key) != *holder:
+		by := key.String()
+		if key.attachment() {
+			by = describe(key, t.podOf(key))
+		}
+		return key, fmt.Errorf("releasing %s: %w: %s holds it", what, ErrMoved, by)
+	case !force && key.attachment():
+		return key, fmt.Errorf("releasing %s: %w %s: its runtime's CNI DEL or GC releases it; force releases it anyway",
+			what, ErrLiveAttachment, key)
+	}
+	return key, nil
 }
 
 // ReleaseOwner releases every allocation of an owner name, and when the
