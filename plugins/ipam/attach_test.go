@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"math"
+	"net"
 	"net/netip"
 	"path/filepath"
 	"testing"
@@ -270,14 +271,19 @@ func TestGCReleasesTheAttachmentsThatAreNotValid(t *testing.T) {
 // Kubernetes deleting a pod releases every allocation of the pod.
 func TestAPodDeletedFromKubernetesReleasesAllItsAllocations(t *testing.T) {
 	g := NewWithT(t)
-	f := mustFixture(t, fixtureOpts{}, nil)
+	clk := newFakeClock()
+	f := mustFixture(t, fixtureOpts{clock: clk, grace: time.Minute},
+		kubePods(&podmodel.Pod{Name: pod2.Name, Namespace: pod2.Namespace}))
 	mustAdd(g, f.ipam, pod1, att("c1", "eth0"))
 	mustAdd(g, f.ipam, pod1, att("c1", "eth1"))
 	kept := mustAdd(g, f.ipam, pod2, att("c2", "eth0"))
+	f.beat(t)
 	pod := &podmodel.Pod{Name: pod1.Name, Namespace: pod1.Namespace}
 	_, err := f.ipam.Update(&api.KubeStateChange{Resource: "pod", Key: podmodel.Key(pod.Name, pod.Namespace), PrevValue: pod}, nil)
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(f.ipam.GetPodIP(pod1)).To(BeNil())
+	g.Expect(f.ipam.GetPodIP(pod1)).NotTo(BeNil(), "a delete is one look: nothing is released yet")
+	clk.Advance(time.Minute)
+	g.Eventually(func() *net.IPNet { return f.ipam.GetPodIP(pod1) }).WithTimeout(10 * time.Second).Should(BeNil())
 	g.Expect(attIP(g, f.ipam, att("c1", "eth1"))).To(BeEmpty())
 	g.Expect(f.ipam.GetPodIP(pod2).IP.String()).To(Equal(kept))
 }
@@ -292,9 +298,11 @@ func TestPlainContainersAreNeverReconciledWithKubernetes(t *testing.T) {
 	mustAdd(g, f.ipam, ctr, att("c7", "eth0"))
 	mustAdd(g, f.ipam, pod1, att("c1", "eth0"))
 	mustAdd(g, f.ipam, pod1, att("c1", "eth1"))
-	clk.Advance(2 * time.Minute)
+	f.beat(t)
 	ks := kubePods(bystander)
 	g.Expect(f.ipam.Resync(&api.DBResync{KubeState: ks}, ks, 2, nil)).To(Succeed())
+	clk.Advance(2 * time.Minute)
+	g.Expect(f.ipam.Resync(&api.DBResync{KubeState: ks}, ks, 3, nil)).To(Succeed())
 	g.Expect(f.ipam.GetPodIP(pod1)).To(BeNil(), "absent past the grace period: every allocation released")
 	g.Expect(attIP(g, f.ipam, att("c7", "eth0"))).NotTo(BeEmpty(), "a plain container is never absent")
 }

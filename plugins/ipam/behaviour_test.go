@@ -4,11 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 	"github.com/prometheus/client_golang/prometheus"
@@ -283,7 +285,8 @@ func TestNodeUpdatesAreIgnoredWithoutExternalIPAM(t *testing.T) {
 
 func TestPodDeletedFromKubernetesGivesItsAddressBack(t *testing.T) {
 	g := NewWithT(t)
-	f := mustFixture(t, fixtureOpts{}, nil)
+	clk := newFakeClock()
+	f := mustFixture(t, fixtureOpts{clock: clk, grace: time.Minute}, kubePods(bystander))
 	ip, err := f.ipam.AllocatePodIP(pod1, "", "")
 	g.Expect(err).NotTo(HaveOccurred())
 	pod := &podmodel.Pod{Name: pod1.Name, Namespace: pod1.Namespace, IpAddress: ip.String()}
@@ -292,12 +295,16 @@ func TestPodDeletedFromKubernetesGivesItsAddressBack(t *testing.T) {
 	_, err = f.ipam.Update(put, nil)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(f.ipam.GetPodIP(pod1)).NotTo(BeNil())
+	f.beat(t)
 
 	del := &api.KubeStateChange{Resource: "pod", Key: put.Key, PrevValue: pod}
 	change, err := f.ipam.Update(del, nil)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(change).To(ContainSubstring("default/pod1"))
-	g.Expect(f.ipam.GetPodIP(pod1)).To(BeNil())
+	g.Expect(f.ipam.GetPodIP(pod1)).NotTo(BeNil(), "the delete is the first look")
+	clk.Advance(time.Minute)
+	g.Eventually(func() *net.IPNet { return f.ipam.GetPodIP(pod1) }).WithTimeout(10*time.Second).Should(BeNil(),
+		"still missing a grace period later")
 	g.Expect(f.ipam.HandlesEvent(&api.KubeStateChange{Resource: "node"})).To(BeFalse())
 }
 

@@ -34,7 +34,14 @@ func TestReleaseCandidatesAreVisibleBeforeAnythingIsFreed(t *testing.T) {
 	ks = kubePods(bystander)
 	g.Expect(f.ipam.Resync(&api.DBResync{KubeState: ks}, ks, 3, nil)).To(Succeed())
 	got := candidates(g, f)
+	g.Expect(got.Running).To(BeFalse())
+	g.Expect(got.Blocked).To(ContainSubstring("no contiv-ksr mirror marker"))
+	g.Expect(got.Candidates).To(BeEmpty(), "without a mirror marker, absence is no evidence")
+	f.beat(t)
+	g.Expect(f.ipam.Resync(&api.DBResync{KubeState: ks}, ks, 3, nil)).To(Succeed())
+	got = candidates(g, f)
 	g.Expect(got.Running).To(BeTrue())
+	g.Expect(got.Blocked).To(BeEmpty())
 	g.Expect(got.GracePeriod).To(Equal("10m0s"))
 	g.Expect(got.Candidates).To(Equal([]ipam.ReleaseCandidate{{Pod: pod1.String(), IPs: []string{ip.String()},
 		MissingSince: clk.Now().UTC().Format(time.RFC3339), ReleaseAt: clk.Now().Add(10 * time.Minute).UTC().Format(time.RFC3339)}}))
@@ -56,6 +63,7 @@ func TestReleaseCandidatesGauge(t *testing.T) {
 		g.Expect(err).NotTo(HaveOccurred())
 	}
 	clk.Advance(time.Hour)
+	f.beat(t)
 	ks := kubePods(bystander)
 	g.Expect(f.ipam.Resync(&api.DBResync{KubeState: ks}, ks, 2, nil)).To(Succeed())
 	g.Expect(gauge()).To(Equal(2.0))

@@ -24,6 +24,7 @@ import (
 	"github.com/contiv-ipam/agent/infra/kvdb/etcd/etcdtest"
 	"github.com/contiv-ipam/agent/plugins/ipam"
 	"github.com/contiv-ipam/agent/plugins/ksr/model/codec"
+	"github.com/contiv-ipam/agent/plugins/ksr/model/mirror"
 	podmodel "github.com/contiv-ipam/agent/plugins/ksr/model/pod"
 )
 
@@ -169,6 +170,8 @@ func TestChaos(t *testing.T) {
 	for n := range chaosPods {
 		c.putPod(chaosPod(n).Name, "")
 	}
+	stopBeats := c.heartbeat()
+	defer stopBeats()
 	c.startChild()
 	for end := time.Now().Add(duration); time.Now().Before(end); {
 		c.step()
@@ -182,6 +185,37 @@ func TestChaos(t *testing.T) {
 	c.verify(g, allocs)
 	c.scanLogs(g)
 	t.Logf("%d children, %d addresses held at the end, %d Kubernetes pods written", c.children, len(allocs.Pods), c.next)
+}
+
+// chaosBeat is the period of the test's contiv-ksr mirror marker.
+const chaosBeat = 200 * time.Millisecond
+
+// heartbeat writes contiv-ksr's mirror marker every chaosBeat, as its
+// leader does (without it, nothing is released by absence), and now and
+// then a value that is not a marker; it returns a function that stops it.
+func (c *chaosRun) heartbeat() (stop func()) {
+	done, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		hb := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+		for n := 0; ; n++ {
+			hb = hb.Add(chaosBeat)
+			c.mu.Lock()
+			pods := len(c.kube) + chaosPods
+			c.mu.Unlock()
+			value := mirror.Marker{Leader: "chaos", ResourceVersion: "1", Pods: pods, Heartbeat: hb, Interval: chaosBeat.String()}.Encode()
+			if n%10 == 9 {
+				value = []byte(`{"heartbeat":"not a time"}`)
+			}
+			c.put(mirror.Key, value)
+			select {
+			case <-done:
+				return
+			case <-time.After(chaosBeat):
+			}
+		}
+	}()
+	return func() { close(done); <-stopped }
 }
 
 // step does one random thing to the system.

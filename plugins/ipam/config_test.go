@@ -83,6 +83,7 @@ func TestIPAMConfGracePeriodTakesEffect(t *testing.T) {
 	g.Expect(p.Resync(&api.DBResync{KubeState: ks}, ks, 1, nil)).To(Succeed())
 	_, err = p.AllocatePodIP(pod1, "", "")
 	g.Expect(err).NotTo(HaveOccurred())
+	(&beater{p: p}).beat(t)
 	g.Eventually(func() bool { return p.GetPodIP(pod1) == nil }).WithTimeout(10*time.Second).Should(BeTrue(),
 		"with no grace period, a pod Kubernetes does not have loses its address at once")
 }

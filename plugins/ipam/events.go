@@ -15,6 +15,7 @@ import (
 	"github.com/contiv-ipam/agent/plugins/controller/api"
 	"github.com/contiv-ipam/agent/plugins/ipam/addressing"
 	"github.com/contiv-ipam/agent/plugins/ipam/keeper"
+	"github.com/contiv-ipam/agent/plugins/ksr/model/mirror"
 	"github.com/contiv-ipam/agent/plugins/ksr/model/node"
 	podmodel "github.com/contiv-ipam/agent/plugins/ksr/model/pod"
 	"github.com/contiv-ipam/agent/plugins/ksr/model/poolblock"
@@ -36,7 +37,8 @@ func (p *Plugin) HandlesEvent(ev api.Event) bool {
 	case *nodesync.NodeUpdate:
 		return p.externalIPAM() && e.NodeName == p.ServiceLabel.GetAgentLabel()
 	case *api.KubeStateChange:
-		return e.Resource == podResource || e.Resource == poolblock.GrantKeyword && e.Key == poolblock.GrantKey(p.ServiceLabel.GetAgentLabel())
+		return e.Resource == podResource || e.Resource == mirror.Keyword ||
+			e.Resource == poolblock.GrantKeyword && e.Key == poolblock.GrantKey(p.ServiceLabel.GetAgentLabel())
 	}
 	return false
 }
@@ -315,16 +317,20 @@ func (p *Plugin) nextPodCIDRs(e *nodesync.NodeUpdate) (addressing.PodCIDRs, erro
 	return next, nil
 }
 
-// podChange tells the keeper about a pod of the Kubernetes state: a
-// deleted pod gives its addresses back (once the delete of its record is
-// durable); a pod that is there stops its grace period.
+// podChange tells the keeper about a pod of the Kubernetes state: a pod
+// that is there stops its grace period; a deleted pod is the first look
+// that misses it (its addresses are released a grace period later if a
+// second look still misses it: see keeper/evidence.go).
 func (p *Plugin) podChange(e *api.KubeStateChange) (string, error) {
-	if e.Resource == poolblock.GrantKeyword {
+	switch e.Resource {
+	case poolblock.GrantKeyword:
 		return p.grantChange(e)
+	case mirror.Keyword:
+		return p.mirrorChange(e)
 	}
 	if e.NewValue != nil {
 		if pod, ok := e.NewValue.(*podmodel.Pod); ok {
-			return "", p.keeper.Do(&keeper.Request{Kind: keeper.ReqPodSeen, Pod: podmodel.GetID(pod)}).Err
+			return "", p.keeper.Do(&keeper.Request{Kind: keeper.ReqPodSeen, Pod: podmodel.GetID(pod), UID: pod.GetUid()}).Err
 		}
 		return "", nil
 	}
@@ -333,11 +339,25 @@ func (p *Plugin) podChange(e *api.KubeStateChange) (string, error) {
 		return "", nil
 	}
 	id := podmodel.GetID(pod)
-	rep := p.keeper.Do(&keeper.Request{Kind: keeper.ReqPodGone, Pod: id})
-	if rep.Err != nil || !rep.Held {
-		return "", rep.Err
+	if err := p.keeper.Do(&keeper.Request{Kind: keeper.ReqPodGone, Pod: id, UID: pod.GetUid()}).Err; err != nil {
+		return "", err
 	}
-	return fmt.Sprintf("released the address %s of deleted pod %s", rep.Addr, id), nil
+	return fmt.Sprintf("pod %s deleted: its addresses, if any, are release candidates", id), nil
+}
+
+// mirrorChange hands contiv-ksr's mirror marker to the keeper; a value
+// that is not a marker is reported and changes nothing.
+func (p *Plugin) mirrorChange(e *api.KubeStateChange) (string, error) {
+	v, ok := e.NewValue.(*structpb.Struct)
+	if !ok {
+		return "", nil // deleted: the last marker goes stale
+	}
+	m, err := keeper.MarkerFromStruct(v)
+	if err != nil {
+		p.invalidValue(mirror.Keyword, fmt.Errorf("%s: %w", e.Key, err), p.st.Load())
+		return "", nil
+	}
+	return "", p.keeper.Do(&keeper.Request{Kind: keeper.ReqMirror, Mirror: m}).Err
 }
 
 // grantChange makes the node's pools follow its changed grant.

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/contiv-ipam/agent/infra/config"
 	"github.com/contiv-ipam/agent/infra/health/healthtest"
@@ -20,6 +22,7 @@ import (
 	"github.com/contiv-ipam/agent/plugins/contivconf"
 	"github.com/contiv-ipam/agent/plugins/controller/api"
 	"github.com/contiv-ipam/agent/plugins/ipam"
+	"github.com/contiv-ipam/agent/plugins/ksr/model/mirror"
 	podmodel "github.com/contiv-ipam/agent/plugins/ksr/model/pod"
 	"github.com/contiv-ipam/agent/plugins/nodesync"
 )
@@ -121,6 +124,7 @@ func (l *fakeLoop) pushed() []api.Event {
 
 // fixture is an IPAM plugin with a real ContivConf.
 type fixture struct {
+	beater
 	ipam *ipam.Plugin
 	conf *contivconf.Plugin
 	sync *fakeNodeSync
@@ -199,6 +203,7 @@ func build(t testing.TB, o fixtureOpts) (*fixture, error) {
 		opts = append(opts, ipam.UseConf(c))
 	}
 	f.ipam = ipam.NewPlugin(opts...)
+	f.beater = beater{p: f.ipam, clock: o.clock}
 	if err := f.ipam.Init(); err != nil {
 		return nil, err
 	}
@@ -235,6 +240,59 @@ func mustFixture(t testing.TB, o fixtureOpts, ks api.KubeStateData) *fixture {
 		t.Fatal(err)
 	}
 	return f
+}
+
+// testBeatInterval is the heartbeat of the tests' mirror markers: long
+// enough that no test's clock makes them stale unless it means to.
+const testBeatInterval = "1000h"
+
+// marker is a contiv-ksr mirror marker with heartbeat hb, as the watch
+// carries it.
+func marker(t testing.TB, hb time.Time, pods int) *structpb.Struct {
+	t.Helper()
+	m := mirror.Marker{Leader: "ksr-test", ResourceVersion: "1", Pods: pods, Heartbeat: hb, Interval: testBeatInterval}
+	var s structpb.Struct
+	if err := protojson.Unmarshal(m.Encode(), &s); err != nil {
+		t.Fatal(err)
+	}
+	return &s
+}
+
+// beat delivers a newer contiv-ksr mirror marker through Update, as the
+// watch does: the evidence that lets absent pods be released (see
+// keeper/evidence.go). The first call delivers two (an agent takes the
+// first marker it sees as a baseline, not as a sign of life). With a fake
+// clock, the clock first moves by a millisecond, so that the marker is
+// newer than the allocations made before the call.
+func (b *beater) beat(t testing.TB) {
+	t.Helper()
+	if b.hb.IsZero() {
+		b.hb = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+		b.deliver(t)
+	}
+	if b.clock != nil {
+		b.clock.Advance(time.Millisecond)
+	}
+	b.hb = b.hb.Add(time.Second)
+	b.deliver(t)
+}
+
+// beater delivers contiv-ksr's mirror markers to an IPAM plugin.
+type beater struct {
+	p     *ipam.Plugin
+	clock *fakeClock // nil: the real clock
+	hb    time.Time  // the heartbeat of the last marker (zero: none yet)
+}
+
+func (b *beater) deliver(t testing.TB) {
+	t.Helper()
+	ev := &api.KubeStateChange{Resource: mirror.Keyword, Key: mirror.Key, NewValue: marker(t, b.hb, 0)}
+	if !b.p.HandlesEvent(ev) {
+		t.Fatal("IPAM does not handle the mirror marker")
+	}
+	if _, err := b.p.Update(ev, nil); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func cidr(s string) *net.IPNet {

@@ -27,6 +27,7 @@ import (
 	"github.com/contiv-ipam/agent/plugins/controller"
 	"github.com/contiv-ipam/agent/plugins/ipam"
 	"github.com/contiv-ipam/agent/plugins/ksr/model/codec"
+	"github.com/contiv-ipam/agent/plugins/ksr/model/mirror"
 	"github.com/contiv-ipam/agent/plugins/ksr/model/node"
 	podmodel "github.com/contiv-ipam/agent/plugins/ksr/model/pod"
 	"github.com/contiv-ipam/agent/plugins/nodesync"
@@ -203,8 +204,10 @@ func TestNodeIDFromEtcdDecidesTheAddresses(t *testing.T) {
 	// Another node holds ID 1: this one gets 2.
 	_, err := srv.Client(t).Put(ctx, codec.KSRPrefix+"allocatedIDs/1", `{"id":1,"name":"other"}`)
 	g.Expect(err).NotTo(HaveOccurred())
-	s := startStack(t, srv.Endpoint(), "ipamConfig:\n  nodeInterconnectCIDR: 192.168.16.0/24\n")
+	s := startStackWith(t, stackOpts{endpoint: srv.Endpoint(), yaml: "ipamConfig:\n  nodeInterconnectCIDR: 192.168.16.0/24\n", grace: 200 * time.Millisecond})
 	g.Eventually(s.podSubnet, 10*time.Second).Should(Equal("10.1.2.0/24"))
+	hb := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	putMarker(t, srv, hb, 0)
 	_, body := s.http.Get(ipam.IPAMPath)
 	g.Expect(body).To(ContainSubstring(`"nodeIP": "192.168.16.2"`))
 
@@ -216,9 +219,20 @@ func TestNodeIDFromEtcdDecidesTheAddresses(t *testing.T) {
 	key := codec.KSRPrefix + podmodel.Key(pod.Name, pod.Namespace)
 	_, err = srv.Client(t).Put(ctx, key, string(data))
 	g.Expect(err).NotTo(HaveOccurred())
+	putMarker(t, srv, hb.Add(time.Second), 0) // contiv-ksr's mirror is alive, and newer than the allocation
 	_, err = srv.Client(t).Delete(ctx, key)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Eventually(func() bool { return s.ipam.GetPodIP(pod1) == nil }, 10*time.Second).Should(BeTrue())
+}
+
+// putMarker writes contiv-ksr's mirror marker with heartbeat hb and a
+// count of pods to etcd.
+func putMarker(t *testing.T, srv *etcdtest.Server, hb time.Time, pods int) {
+	t.Helper()
+	m := mirror.Marker{Leader: "ksr-test", ResourceVersion: "1", Pods: pods, Heartbeat: hb, Interval: testBeatInterval}
+	if _, err := srv.Client(t).Put(context.Background(), codec.KSRPrefix+mirror.Key, string(m.Encode())); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // An agent restarted while etcd is down resyncs from the bolt mirror: it
@@ -289,13 +303,16 @@ func TestABurstOf10000DeletesReleasesEveryAddress(t *testing.T) {
 	g := NewWithT(t)
 	srv := etcdtest.Start(t)
 	cli := srv.Client(t)
-	s := startStack(t, srv.Endpoint(), `
+	const grace = 3 * time.Second
+	s := startStackWith(t, stackOpts{endpoint: srv.Endpoint(), grace: grace, yaml: `
 ipamConfig:
   podSubnetCIDR: 10.128.0.0/9
   podSubnetOneNodePrefixLen: 16
   nodeInterconnectCIDR: 192.168.16.0/24
-`)
+`})
 	g.Eventually(s.podSubnet, 10*time.Second).ShouldNot(BeEmpty())
+	hb := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	putMarker(t, srv, hb, 0)
 	ids := make([]podmodel.ID, n)
 	var wg sync.WaitGroup
 	errs := make(chan error, n)
@@ -328,9 +345,22 @@ ipamConfig:
 	}
 	held := func() int { return len(ipam.AllocationsOf(s.ipam).Pods) }
 	g.Expect(held()).To(Equal(n))
+	putMarker(t, srv, hb.Add(time.Second), n) // contiv-ksr's heartbeat after the pods were mirrored
+	cands := func() int {
+		var c ipam.ReleaseCandidates
+		_, body := s.http.Get(ipam.CandidatesPath)
+		g.Expect(json.Unmarshal([]byte(body), &c)).To(Succeed())
+		return len(c.Candidates)
+	}
 	start := time.Now()
 	_, err := cli.Delete(context.Background(), codec.KSRPrefix+podmodel.KeyPrefix, clientv3.WithPrefix())
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Eventually(held, 2*time.Minute, 100*time.Millisecond).Should(BeZero(), "every deleted pod gave its address back")
-	t.Logf("%d deletes released in %s", n, time.Since(start).Round(time.Millisecond))
+	putMarker(t, srv, hb.Add(2*time.Second), 0) // its next heartbeat: the mirror holds no pod now
+	g.Eventually(cands, time.Minute, 50*time.Millisecond).Should(Equal(n), "every deleted pod is a release candidate")
+	visible := time.Since(start)
+	g.Eventually(held, 2*time.Minute, 50*time.Millisecond).Should(BeZero(), "every deleted pod gave its address back")
+	done := time.Since(start)
+	g.Expect(done).To(BeNumerically(">=", grace), "nothing is released before the grace period ends")
+	t.Logf("%d deletes: all release candidates after %s; all released after %s (grace period %s)",
+		n, visible.Round(time.Millisecond), done.Round(time.Millisecond), grace)
 }

@@ -251,6 +251,7 @@ func TestRecordsOfPodsAbsentFromKubernetesAreReleasedAfterTheGracePeriod(t *test
 	clk := newFakeClock()
 	ks := kubePods(&podmodel.Pod{Name: pod1.Name, Namespace: pod1.Namespace, IpAddress: "1.2.128.10"})
 	f := mustFixture(t, fixtureOpts{db: db, clock: clk, grace: 10 * time.Minute}, ks)
+	f.beat(t)
 
 	g.Expect(f.ipam.GetPodIP(gone)).NotTo(BeNil(), "held during the grace period")
 	clk.Advance(9 * time.Minute)
@@ -301,6 +302,7 @@ func TestPodsDeletedDuringAWatchGapAreReleasedWhenSeenMissingTwice(t *testing.T)
 	ks := kubePods(pods...)
 	g.Expect(f.ipam.Resync(&api.DBResync{KubeState: ks}, ks, 2, nil)).To(Succeed())
 	clk.Advance(time.Minute) // the allocations are older than a grace period
+	f.beat(t)
 	ks = kubePods(pods[deleted:]...)
 	g.Expect(f.ipam.Resync(&api.DBResync{KubeState: ks}, ks, 3, nil)).To(Succeed())
 	for _, pod := range pods {
@@ -344,6 +346,7 @@ func TestAnEmptyKubernetesStateReleasesNothing(t *testing.T) {
 	g.Consistently(func() net.IP { return ipOf(f.ipam.GetPodIP(pod1)) }).WithTimeout(100*time.Millisecond).
 		Should(Equal(ip), "an empty state is no evidence")
 
+	f.beat(t)
 	ks = kubePods(bystander)
 	g.Expect(f.ipam.Resync(&api.DBResync{KubeState: ks}, ks, 6, nil)).To(Succeed())
 	g.Expect(ipOf(f.ipam.GetPodIP(pod1))).To(Equal(ip), "the first look at a state with pods starts the grace period")
@@ -368,6 +371,7 @@ func TestARecreatedPodKeepsItsNewAddressAcrossAStaleResync(t *testing.T) {
 	g.Expect(f.ipam.ReleasePodIP(pod1)).To(Succeed()) // CNI DEL of the old instance
 	ip, err := f.ipam.AllocatePodIP(pod1, "", "")     // CNI ADD of the new one
 	g.Expect(err).NotTo(HaveOccurred())
+	f.beat(t)
 
 	ks = kubePods(bystander) // read between the delete and the re-creation
 	g.Expect(f.ipam.Resync(&api.DBResync{KubeState: ks}, ks, 3, nil)).To(Succeed())
@@ -401,6 +405,7 @@ func TestAnAddressAcknowledgedAfterAFailedReleaseOfADeletedPodIsYoung(t *testing
 		}
 		return pass
 	})
+	f.beat(t)
 	ks = kubePods(bystander) // deleted during a watch gap
 	g.Expect(f.ipam.Resync(&api.DBResync{KubeState: ks}, ks, 3, nil)).To(Succeed())
 	g.Expect(ipOf(f.ipam.GetPodIP(pod1))).To(Equal(old), "the release failed: the pod keeps its address")
@@ -409,6 +414,7 @@ func TestAnAddressAcknowledgedAfterAFailedReleaseOfADeletedPodIsYoung(t *testing
 	ip, err := f.ipam.AllocatePodIP(pod1, "", "") // the re-created pod's ADD
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(ip).To(Equal(old))
+	f.beat(t)
 	g.Expect(f.ipam.Resync(&api.DBResync{KubeState: ks}, ks, 4, nil)).To(Succeed())
 	g.Expect(ipOf(f.ipam.GetPodIP(pod1))).To(Equal(ip), "a stale resync does not release an acknowledged young address")
 	clk.Advance(30 * time.Second) // past the sweep's retry delay
@@ -435,6 +441,7 @@ func TestALocalResyncReleasesNothing(t *testing.T) {
 	g.Consistently(func() net.IP { return ipOf(f.ipam.GetPodIP(pod1)) }).
 		WithTimeout(100 * time.Millisecond).ShouldNot(BeNil())
 	g.Expect(f.ipam.GetPodIP(pod2)).NotTo(BeNil(), "a pod the previous state had is not taken for deleted by a local resync")
+	f.beat(t)
 
 	ks = kubePods(&podmodel.Pod{Name: pod2.Name, Namespace: pod2.Namespace, IpAddress: "1.2.128.11"})
 	g.Expect(f.ipam.Resync(&api.DBResync{KubeState: ks}, ks, 3, nil)).To(Succeed())

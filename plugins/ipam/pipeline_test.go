@@ -329,6 +329,7 @@ func TestASweepDueDuringACommitRunsAfterIt(t *testing.T) {
 	})
 	clk := newFakeClock()
 	f := mustFixture(t, fixtureOpts{db: fdb, clock: clk, grace: time.Minute}, kubePods(bystander))
+	f.beat(t)
 	t.Cleanup(func() {
 		select {
 		case gt.open <- pass:

@@ -29,7 +29,7 @@ func (p *Plugin) addPod(ev *podmanager.AddPod) (string, error) {
 		p.metrics.keeper.FailedAllocations().Inc()
 		return "", err
 	}
-	req := &keeper.Request{Kind: keeper.ReqAllocate, Pod: ev.Pod, Key: ev.Key, Data: ev.IPAMData, Ctx: ev.Ctx, MayRefuse: true}
+	req := &keeper.Request{Kind: keeper.ReqAllocate, Pod: ev.Pod, UID: ev.PodUID, Key: ev.Key, Data: ev.IPAMData, Ctx: ev.Ctx, MayRefuse: true}
 	if ev.Confirms && !p.externalIPAM() {
 		req.Timeout = p.cfg.CNIReservationTimeout
 	}

@@ -16,7 +16,11 @@ const CandidatesPath = "/contiv/v1/ipam/release-candidates"
 // false while the grace periods are paused (the Kubernetes state comes
 // from the local mirror, etcd being unreachable).
 type ReleaseCandidates struct {
-	Running     bool               `json:"running"`
+	Running bool `json:"running"`
+	// Blocked says why nothing is released by absence now ("" while
+	// Running): no fresh contiv-ksr mirror marker, a state emptier than
+	// it, or a state that is the local copy.
+	Blocked     string             `json:"blocked,omitempty"`
 	GracePeriod string             `json:"gracePeriod"`
 	Candidates  []ReleaseCandidate `json:"candidates"`
 }
@@ -37,8 +41,8 @@ func (p *Plugin) registerCandidatesHandler() {
 
 func (p *Plugin) candidatesHandler(f *rest.Formatter) http.HandlerFunc {
 	return func(w http.ResponseWriter, _ *http.Request) {
-		cands, live := p.keeper.Candidates()
-		out := ReleaseCandidates{Running: live, GracePeriod: p.cfg.AbsentPodGracePeriod.String(),
+		cands, blocked := p.keeper.Candidates()
+		out := ReleaseCandidates{Running: blocked == "", Blocked: blocked, GracePeriod: p.cfg.AbsentPodGracePeriod.String(),
 			Candidates: make([]ReleaseCandidate, 0, len(cands))}
 		for _, c := range cands {
 			rc := ReleaseCandidate{Pod: c.Pod.String(), IPs: []string{},

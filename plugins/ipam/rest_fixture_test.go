@@ -28,6 +28,7 @@ type restOpts struct {
 
 // restFixture is IPAM served by a real REST plugin on 127.0.0.1:0.
 type restFixture struct {
+	beater
 	t    *testing.T
 	ipam *ipam.Plugin
 	srv  *resttest.Server
@@ -62,6 +63,7 @@ func newRESTFixture(t *testing.T, o restOpts) *restFixture {
 		opts = append(opts, ipam.UseClock(o.clock))
 	}
 	f.ipam = ipam.NewPlugin(opts...)
+	f.beater = beater{p: f.ipam, clock: o.clock}
 	if err := f.ipam.Init(); err != nil {
 		t.Fatal(err)
 	}

@@ -43,11 +43,11 @@ func (t *podTable) addPod(ev *AddPod) error {
 	old := t.pods[ev.Pod]
 	switch {
 	case old == nil:
-		t.pods[ev.Pod] = &LocalPod{
-			ID: ev.Pod, ContainerID: ev.Key.ContainerID, NetworkNamespace: ev.NetworkNamespace,
-			Attachments: []AttachmentKey{ev.Key},
-		}
+		t.pods[ev.Pod] = newLocalPod(ev)
 		t.undo = func() { delete(t.pods, ev.Pod) }
+	case old.ContainerID != ev.Key.ContainerID && reusedName(old.UID, ev.PodUID):
+		t.pods[ev.Pod] = newLocalPod(ev) // another pod of the name: the old one's DEL is its own
+		t.undo = func() { t.pods[ev.Pod] = old }
 	case old.ContainerID != ev.Key.ContainerID:
 		return fmt.Errorf("%w: pod %s is connected with container %q, the call names container %q",
 			errObsoletePod, ev.Pod, old.ContainerID, ev.Key.ContainerID)
@@ -57,6 +57,16 @@ func (t *podTable) addPod(ev *AddPod) error {
 	}
 	return nil
 }
+
+func newLocalPod(ev *AddPod) *LocalPod {
+	return &LocalPod{ID: ev.Pod, UID: ev.PodUID, ContainerID: ev.Key.ContainerID, NetworkNamespace: ev.NetworkNamespace,
+		Attachments: []AttachmentKey{ev.Key}}
+}
+
+// reusedName tells whether two UIDs of one pod name are of two pods (a
+// pod re-created under the name, as a StatefulSet does): both are known
+// and differ.
+func reusedName(old, uid string) bool { return old != "" && uid != "" && old != uid }
 
 // revertAdd undoes the last addPod if it was for ev (loop only).
 func (t *podTable) revertAdd(ev *AddPod) {

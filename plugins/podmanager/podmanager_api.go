@@ -45,7 +45,9 @@ func (k AttachmentKey) String() string {
 
 // LocalPod is a pod connected on this node.
 type LocalPod struct {
-	ID               podmodel.ID
+	ID podmodel.ID
+	// UID is K8S_POD_UID of its ADD ("" when it had none).
+	UID              string
 	ContainerID      string
 	NetworkNamespace string
 	// Attachments are the keys the pod's container was added with.

@@ -63,8 +63,9 @@ func (s *sweepTimer) set(at time.Time) {
 const sweepRetryDelay = 5 * time.Second
 
 // armSweep sets the sweep timer for the end of the earliest grace period
-// (none is due while the Kubernetes state is not live) or the earliest
-// deadline of a reservation, whichever comes first.
+// (none is due while absence is no evidence: see evidence.go), the
+// moment contiv-ksr's marker goes stale, or the earliest deadline of a
+// reservation, whichever comes first.
 func (k *Keeper) armSweep() {
 	var first time.Time
 	if k.tab != nil {
@@ -75,10 +76,14 @@ func (k *Keeper) armSweep() {
 			}
 		}
 	}
-	if k.view.live && !k.view.empty {
-		for _, since := range k.absent {
-			if end := since.Add(k.cfg.AbsentPodGracePeriod); first.IsZero() || end.Before(first) {
-				first = end
+	why := k.evidence()
+	if k.tab != nil {
+		k.reportEvidence(why)
+	}
+	if why == "" && !k.view.empty {
+		for _, w := range append(k.absentEnds(), k.staleAt().Add(time.Millisecond)) {
+			if first.IsZero() || w.Before(first) {
+				first = w
 			}
 		}
 	}
@@ -87,6 +92,15 @@ func (k *Keeper) armSweep() {
 		return
 	}
 	k.sweep.set(first)
+}
+
+// absentEnds are the ends of the grace periods of the absent pods.
+func (k *Keeper) absentEnds() []time.Time {
+	out := make([]time.Time, 0, len(k.absent))
+	for _, since := range k.absent {
+		out = append(out, since.Add(k.cfg.AbsentPodGracePeriod))
+	}
+	return out
 }
 
 // due lists the absent pods whose grace period is over, in a stable order.
@@ -119,16 +133,23 @@ func comparePods(a, b podmodel.ID) int {
 }
 
 // releaseAbsent releases the addresses of the pods whose grace period is
-// over; each release is logged and counted.
+// over and that this second look still misses, while that is evidence
+// (see evidence.go); each release is logged and counted. Only the
+// allocations that are missing go: a pod of the name with another UID
+// keeps its own.
 func (k *Keeper) releaseAbsent() {
-	if !k.view.live || k.view.empty || k.tab == nil {
+	if k.tab == nil || k.view.empty || k.evidence() != "" {
 		return
 	}
 	b := newBatch()
 	for _, id := range k.due() {
-		keys := k.tab.keysOf(id)
+		keys := missingKeys(k.view.pods, k.tab, id)
 		if len(keys) == 0 {
 			delete(k.absent, id)
+			continue
+		}
+		if !k.tab.newest(id).Before(k.mir.changed) {
+			k.absent[id] = k.clock.Now() // allocated since the last marker: a new period
 			continue
 		}
 		if b.full() {

@@ -129,6 +129,9 @@ func CheckAttachment(k podmanager.AttachmentKey) error {
 type recordPod struct {
 	Name      string `json:"name"`
 	Namespace string `json:"namespace"`
+	// UID is K8S_POD_UID of the ADD (absent when it had none, and in
+	// older records).
+	UID string `json:"uid,omitempty"`
 }
 
 // attachmentRecord is the stored value of an attachment-keyed allocation.
@@ -170,13 +173,20 @@ type reservationRecord struct {
 // recordOf is the stored value of allocation k with its reservation
 // (nil: confirmed or none) and the time it was made.
 func (t *table) recordOf(k allocKey, pod podmodel.ID, as Addrs, rv *reservation) []byte {
-	return recordValue(k, pod, as, rv, t.born[k])
+	return recordValue(k, podRef{pod, t.uids[k]}, as, rv, t.born[k])
+}
+
+// podRef is a pod and its UID ("" when unknown).
+type podRef struct {
+	id  podmodel.ID
+	uid string
 }
 
 // recordValue is the stored value of an allocation with its
 // reservation (nil: confirmed or none) and the time it was made (zero:
 // unknown; a pod-keyed record has no room for it).
-func recordValue(k allocKey, pod podmodel.ID, as Addrs, rv *reservation, at time.Time) []byte {
+func recordValue(k allocKey, ref podRef, as Addrs, rv *reservation, at time.Time) []byte {
+	pod := ref.id
 	var rr *reservationRecord
 	if rv != nil {
 		rr = &reservationRecord{ID: rv.id, Deadline: rv.deadline.UTC()}
@@ -192,7 +202,7 @@ func recordValue(k allocKey, pod podmodel.ID, as Addrs, rv *reservation, at time
 	case k.podKeyed():
 		return []byte(as.String())
 	}
-	v := attachmentRecord{IP: ips[0], Pod: recordPod{Name: pod.Name, Namespace: pod.Namespace},
+	v := attachmentRecord{IP: ips[0], Pod: recordPod{Name: pod.Name, Namespace: pod.Namespace, UID: ref.uid},
 		Network: k.att.Network, ContainerID: k.att.ContainerID, IfName: k.att.IfName, Reservation: rr, At: at.UTC()}
 	if len(ips) > 1 {
 		v.IPs = ips
@@ -227,7 +237,7 @@ func parseAttachment(key string, value []byte) (record, error) {
 	if err != nil {
 		return record{}, err
 	}
-	return record{key: attKeyOf(att), pod: pod, ips: ips, resv: parseReservation(v.Reservation), at: v.At}, nil
+	return record{key: attKeyOf(att), pod: pod, uid: v.Pod.UID, ips: ips, resv: parseReservation(v.Reservation), at: v.At}, nil
 }
 
 // parseOwner decodes one owner-keyed record.

@@ -167,7 +167,7 @@ func importWrite(t *table, e checkpoint.Entry) (write, error) {
 	if e.Reservation != nil {
 		rv = &reservation{id: e.Reservation.ID, deadline: e.Reservation.Deadline}
 	}
-	return write{op: kvdb.PutOp(key.storeKey(), recordValue(key, pod, as, rv, e.AllocatedAt)), done: func(outcome, error) {}}, nil
+	return write{op: kvdb.PutOp(key.storeKey(), recordValue(key, podRef{id: pod}, as, rv, e.AllocatedAt)), done: func(outcome, error) {}}, nil
 }
 
 // entryKey is the allocation key of a checkpoint entry and its pod.

@@ -47,6 +47,9 @@ func (k *Keeper) allocate(r *Request, b *batch) {
 	if d.fresh {
 		t.born[key] = k.clock.Now()
 	}
+	if (d.fresh || d.adopted != nil) && r.UID != "" && !key.podKeyed() {
+		t.uids[key] = r.UID
+	}
 	rv := k.reserve(key, r.Timeout, &d)
 	if !d.store {
 		k.acknowledged(pod) // again
@@ -270,36 +273,6 @@ func (j *join) done(a netip.Addr, err error) {
 	}
 	if j.left--; j.left == 0 {
 		j.r.answer(Reply{Addr: j.addr, Held: true, Err: j.err})
-	}
-}
-
-// seen notes a pod of the Kubernetes state: it is not absent.
-func (k *Keeper) seen(id podmodel.ID) {
-	if k.view.pods == nil {
-		k.view.pods = map[podmodel.ID]struct{}{}
-	}
-	k.view.pods[id] = struct{}{}
-	k.view.empty = false
-	delete(k.absent, id)
-}
-
-// gone notes a pod deleted from the Kubernetes state.
-func (k *Keeper) gone(id podmodel.ID) {
-	delete(k.view.pods, id)
-	delete(k.absent, id)
-}
-
-// noteHeld starts the grace period of a held pod that the live
-// Kubernetes state does not have. Plain containers are never absent.
-func (k *Keeper) noteHeld(id podmodel.ID) {
-	if !k.view.live || k.view.empty || neverAbsent(id) {
-		return
-	}
-	if _, ok := k.view.pods[id]; ok {
-		return
-	}
-	if _, ok := k.absent[id]; !ok {
-		k.absent[id] = k.clock.Now()
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/contiv-ipam/agent/infra/kvdb"
+	"github.com/contiv-ipam/agent/plugins/ksr/model/mirror"
 	podmodel "github.com/contiv-ipam/agent/plugins/ksr/model/pod"
 	"github.com/contiv-ipam/agent/plugins/podmanager"
 )
@@ -59,6 +60,8 @@ type Keeper struct {
 	last *ResyncInput
 	// el is the state of the elastic pools (elastic.go).
 	el elastic
+	// mir is what contiv-ksr's mirror marker says (evidence.go).
+	mir mirrorView
 }
 
 // kubeView is what the keeper knows of the Kubernetes pods.
@@ -66,7 +69,9 @@ type kubeView struct {
 	// live: the state came from etcd (a remote DB resync and the watch
 	// after it), not from the local mirror.
 	live bool
-	pods map[podmodel.ID]struct{}
+	// pods are the pods of the state, each with its UID ("" when the
+	// state has none).
+	pods map[podmodel.ID]string
 	// empty: the last resync's state held no pod at all, which is no
 	// evidence that a pod is gone; no grace period runs until a pod is
 	// seen (a resync with pods, or a pod event).
@@ -85,6 +90,7 @@ const (
 	reqRead
 	reqInspect // read the table at once, not waiting for the writes in flight
 	ReqConfirm // confirm the reservation of an attachment
+	ReqMirror  // contiv-ksr's mirror marker (Request.Mirror)
 )
 
 // barrier tells whether a request of this kind runs alone: once nothing
@@ -100,7 +106,15 @@ func (kind ReqKind) barrier() bool {
 // writes nor reads the pod's address need not (a pod seen in Kubernetes
 // only stops its grace period); it still keeps its order behind the
 // deferred requests of its pod.
-func (kind ReqKind) waitsForWrites() bool { return kind != ReqPodSeen }
+func (kind ReqKind) waitsForWrites() bool {
+	return kind != ReqPodSeen && kind != ReqPodGone && kind != ReqMirror
+}
+
+// notes tells whether a request of this kind only tells the keeper what
+// the Kubernetes state holds: it writes nothing.
+func (kind ReqKind) notes() bool {
+	return kind == ReqPodSeen || kind == ReqPodGone || kind == ReqMirror
+}
 
 // Request is one call to the keeper. dec and reply are buffered so that
 // run never blocks on a caller; submit makes them.
@@ -132,6 +146,12 @@ type Request struct {
 	// Key is the attachment of an allocation or a release (AddPod,
 	// DeletePod); zero for the pod-ID API and Kubernetes pod events.
 	Key podmanager.AttachmentKey
+	// UID is the pod's UID: of an allocation (K8S_POD_UID of the ADD)
+	// or of a pod of the Kubernetes state (ReqPodSeen, ReqPodGone); ""
+	// when unknown.
+	UID string
+	// Mirror is the marker of a ReqMirror (nil: the marker was deleted).
+	Mirror *mirror.Marker
 }
 
 // lane is what orders the requests of one pod: a request waits for the
@@ -321,9 +341,6 @@ func (k *Keeper) runNow(r *Request) {
 // adds its write to b; the caller is answered once the write's outcome is
 // known (or at once when nothing needs to be written).
 func (k *Keeper) decide(r *Request, b *batch) {
-	if r.Kind == ReqPodGone {
-		k.gone(r.Pod)
-	}
 	switch {
 	case k.tab == nil && (r.Kind == ReqAllocate || r.Kind == ReqConfirm):
 		r.answer(Reply{Err: ErrNotReady})

@@ -13,6 +13,8 @@ type Metrics struct {
 	refused       *prometheus.CounterVec
 	movedAside    prometheus.Counter
 	reclaimed     *prometheus.CounterVec
+	// evidence is 1 while pods missing from Kubernetes may be released.
+	evidence prometheus.Gauge
 }
 
 var _ prometheus.Collector = (*Metrics)(nil)
@@ -40,6 +42,10 @@ func NewMetrics() *Metrics {
 			Name: "contiv_ipam_pod_ips_reclaimed_total",
 			Help: "Addresses released without a CNI DEL: reason=absent, the pod was missing from Kubernetes when seen twice a grace period apart; reason=expired, its reservation ended unconfirmed.",
 		}, []string{"reason"}),
+		evidence: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "contiv_ipam_absent_pod_releases_enabled",
+			Help: "1 while addresses of pods missing from Kubernetes may be released after their grace period (contiv-ksr's mirror marker is fresh and the state is etcd's), 0 while not: why is logged and shown by GET /contiv/v1/ipam/release-candidates.",
+		}),
 	}
 }
 
@@ -50,6 +56,7 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	m.refused.Describe(ch)
 	m.movedAside.Describe(ch)
 	m.reclaimed.Describe(ch)
+	m.evidence.Describe(ch)
 }
 
 // Collect implements prometheus.Collector.
@@ -59,6 +66,7 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	m.refused.Collect(ch)
 	m.movedAside.Collect(ch)
 	m.reclaimed.Collect(ch)
+	m.evidence.Collect(ch)
 }
 
 // FailedAllocations counts the allocations that failed (the plugin

@@ -169,8 +169,8 @@ func (k *Keeper) busy(r *Request) bool {
 // decideNow decides r; the writes it decides go to the store as one
 // transaction, and its lane is busy until the outcome is back.
 func (k *Keeper) decideNow(r *Request) {
-	if r.Kind == ReqPodSeen {
-		k.seen(r.Pod)
+	if r.Kind.notes() {
+		k.note(r)
 		r.answer(Reply{})
 		return
 	}

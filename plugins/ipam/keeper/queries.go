@@ -186,19 +186,21 @@ type Candidate struct {
 	ReleaseAt    time.Time
 }
 
-// Candidates lists the release candidates, soonest first, and whether
-// their grace periods run (live: the Kubernetes state comes from etcd),
-// without waiting for the writes in flight. Before the first resync there
-// are none.
-func (k *Keeper) Candidates() (cands []Candidate, live bool) {
+// Candidates lists the release candidates, soonest first, and why they
+// are not released when their grace periods end (blocked; "": they are
+// released then if still missing), without waiting for the writes in
+// flight. Before the first resync there are none.
+func (k *Keeper) Candidates() (cands []Candidate, blocked string) {
+	blocked = "IPAM has not started"
 	k.Do(&Request{Kind: reqInspect, read: func(t *table) {
-		live = k.view.live
+		blocked = k.evidence()
 		for id, since := range k.absent {
-			if len(t.keysOf(id)) == 0 {
-				continue // released meanwhile (its DEL); the sweep forgets it
+			keys := missingKeys(k.view.pods, t, id)
+			if len(keys) == 0 {
+				continue // released meanwhile (its DEL), or seen again; the sweep forgets it
 			}
 			c := Candidate{Pod: id, MissingSince: since, ReleaseAt: since.Add(k.cfg.AbsentPodGracePeriod)}
-			for _, key := range t.keysOf(id) {
+			for _, key := range keys {
 				if as, ok := t.lookupAll(key); ok {
 					c.Addrs = append(c.Addrs, as.List()...)
 				}
@@ -209,5 +211,5 @@ func (k *Keeper) Candidates() (cands []Candidate, live bool) {
 	slices.SortFunc(cands, func(a, b Candidate) int {
 		return cmp.Or(a.ReleaseAt.Compare(b.ReleaseAt), comparePods(a.Pod, b.Pod))
 	})
-	return cands, live
+	return cands, blocked
 }

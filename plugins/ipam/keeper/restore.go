@@ -58,6 +58,7 @@ type record struct {
 	key  allocKey
 	raw  []byte // the stored value
 	pod  podmodel.ID
+	uid  string       // the pod's UID, "" when unknown
 	ips  []netip.Addr // as stored: one or two, of different families
 	addr Addrs        // ips by slot (set by slotted)
 	resv *reservation
@@ -87,6 +88,7 @@ func (r *record) slotted(t *table) bool {
 // kubePod is a pod of the Kubernetes state.
 type kubePod struct {
 	id   podmodel.ID
+	uid  string
 	addr Addrs // by slot; none valid when the pod has no (readable) address
 }
 
@@ -98,7 +100,7 @@ type plan struct {
 	learned   map[podmodel.ID]Addrs     // records to (re)write from Kubernetes
 	reclaim   map[podmodel.ID]string    // pods to release now (every allocation), with the reason
 	absent    map[podmodel.ID]time.Time // held pods in their grace period
-	inKube    map[podmodel.ID]struct{}  // the pods of the new state
+	inKube    map[podmodel.ID]string    // the pods of the new state, with their UIDs
 }
 
 // resync rebuilds the table from the store and the Kubernetes state. It
@@ -124,12 +126,15 @@ func (k *Keeper) resync(in *ResyncInput) error {
 		live = *in.Live
 	}
 	p := &plan{t: t, learned: map[podmodel.ID]Addrs{}, reclaim: map[podmodel.ID]string{},
-		absent: map[podmodel.ID]time.Time{}, inKube: map[podmodel.ID]struct{}{}}
+		absent: map[podmodel.ID]time.Time{}, inKube: map[podmodel.ID]string{}}
 	kube := k.kubePods(in, t)
 	k.claimRecords(p, recs, kube)
 	k.claimKube(p, kube)
 	k.applyExclusions(t, in)
 	k.restoreCooling(p, cooling)
+	if m, ok := markerOf(in.KubeState); ok && live {
+		k.noteMirror(&m)
+	}
 	if live {
 		k.planAbsent(p, len(in.KubeState[podmodel.Keyword]))
 	}
@@ -180,7 +185,7 @@ func (k *Keeper) kubePods(in *ResyncInput, t *table) []kubePod {
 		if !ok {
 			continue
 		}
-		kp := kubePod{id: podmodel.GetID(pod)}
+		kp := kubePod{id: podmodel.GetID(pod), uid: pod.GetUid()}
 		if CheckPodID(kp.id) != nil || podmodel.Key(kp.id.Name, kp.id.Namespace) != key {
 			k.log.Warn("skipping a pod of the Kubernetes state whose key and value disagree", "key", key, "pod", kp.id.String())
 			continue
@@ -279,6 +284,9 @@ func (k *Keeper) claimRecords(p *plan, recs []record, kube []kubePod) {
 		if !r.at.IsZero() {
 			p.t.born[r.key] = r.at
 		}
+		if r.uid != "" {
+			p.t.uids[r.key] = r.uid
+		}
 	}
 }
 
@@ -349,7 +357,7 @@ func (t *table) ownerOfAny(as Addrs) (allocKey, bool) {
 func (k *Keeper) claimKube(p *plan, kube []kubePod) {
 	var differ int
 	for _, kp := range kube {
-		p.inKube[kp.id] = struct{}{}
+		p.inKube[kp.id] = kp.uid
 		if !kp.addr.First().IsValid() || kp.id.Namespace == podmanager.ContainerNamespace {
 			continue
 		}
@@ -376,14 +384,16 @@ func (k *Keeper) claimKube(p *plan, kube []kubePod) {
 }
 
 // planAbsent decides, with a live Kubernetes state, about every held pod
-// that state lacks: its grace period starts (or goes on) and it is
-// released once the period is over and the pod is still missing, so its
-// absence is seen twice, a grace period apart. A pod the previous state
-// had is no exception: its delete may have been lost in a watch gap, but
-// an emptied or replaced store looks the same, and one look is no
-// evidence. A state without any pod at all is no evidence either (an etcd
-// restarted empty, a wrong endpoint): no period runs and nothing is
-// released by absence until a resync sees pods again.
+// that state misses (no pod of its name, or one of another UID): its
+// grace period starts (or goes on) and it is released once the period is
+// over and the pod is still missing, so its absence is seen twice, a
+// grace period apart. A pod the previous state had is no exception: its
+// delete may have been lost in a watch gap, but an emptied or replaced
+// store looks the same, and one look is no evidence. Neither is a look
+// while contiv-ksr's mirror marker is missing or stale, or older than
+// the pod's allocation (see evidence.go): no period starts and nothing is
+// released then. A state without any pod at all is no evidence either (an
+// etcd restarted empty, a wrong endpoint).
 func (k *Keeper) planAbsent(p *plan, podsInState int) {
 	now := k.clock.Now()
 	for id, at := range k.young {
@@ -391,22 +401,25 @@ func (k *Keeper) planAbsent(p *plan, podsInState int) {
 			delete(k.young, id)
 		}
 	}
-	empty := podsInState == 0
+	why := k.evidenceOf(true, len(p.inKube))
 	paused := 0
 	for id := range p.t.byPod {
-		if _, ok := p.inKube[id]; ok || neverAbsent(id) {
+		if neverAbsent(id) || len(missingKeys(p.inKube, p.t, id)) == 0 {
 			continue
 		}
-		if empty {
+		after := p.t.newest(id).Before(k.mir.changed)
+		since, ok := k.absent[id]
+		switch {
+		case podsInState == 0:
 			paused++ // untracked: no sweep releases it; the next resync looks again
 			continue
-		}
-		since, ok := k.absent[id]
-		if !ok || !k.view.live {
+		case (!ok || !k.view.live) && (why != "" || !after):
+			continue // no evidence now: no period starts
+		case !ok || !k.view.live:
 			since = now
 		}
 		p.absent[id] = since
-		if now.Sub(since) >= k.cfg.AbsentPodGracePeriod {
+		if why == "" && after && now.Sub(since) >= k.cfg.AbsentPodGracePeriod {
 			p.reclaim[id] = reasonAbsent
 		}
 	}
@@ -429,7 +442,7 @@ func (k *Keeper) tidyWrites(p *plan) []write {
 		}})
 	}
 	for id, a := range p.learned {
-		ws = append(ws, write{op: kvdb.PutOp(podKey(id), recordValue(podKeyOf(id), id, a, nil, time.Time{})), done: func(o outcome, err error) {
+		ws = append(ws, write{op: kvdb.PutOp(podKey(id), recordValue(podKeyOf(id), podRef{id: id}, a, nil, time.Time{})), done: func(o outcome, err error) {
 			if o != durable {
 				p.t.unsure[podKeyOf(id)] = struct{}{}
 				k.log.Warn("storing a pod allocation learned from Kubernetes failed", "pod", id.String(), "error", err)
@@ -437,7 +450,7 @@ func (k *Keeper) tidyWrites(p *plan) []write {
 		}})
 	}
 	for id, reason := range p.reclaim {
-		for _, key := range p.t.keysOf(id) {
+		for _, key := range missingKeys(p.inKube, p.t, id) {
 			ws = append(ws, k.releaseWrites(p.t, key, k.reclaimDone(p.t, key, reason))...)
 		}
 	}

@@ -85,6 +85,10 @@ type table struct {
 	seq uint64
 	// born is when each allocation was made, when known.
 	born map[allocKey]time.Time
+	// uids is the pod UID of each allocation made by a CNI ADD that
+	// carried K8S_POD_UID (none for the others): a Kubernetes pod of the
+	// same name with another UID is another pod.
+	uids map[allocKey]string
 	// cool holds the released addresses through their cooldown
 	// (cooldown.go).
 	cool cooldowns
@@ -96,7 +100,7 @@ type table struct {
 func newTable(st *addressing.State) (*table, error) {
 	t := &table{st: st, external: map[allocKey]Addrs{}, pods: map[allocKey]podmodel.ID{},
 		byPod: map[podmodel.ID][]allocKey{}, unsure: map[allocKey]struct{}{}, resv: map[allocKey]reservation{},
-		excl: newExclusions(), born: map[allocKey]time.Time{}, cool: newCooldowns()}
+		excl: newExclusions(), born: map[allocKey]time.Time{}, uids: map[allocKey]string{}, cool: newCooldowns()}
 	if st.Cfg.UseExternalIPAM {
 		return t, nil
 	}
@@ -265,6 +269,7 @@ func (t *table) forget(k allocKey) (Addrs, bool) {
 	delete(t.pods, k)
 	delete(t.resv, k)
 	delete(t.born, k)
+	delete(t.uids, k)
 	keys := t.byPod[pod]
 	if i, found := slices.BinarySearchFunc(keys, k, compareKeys); found {
 		if len(keys) == 1 {
