@@ -248,9 +248,9 @@ const testBeatInterval = "1000h"
 
 // marker is a contiv-ksr mirror marker with heartbeat hb, as the watch
 // carries it.
-func marker(t testing.TB, hb time.Time, pods int) *structpb.Struct {
+func marker(t testing.TB, hb time.Time, pods int, interval string) *structpb.Struct {
 	t.Helper()
-	m := mirror.Marker{Leader: "ksr-test", ResourceVersion: "1", Pods: pods, Heartbeat: hb, Interval: testBeatInterval}
+	m := mirror.Marker{Leader: "ksr-test", ResourceVersion: "1", Pods: pods, Heartbeat: hb, Interval: interval}
 	var s structpb.Struct
 	if err := protojson.Unmarshal(m.Encode(), &s); err != nil {
 		t.Fatal(err)
@@ -282,11 +282,22 @@ type beater struct {
 	p     *ipam.Plugin
 	clock *fakeClock // nil: the real clock
 	hb    time.Time  // the heartbeat of the last marker (zero: none yet)
+	// pods and interval are the markers' count of pods and heartbeat
+	// period ("": testBeatInterval).
+	pods     int
+	interval string
 }
 
 func (b *beater) deliver(t testing.TB) {
 	t.Helper()
-	ev := &api.KubeStateChange{Resource: mirror.Keyword, Key: mirror.Key, NewValue: marker(t, b.hb, 0)}
+	interval := b.interval
+	if interval == "" {
+		interval = testBeatInterval
+	}
+	if b.hb.IsZero() {
+		b.hb = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	}
+	ev := &api.KubeStateChange{Resource: mirror.Keyword, Key: mirror.Key, NewValue: marker(t, b.hb, b.pods, interval)}
 	if !b.p.HandlesEvent(ev) {
 		t.Fatal("IPAM does not handle the mirror marker")
 	}

@@ -113,19 +113,29 @@ func (k *Keeper) adoptedDone(old allocKey) func(outcome, error) {
 // obsolete lists the pod's attachments that key replaces: the same
 // network and interface with another container ID (Contiv's obsolete pod
 // configuration). Plain containers (podmanager.ContainerNamespace) have
-// no obsolete attachments: their pod name is the container ID.
+// no obsolete attachments: their pod name is the container ID. Nor has a
+// pod re-created under the name of another (both UIDs known and
+// different): the old pod's sandbox may still run, and its attachment
+// goes by its own DEL or as an absent pod.
 func (k *Keeper) obsolete(key allocKey, pod podmodel.ID) []allocKey {
 	if key.podKeyed() || key.ownerKeyed() || pod.Namespace == podmanager.ContainerNamespace {
 		return nil
 	}
 	var out []allocKey
 	for _, other := range k.tab.keysOf(pod) {
-		if !other.podKeyed() && !other.ownerKeyed() && other != key && other.att.Network == key.att.Network && other.att.IfName == key.att.IfName {
+		if other.podKeyed() || other.ownerKeyed() || other == key || reusedName(k.tab.uids[other], k.tab.uids[key]) {
+			continue
+		}
+		if other.att.Network == key.att.Network && other.att.IfName == key.att.IfName {
 			out = append(out, other)
 		}
 	}
 	return out
 }
+
+// reusedName tells whether two UIDs of one pod name are of two pods: both
+// are known and differ.
+func reusedName(a, b string) bool { return a != "" && b != "" && a != b }
 
 // ErrUnknownOutcome wraps the error of a write whose outcome could not be
 // read back.
