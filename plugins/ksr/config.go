@@ -14,6 +14,7 @@ import (
 // Defaults of ksr.conf.
 const (
 	DefaultResyncPeriod      = 5 * time.Minute
+	DefaultMirrorHeartbeat   = 10 * time.Second
 	DefaultNodeIDGracePeriod = 10 * time.Minute
 	DefaultElectionPrefix    = "/contiv-ksr/election"
 	DefaultElectionTTL       = 10 * time.Second
@@ -38,6 +39,11 @@ type Config struct {
 	// ResyncPeriod is how often the leader makes etcd equal to the API
 	// (mark and sweep), on top of the resync when it takes the lead.
 	ResyncPeriod time.Duration `json:"resyncPeriod"`
+	// MirrorHeartbeat is how often the leader rewrites the mirror marker
+	// (plugins/ksr/model/mirror) once its mirror is complete; agents
+	// release pods missing from the mirror only while it is fresh (three
+	// heartbeats).
+	MirrorHeartbeat time.Duration `json:"mirrorHeartbeat"`
 	// NodeIDGracePeriod is how long a Kubernetes Node must have been gone
 	// before the leader frees its node ID (allocatedIDs/<id>).
 	NodeIDGracePeriod time.Duration `json:"nodeIDGracePeriod"`
@@ -62,6 +68,7 @@ func DefaultConfig() Config {
 		KubeQPS:           DefaultKubeQPS,
 		KubeBurst:         DefaultKubeBurst,
 		ResyncPeriod:      DefaultResyncPeriod,
+		MirrorHeartbeat:   DefaultMirrorHeartbeat,
 		NodeIDGracePeriod: DefaultNodeIDGracePeriod,
 		ElectionPrefix:    DefaultElectionPrefix,
 		ElectionTTL:       DefaultElectionTTL,
@@ -81,6 +88,9 @@ func (c *Config) Validate() error {
 	}
 	if c.ResyncPeriod < time.Second {
 		errs = append(errs, fmt.Errorf("resyncPeriod %s: want at least 1s", c.ResyncPeriod))
+	}
+	if c.MirrorHeartbeat < 100*time.Millisecond {
+		errs = append(errs, fmt.Errorf("mirrorHeartbeat %s: want at least 100ms", c.MirrorHeartbeat))
 	}
 	if c.NodeIDGracePeriod < time.Second {
 		errs = append(errs, fmt.Errorf("nodeIDGracePeriod %s: want at least 1s", c.NodeIDGracePeriod))

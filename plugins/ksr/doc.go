@@ -16,7 +16,15 @@
 //     their ports, and the annotations
 //     whose key starts with AnnotationPrefix);
 //   - k8s/namespace/<name>: namespace.Namespace (name, labels in both
-//     forms, contivpp.io annotations).
+//     forms, contivpp.io annotations);
+//   - contiv/mirror/status: the mirror marker (plugins/ksr/model/mirror:
+//     leader, the pods' listed resource version, the number of pods
+//     mirrored, a heartbeat and its period), written by the leader once
+//     its mirror is complete (after its resync, with no changed object
+//     waiting) and then every Config.MirrorHeartbeat, each heartbeat after
+//     the last one written or read (a new leader starts after the marker
+//     its predecessor left). Agents release the addresses of pods missing
+//     from the mirror only while this marker is fresh.
 //
 // Values are encoded with codec.Marshal (deterministic bytes), and a key
 // is written only when its bytes would change: an update of a field that
@@ -95,6 +103,8 @@
 //   - The absence times: node handlers write, the loop reads; under its
 //     mutex.
 //   - The status book: the loop writes, REST reads a copy; under its mutex.
+//   - The heartbeat (whether a marker is due, the last heartbeat): the
+//     loop goroutine only (leader.beat).
 //   - The running node CIDR allocator (ipam book): the loop sets it, REST
 //     reads it; under its mutex.
 //   - The informers' stores: client-go owns them; everyone reads.

@@ -78,6 +78,7 @@ type leader struct {
 	resync   bool             // a resync is due
 	retry    <-chan time.Time // armed after a failure; nil when idle
 	backoff  time.Duration
+	beat     heartbeat
 	releaseT <-chan time.Time // the next node ID due; nil when none
 }
 
@@ -98,8 +99,11 @@ func (p *Plugin) lead(ctx context.Context, lead kvdb.Leadership) {
 	stopPools := p.startPoolBlocks(ctx, lead)
 	defer stopPools()
 	l := &leader{p: p, lead: lead, resync: true, backoff: minRetry}
+	l.startBeats(ctx)
 	ticker := p.clock.NewTicker(p.cfg.ResyncPeriod)
 	defer ticker.Stop()
+	beats := p.clock.NewTicker(p.cfg.MirrorHeartbeat)
+	defer beats.Stop()
 	for {
 		if err := l.step(ctx); err != nil {
 			p.Log.Warn("stepping down: "+err.Error(), "identity", string(p.identity))
@@ -114,6 +118,8 @@ func (p *Plugin) lead(ctx context.Context, lead kvdb.Leadership) {
 		case <-p.dirty.signal:
 		case <-ticker.C():
 			l.resync = true
+		case <-beats.C():
+			l.beat.due = true
 		case <-p.resyncNow:
 			l.resync = true
 		case <-l.retry:
@@ -145,6 +151,9 @@ func (l *leader) step(ctx context.Context) error {
 		}
 	case l.p.dirty.len() > 0:
 		err = l.p.mirror.sync(ctx, l.lead.Fence(), l.p.dirty.take())
+	}
+	if err == nil {
+		err = l.writeMarker(ctx)
 	}
 	return l.settle(err)
 }

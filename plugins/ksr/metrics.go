@@ -11,6 +11,7 @@ type ksrMetrics struct {
 	resyncs  *prometheus.CounterVec
 	fixes    *prometheus.CounterVec
 	releases prometheus.Counter
+	beats    prometheus.Counter
 }
 
 func newKSRMetrics() *ksrMetrics {
@@ -39,6 +40,10 @@ func newKSRMetrics() *ksrMetrics {
 			Name: "contiv_ksr_node_id_releases_total",
 			Help: "Node IDs freed because their Kubernetes Node had been gone for the grace period.",
 		}),
+		beats: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "contiv_ksr_mirror_heartbeats_total",
+			Help: "Mirror markers written (each once the mirror was complete): the agents release pods missing from the mirror only while the marker changed within three heartbeats.",
+		}),
 	}
 }
 
@@ -57,5 +62,5 @@ func (m *ksrMetrics) Collect(ch chan<- prometheus.Metric) {
 }
 
 func (m *ksrMetrics) all() []prometheus.Collector {
-	return []prometheus.Collector{m.leader, m.leads, m.writes, m.resyncs, m.fixes, m.releases}
+	return []prometheus.Collector{m.leader, m.leads, m.writes, m.resyncs, m.fixes, m.releases, m.beats}
 }

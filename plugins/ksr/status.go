@@ -3,6 +3,8 @@ package ksr
 import (
 	"sync"
 	"time"
+
+	mirrormodel "github.com/contiv-ipam/agent/plugins/ksr/model/mirror"
 )
 
 // Status is what GET /contiv/v1/ksr answers.
@@ -20,6 +22,9 @@ type Status struct {
 	// PendingNodeIDReleases are the node IDs of Nodes gone from the API,
 	// waiting for the grace period (as of the last check while leading).
 	PendingNodeIDReleases []PendingRelease `json:"pendingNodeIDReleases"`
+	// MirrorMarker is the last mirror marker this replica wrote while
+	// leading (absent before the first).
+	MirrorMarker *mirrormodel.Marker `json:"mirrorMarker,omitempty"`
 	// NodeIPAM is the node pod-CIDR allocator (absent when disabled).
 	NodeIPAM *NodeIPAMStatus `json:"nodeIPAM,omitempty"`
 }
@@ -57,6 +62,12 @@ func (b *statusBook) setResync(at time.Time, fixes Fixes, mirrored map[string]in
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.s.LastResync = &ResyncStatus{At: at.UTC(), Fixes: fixes, Fixed: fixes.Total(), Mirrored: mirrored}
+}
+
+func (b *statusBook) setMarker(m mirrormodel.Marker) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.s.MirrorMarker = &m
 }
 
 func (b *statusBook) setPending(p []PendingRelease) {
