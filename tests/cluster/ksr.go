@@ -29,6 +29,9 @@ func ksrConf(c ksr.Config) string {
 	c.ElectionTTL = cmp.Or(c.ElectionTTL, d.ElectionTTL)
 	conf := fmt.Sprintf("kubeconfig: %q\nresyncPeriod: %s\nnodeIDGracePeriod: %s\nelectionPrefix: %q\nelectionTTL: %s\n",
 		c.Kubeconfig, c.ResyncPeriod, c.NodeIDGracePeriod, c.ElectionPrefix, c.ElectionTTL)
+	if c.MirrorHeartbeat > 0 {
+		conf += fmt.Sprintf("mirrorHeartbeat: %s\n", c.MirrorHeartbeat)
+	}
 	if c.KubeQPS > 0 {
 		conf += fmt.Sprintf("kubeQPS: %d\nkubeBurst: %d\n", c.KubeQPS, cmp.Or(c.KubeBurst, 2*c.KubeQPS))
 	}

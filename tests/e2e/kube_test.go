@@ -49,20 +49,23 @@ func deleteNode(t *testing.T, kube *kubeenv.Env, name string) {
 }
 
 // createPod creates pod ns/name bound to node and, when ip is not "",
-// gives it status.podIP ip through the status subresource.
-func createPod(t *testing.T, kube *kubeenv.Env, ns, name, node, ip string) {
+// gives it status.podIP ip through the status subresource; it returns
+// the pod's UID.
+func createPod(t *testing.T, kube *kubeenv.Env, ns, name, node, ip string) string {
 	t.Helper()
 	p := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 		Spec: corev1.PodSpec{NodeName: node,
 			Containers: []corev1.Container{{Name: "main", Image: "registry.k8s.io/pause:3.10"}}},
 	}
-	if _, err := kube.Client.CoreV1().Pods(ns).Create(t.Context(), p, metav1.CreateOptions{}); err != nil {
+	created, err := kube.Client.CoreV1().Pods(ns).Create(t.Context(), p, metav1.CreateOptions{})
+	if err != nil {
 		t.Fatalf("create pod %s/%s: %v", ns, name, err)
 	}
 	if ip != "" {
 		setPodIP(t, kube, ns, name, ip)
 	}
+	return string(created.UID)
 }
 
 // setPodIP sets status.podIP (and podIPs) of pod ns/name with

@@ -21,11 +21,11 @@ func TestTwoAgentsOwnSubnetsAndPods(t *testing.T) {
 	g := NewWithT(t)
 	kube := kubeenv.StartT(t)
 	c := cluster.StartT(t, cluster.TestBins(t), kube.Kubeconfig)
-	c.AddKSRT(t, ksr.Config{})
+	c.AddKSRT(t, ksr.Config{MirrorHeartbeat: 300 * time.Millisecond})
 	cli := c.ClientT(t)
 	createNode(t, kube, "node-a", "")
 	createNode(t, kube, "node-b", "")
-	a := c.AddAgentT(t, cluster.AgentOptions{Node: "node-a"})
+	a := c.AddAgentT(t, cluster.AgentOptions{Node: "node-a", Conf: map[string]string{"ipam.conf": "absentPodGracePeriod: 2s\n"}})
 	b := c.AddAgentT(t, cluster.AgentOptions{Node: "node-b"})
 
 	ia, ib := ipamOf(t, a), ipamOf(t, b)
@@ -57,6 +57,6 @@ func TestTwoAgentsOwnSubnetsAndPods(t *testing.T) {
 
 	deletePod(t, kube, "default", "pod-a")
 	g.Eventually(podIPs(t.Context(), a)).WithTimeout(15*time.Second).ShouldNot(HaveKey("default/pod-a"),
-		"agent A releases the address of a pod deleted from the API")
+		"agent A releases the address of a pod deleted from the API, once still missing a grace period later")
 	g.Expect(podIPs(t.Context(), b)()).To(HaveKeyWithValue("default/pod-b", ipB), "agent B keeps its pod")
 }
