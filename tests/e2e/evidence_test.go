@@ -74,7 +74,7 @@ func TestAStoppedMirrorReleasesNothingAndCatchesUp(t *testing.T) {
 	for _, name := range []string{"run-1", "run-2"} {
 		ips["default/"+name] = cniAdd(t, a, "default", name, createPod(t, kube, "default", name, "node-a", ""))
 	}
-	g.Eventually(mirrored).WithContext(ctx).WithArguments(cli).WithTimeout(15*time.Second).Should(And(
+	g.Eventually(mirrored).WithContext(ctx).WithArguments(cli).WithTimeout(15 * time.Second).Should(And(
 		HaveKey(pod.Key("run-1", "default")), HaveKey(pod.Key("run-2", "default"))))
 
 	g.Expect(k1.Kill()).To(Succeed()) // contiv-ksr is gone: its marker goes stale
@@ -95,5 +95,5 @@ func TestAStoppedMirrorReleasesNothingAndCatchesUp(t *testing.T) {
 	t.Logf("contiv-ksr resumed: the deleted pods' addresses were free %s later (grace period %s, heartbeat %s)",
 		took.Round(10*time.Millisecond), evidenceGrace, evidenceBeat)
 	g.Expect(took).To(BeNumerically(">=", evidenceGrace), "released only after a grace period of fresh evidence")
-	g.Consistently(podIPs(ctx, a)).WithTimeout(2 * evidenceGrace).Should(Equal(running), "the running pods keep theirs")
+	g.Consistently(podIPs(ctx, a)).WithTimeout(2*evidenceGrace).Should(Equal(running), "the running pods keep theirs")
 }
