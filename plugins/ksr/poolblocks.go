@@ -12,7 +12,7 @@ import (
 // startPoolBlocks runs the pool block server for as long as this
 // leadership holds (when poolBlocks has ranges); the returned function
 // stops it and waits for it. Its grants are written with the
-// leadership's fence.
+// leadership's fence; REST shows its status while it runs.
 func (p *Plugin) startPoolBlocks(ctx context.Context, lead kvdb.Leadership) (stop func()) {
 	if !p.cfg.PoolBlocks.Enabled() {
 		return func() {}
@@ -47,9 +47,11 @@ func (p *Plugin) runPoolBlocks(ctx context.Context, lead kvdb.Leadership) {
 			err = s.Start(ctx)
 		}
 		if err == nil {
+			p.ipam.setPools(s)
 			if err := s.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
 				p.Log.Warn("pool block server stopped", "err", err)
 			}
+			p.ipam.setPools(nil)
 			return
 		}
 		if ctx.Err() != nil {

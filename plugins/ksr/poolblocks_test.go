@@ -2,10 +2,14 @@ package ksr
 
 import (
 	"encoding/json"
+	"net/http"
+	"strings"
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
@@ -13,6 +17,7 @@ import (
 	"github.com/contiv-ipam/agent/infra/kvdb/etcd/etcdtest"
 	"github.com/contiv-ipam/agent/plugins/ksr/model/codec"
 	"github.com/contiv-ipam/agent/plugins/ksr/model/poolblock"
+	"github.com/contiv-ipam/agent/plugins/ksr/model/vppnode"
 )
 
 // Only the leader grants pool blocks; when the lead moves, the new
@@ -81,4 +86,46 @@ func TestPoolBlocksConfigIsValidatedInKsrConf(t *testing.T) {
 	c.PoolBlocks.MaxBlocksPerNode = 8
 	g.Expect(c.Validate()).To(MatchError(ContainSubstring(
 		`poolBlocks.clusterCIDRs[0] "10.0.0.0/8": overlaps nodeIPAM.clusterCIDRs[0] "10.1.0.0/16"`)))
+}
+
+// A Node deleted while its agent runs (presence key held) stays fenced,
+// and GET /contiv/v1/ksr shows it: its pod CIDR under nodeIPAM.state, its
+// pool blocks under nodeIPAM.poolBlocks; the gauges count them.
+func TestTheStatusShowsTheFencedNodes(t *testing.T) {
+	g := NewWithT(t)
+	srv := etcdtest.Start(t)
+	cli := srv.Client(t)
+	ctx := t.Context()
+	_, err := cli.Put(ctx, vppnode.PresenceKey("n1"), `{"node":"n1"}`) // n1's agent runs
+	g.Expect(err).NotTo(HaveOccurred())
+	client := fake.NewClientset(testNode("n1", ""))
+	cfg := ipamConfig()
+	cfg.PoolBlocks.ClusterCIDRs = []string{"10.64.0.0/24"}
+	a := startKSR(t, newDB(t, srv), client, "a", cfg)
+	leading(t, a)
+	value, err := json.Marshal(poolblock.Claim{Node: "n1", Want: map[string]int{"ipv4": 1}})
+	g.Expect(err).NotTo(HaveOccurred())
+	_, err = cli.Put(ctx, codec.KSRPrefix+poolblock.ClaimKey("n1"), string(value))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Eventually(func() string { return mirroredCIDR(t, "n1", cli) }).WithTimeout(5 * time.Second).Should(Equal("10.1.0.0/24"))
+	g.Eventually(func() int { return a.ipamStatus().PoolBlocks.Grants }).WithTimeout(5 * time.Second).Should(Equal(1))
+
+	g.Expect(client.CoreV1().Nodes().Delete(ctx, "n1", metav1.DeleteOptions{})).To(Succeed())
+	var s Status
+	g.Eventually(func(g Gomega) {
+		w := serve(a, a.statusHandler, http.MethodGet)
+		g.Expect(json.Unmarshal(w.Body.Bytes(), &s)).To(Succeed())
+		g.Expect(s.NodeIPAM.State.Fenced).To(ConsistOf(And(HaveField("Node", "n1"), HaveField("Blocks", []string{"10.1.0.0/24"}))))
+		g.Expect(s.NodeIPAM.PoolBlocks.Fenced).To(ConsistOf(And(HaveField("Node", "n1"), HaveField("Blocks", []string{"10.64.0.0/26"}))))
+	}).WithTimeout(5 * time.Second).Should(Succeed())
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(a.ipamMetrics, a.poolMetrics)
+	g.Expect(testutil.GatherAndCompare(reg, strings.NewReader(`
+# HELP contiv_nodeipam_cidrs_fenced Node CIDRs of deleted Nodes kept from every other node while the deleted node's agent may still hold addresses in them, by cluster range.
+# TYPE contiv_nodeipam_cidrs_fenced gauge
+contiv_nodeipam_cidrs_fenced{cluster_cidr="10.1.0.0/16"} 1
+# HELP contiv_nodeipam_pool_blocks_fenced Pool blocks of nodes gone from Kubernetes kept from every other node while the gone node's agent may still hold addresses in them, by family.
+# TYPE contiv_nodeipam_pool_blocks_fenced gauge
+contiv_nodeipam_pool_blocks_fenced{family="ipv4"} 1
+`), "contiv_nodeipam_cidrs_fenced", "contiv_nodeipam_pool_blocks_fenced")).To(Succeed())
 }

@@ -86,6 +86,46 @@ func (b *blockBook) allocate(node string) ([]netip.Prefix, error) {
 	return cidrs, nil
 }
 
+// complete returns a block of every range for node: the block of have
+// that node owns in that range, else the next free one (a full range
+// gives back the blocks taken from the others; the error wraps
+// ErrNoCIDRsRemaining). kept are the blocks of have it returned.
+func (b *blockBook) complete(node string, have []netip.Prefix) (cidrs, kept []netip.Prefix, err error) {
+	var taken []netip.Prefix
+	for _, set := range b.sets {
+		if p, ok := b.ownedIn(set, node, have); ok {
+			kept = append(kept, p)
+			cidrs = append(cidrs, p)
+			continue
+		}
+		p, err := set.AllocateNext()
+		if err != nil {
+			b.free(node, taken)
+			return nil, nil, err
+		}
+		b.owner[p] = node
+		taken = append(taken, p)
+		cidrs = append(cidrs, p)
+		b.metrics.allocations.WithLabelValues(set.ClusterCIDR().String()).Inc()
+		b.metrics.gauge(set)
+	}
+	return cidrs, kept, nil
+}
+
+// ownedIn returns the block of have that is exactly one block of set and
+// owned by node.
+func (b *blockBook) ownedIn(set *CIDRSet, node string, have []netip.Prefix) (netip.Prefix, bool) {
+	for _, p := range have {
+		if !set.ClusterCIDR().Contains(p.Masked().Addr()) {
+			continue
+		}
+		if i, exact, err := set.Index(p); err == nil && exact && set.IsTaken(i) && b.owner[p] == node {
+			return p, true
+		}
+	}
+	return netip.Prefix{}, false
+}
+
 // adopt takes cidrs for node if each is exactly one block of a range and
 // every block is free or node's already; it takes nothing otherwise.
 func (b *blockBook) adopt(node string, cidrs []netip.Prefix) bool {

@@ -44,7 +44,8 @@
 //     is unknown) and the node is retried with the same CIDRs.
 //  5. A node that is gone (or replaced by another of the same name) has
 //     its blocks freed, and only its own: a block another node holds is
-//     never freed on its behalf.
+//     never freed on its behalf. With Params.Agents its blocks are fenced
+//     first (see Fences) and freed only when the fence lifts.
 //
 // # Failover
 //
@@ -95,9 +96,15 @@
 //     handles one node at a time (every node with a grant or a claim
 //     first).
 //  3. A node whose Node was deleted (or replaced: another UID), or that
-//     the informer and then the API do not know, has its grant (compared
-//     with its mod revision) and its claim deleted in one fenced
-//     transaction; then its blocks are freed.
+//     the informer and then the API do not know, is fenced while its
+//     agent may still hold addresses (see Fences): its grant keeps its
+//     blocks and gets no new ones; a block its claim releases is freed as
+//     in step 5. Once the fence lifts (or at once when the grant holds
+//     nothing), its grant (compared with its mod revision) and its claim
+//     are deleted in one fenced transaction that also requires its
+//     presence key to be absent; then its blocks are freed. A replaced
+//     or re-created Node whose agent is present is served again (the
+//     agent that serves the name holds the grant).
 //  4. Otherwise held = grant minus the claim's Release; per family, while
 //     held has fewer than min(Want, maxBlocksPerNode) blocks of it, the
 //     next free block is appended (never one the claim releases). A full
@@ -117,10 +124,11 @@
 //     touched held, and the next node handled first reads every grant
 //     back (as the ledger's writes are).
 //
-// Owners: the server's worker goroutine alone writes and rereads grants
-// and hands out or frees blocks; the claim watch, the periodic claim list
-// and the Node handlers only record claims and deletions, under the
-// server's mutex (PoolBlockServer's fields say which it guards).
+// Owners: the server's worker goroutine alone writes and rereads grants,
+// hands out or frees blocks and starts or lifts fences; the claim watch,
+// the periodic claim list, the Node handlers, the presence watch and the
+// fence timers only record claims and deletions and queue nodes, under
+// the server's mutex (PoolBlockServer's fields say which it guards).
 //
 // Invariants: a block is in at most one grant at every revision of etcd;
 // every block handed out is a block of a range, of its family's size; a
@@ -138,11 +146,60 @@
 // rereads grants; the claim watch and the node handlers only record and
 // queue.
 //
+// # Fences: one block, one node
+//
+// A Node can be deleted from the API while its agent still runs with pods
+// in its blocks. Nothing of such a node is handed to another node while
+// its agent may still hold addresses there:
+//
+//  1. The agents' presence keys (vppnode.PresenceKey, written by nodesync,
+//     bound to the agent's lease) say which agents run. A PresenceWatch
+//     lists them and watches them from that list on; AbsentSince(node) is
+//     since when a key has been absent without a break (a list counts
+//     from the time it was taken: what happened before a gap is unknown).
+//     While nothing is known (before the first list, after a watch broke)
+//     every agent may hold addresses.
+//  2. A gone node is fenced: the range allocator keeps its CIDRs in the
+//     book and writes the fence into the node's ledger record
+//     (Claim.Fenced; a fence not yet written is never lifted, and a new
+//     leader restores it from there, together with the pending claims of
+//     nodes that are gone, whose patch may have landed); the pool block
+//     server keeps its grant. Both log it.
+//  3. The fence lifts only on two looks across the grace period
+//     (AgentGrace, DefaultAgentGrace): the key absent since the first (as
+//     watched) for the grace period, and absent when read again (the range
+//     allocator reads it; the pool block server compares its absence in
+//     the transaction that deletes the grant). A timer on the injected
+//     clock queues the node when the grace period ends; the watch queues
+//     it when the key comes or goes.
+//  4. Before that, the agent itself frees pool blocks: a block in its
+//     claim's Release is freed once the grant without it is durable.
+//  5. A node of the fenced name that comes back is the agent's again (one
+//     live agent per name): a Node created again without CIDRs gets the
+//     fenced CIDRs back (completed with fresh blocks of the ranges they
+//     lack); a pool node back with its agent present is served again.
+//
+// Fences show in Status().Fenced and PoolBlockStatus.Fenced and in the
+// gauges contiv_nodeipam_cidrs_fenced and contiv_nodeipam_pool_blocks_fenced.
+// What is not covered: a Node deleted while no leader runs (between two
+// leaderships) is never seen by the range allocator, so its CIDR is not
+// fenced (the Node was its only record); an agent cut off from etcd for
+// longer than its lease TTL plus the grace period loses its blocks while
+// it may still run; IPAMFromCluster frees a deleted Node's CIDRs at once
+// (its loops are not fenced yet), and without Params.Agents the range
+// allocator frees them at once too, as Kubernetes does.
+//
 // # State and owners
 //
-//   - The CIDRSets, the block owners, what each node holds and the nodes
-//     that wait: the RangeAllocator, under its mutex, held for bookkeeping
-//     only (never across an API or etcd call).
+//   - The CIDRSets, the block owners, what each node holds, the nodes
+//     that wait and the fences (with their timers): the RangeAllocator,
+//     under its mutex, held for bookkeeping only (never across an API or
+//     etcd call). A node's fence is changed by the worker that handles the
+//     node; timers and the presence watch only queue it.
+//   - What is known of the agents' presence: the PresenceWatch, under its
+//     mutex; its Run goroutine writes, AbsentSince reads. Its caller runs
+//     it (contiv-ksr for the range allocator; the PoolBlockServer runs its
+//     own in Run).
 //   - The queue: client-go's workqueue (a key is handled by one worker at
 //     a time).
 //   - The claims: the Ledger (etcd under Config.ClaimPrefix in contiv-ksr).
@@ -158,7 +215,9 @@
 //
 //  1. Give New a client that may get, list, watch and patch nodes,
 //     patch nodes/status and create events, a node informer, and a Ledger
-//     whose writes carry the leadership's fence when several replicas run.
+//     whose writes carry the leadership's fence when several replicas run;
+//     and, where agents run, Agents (a PresenceWatch on etcd that you run
+//     for as long as the allocator), so that deleted Nodes are fenced.
 //  2. Run it only while leading, and stop it (close stop) when the lead is
 //     lost; build a new one (New) for the next leadership.
 //  3. Register Metrics once and pass the same Metrics to every allocator.

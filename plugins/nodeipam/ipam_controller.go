@@ -15,16 +15,16 @@ import (
 // errStopped: the controller's Run has returned.
 var errStopped = errors.New("nodeipam: the sync controller is stopped")
 
-// Option changes how the cloud allocators are built.
+// Option changes how the allocators are built.
 type Option func(*options)
 
 type options struct {
-	clock clock.WithTicker
+	clock clock.WithTickerAndDelayedExecution
 }
 
-// WithClock replaces the real clock of the sync loops and retries (tests:
-// k8s.io/utils/clock/testing).
-func WithClock(c clock.WithTicker) Option { return func(o *options) { o.clock = c } }
+// WithClock replaces the real clock of the sync loops, the retries and the
+// range allocator's fences (tests: k8s.io/utils/clock/testing).
+func WithClock(c clock.WithTickerAndDelayedExecution) Option { return func(o *options) { o.clock = c } }
 
 // asAllocator returns a as a CIDRAllocator, or a nil one with err (never
 // an interface holding a nil pointer).

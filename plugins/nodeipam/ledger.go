@@ -16,10 +16,17 @@ import (
 // them. It lives only while the patch is pending: a leader that takes over
 // (or a restarted one) finds the CIDRs handed out but not yet on a Node in
 // the claims, so it neither hands them out again nor loses them.
+//
+// With agents (Params.Agents) the record of a node also keeps its fence:
+// the CIDRs of a deleted Node of that name that its agent may still use
+// (Fenced), so that a leader that takes over keeps them fenced too.
 type Claim struct {
 	Node  string   `json:"node"`
 	UID   string   `json:"uid"`
 	CIDRs []string `json:"cidrs"`
+	// Fenced are the CIDRs of a deleted Node of this name, kept from
+	// every other node while its agent may still hold addresses in them.
+	Fenced []string `json:"fenced,omitempty"`
 }
 
 // Ledger keeps the claims. Implementations are safe for concurrent use.

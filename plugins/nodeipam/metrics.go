@@ -11,6 +11,7 @@ type Metrics struct {
 	failures    *prometheus.CounterVec
 	used        *prometheus.GaugeVec
 	free        *prometheus.GaugeVec
+	fenced      *prometheus.GaugeVec
 }
 
 var _ prometheus.Collector = (*Metrics)(nil)
@@ -38,6 +39,10 @@ func NewMetrics() *Metrics {
 			Name: "contiv_nodeipam_cidrs_free",
 			Help: "Node CIDRs that can still be handed out in the cluster range (service ranges excluded).",
 		}, []string{"cluster_cidr"}),
+		fenced: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "contiv_nodeipam_cidrs_fenced",
+			Help: "Node CIDRs of deleted Nodes kept from every other node while the deleted node's agent may still hold addresses in them, by cluster range.",
+		}, []string{"cluster_cidr"}),
 	}
 }
 
@@ -56,7 +61,7 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 }
 
 func (m *Metrics) all() []prometheus.Collector {
-	return []prometheus.Collector{m.allocations, m.releases, m.failures, m.used, m.free}
+	return []prometheus.Collector{m.allocations, m.releases, m.failures, m.used, m.free, m.fenced}
 }
 
 // gauge sets the usage of s.

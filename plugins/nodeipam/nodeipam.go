@@ -15,7 +15,7 @@ const listRetry = time.Second
 // New lists every Node (retrying until ctx ends: an allocator must not
 // hand out anything before it knows what the nodes hold) and builds the
 // allocator that p.Config.AllocatorType names.
-func New(ctx context.Context, p Params) (CIDRAllocator, error) {
+func New(ctx context.Context, p Params, opts ...Option) (CIDRAllocator, error) {
 	if err := p.Config.Validate(); err != nil {
 		return nil, fmt.Errorf("nodeipam: %w", err)
 	}
@@ -25,13 +25,13 @@ func New(ctx context.Context, p Params) (CIDRAllocator, error) {
 	}
 	switch p.Config.AllocatorType {
 	case RangeAllocatorType:
-		return asAllocator(NewCIDRRangeAllocator(ctx, p, nodes))
+		return asAllocator(NewCIDRRangeAllocator(ctx, p, nodes, opts...))
 	case CloudAllocatorType:
-		return asAllocator(NewCloudCIDRAllocator(ctx, p, nodes))
+		return asAllocator(NewCloudCIDRAllocator(ctx, p, nodes, opts...))
 	case IPAMFromClusterAllocatorType:
-		return asAllocator(NewIPAMController(ctx, p, SyncFromCluster, nodes))
+		return asAllocator(NewIPAMController(ctx, p, SyncFromCluster, nodes, opts...))
 	case IPAMFromCloudAllocatorType:
-		return asAllocator(NewIPAMController(ctx, p, SyncFromCloud, nodes))
+		return asAllocator(NewIPAMController(ctx, p, SyncFromCloud, nodes, opts...))
 	}
 	return nil, fmt.Errorf("nodeipam: allocatorType %q is not supported", p.Config.AllocatorType)
 }

@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/clock"
 
 	"github.com/contiv-ipam/agent/infra/kvdb"
 	"github.com/contiv-ipam/agent/plugins/ksr/model/codec"
@@ -65,6 +66,12 @@ type PoolBlockParams struct {
 	// ClaimCheck is how often the claims are listed besides the watch, to
 	// catch changes a watch failed to deliver; 0 means DefaultResync.
 	ClaimCheck time.Duration
+	// AgentGrace is how long a deleted Node's agent must have been seen
+	// gone before its blocks are freed; 0 means DefaultAgentGrace.
+	AgentGrace time.Duration
+	// Clock times the fences (and the presence watch); nil means the
+	// real clock.
+	Clock clock.WithDelayedExecution
 	// Metrics count; nil means metrics that nobody registered.
 	Metrics *PoolBlockMetrics
 	// Log is the logger; nil means slog.Default().
@@ -99,6 +106,11 @@ type PoolBlockServer struct {
 	// claimCheck is the period of the claims' list besides the watch.
 	claimCheck time.Duration
 	queue      workqueue.TypedRateLimitingInterface[string]
+	// agents follows the presence keys of the agents (Run runs it);
+	// grace and clock time the fences.
+	agents *PresenceWatch
+	grace  time.Duration
+	clock  clock.WithDelayedExecution
 
 	// Only the worker goroutine writes grants and rereads them; the
 	// claim watch and the node handlers update claims, deleted and unmet.
@@ -113,6 +125,7 @@ type PoolBlockServer struct {
 	deleted   map[string]int   // Node deletes (or replacements) seen and not yet purged
 	waiting   map[string]bool
 	unmet     map[string]bool
+	fenced    map[string]*poolFence // gone nodes whose agent may still hold addresses
 }
 
 // Full key prefixes of the claims and grants.
@@ -154,6 +167,12 @@ func NewPoolBlockServer(p PoolBlockParams) (*PoolBlockServer, error) {
 	if p.MaxBackoff < p.InitialRetry {
 		p.MaxBackoff = max(DefaultMaxBackoff, p.InitialRetry)
 	}
+	if p.AgentGrace <= 0 {
+		p.AgentGrace = DefaultAgentGrace
+	}
+	if p.Clock == nil {
+		p.Clock = clock.RealClock{}
+	}
 	s := &PoolBlockServer{
 		db: p.DB, fence: p.Fence, kube: newKube(p.Client, p.Recorder, p.Log), nodes: p.Nodes,
 		metrics: p.Metrics, log: p.Log, genKey: p.GenerationKey, max: p.Config.MaxBlocksPerNode, claimCheck: p.ClaimCheck,
@@ -162,6 +181,7 @@ func NewPoolBlockServer(p PoolBlockParams) (*PoolBlockServer, error) {
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "contiv-nodeipam-poolblocks"}),
 		book: book, grants: make(map[string]*poolGrant), claims: make(map[string]poolblock.Claim), claimRevs: make(map[string]int64),
 		deleted: make(map[string]int), waiting: make(map[string]bool), unmet: make(map[string]bool),
+		fenced: make(map[string]*poolFence), agents: NewPresenceWatch(p.DB, p.Clock, p.Log), grace: p.AgentGrace, clock: p.Clock,
 	}
 	s.metrics.gauge(book)
 	return s, nil
@@ -289,6 +309,17 @@ func (s *PoolBlockServer) wakeLocked() {
 func (s *PoolBlockServer) gaugeLocked() {
 	s.metrics.gauge(s.book)
 	s.metrics.pending.Set(float64(len(s.unmet)))
+	fenced := make(map[string]int)
+	for node := range s.fenced {
+		if g := s.grants[node]; g != nil {
+			for _, b := range slices.Concat(g.blocks, g.taken) {
+				fenced[poolblock.Family(b)]++
+			}
+		}
+	}
+	for _, f := range s.book.families() {
+		s.metrics.fenced.WithLabelValues(f).Set(float64(fenced[f]))
+	}
 }
 
 func (s *PoolBlockServer) rangesLocked() []netip.Prefix {
@@ -312,6 +343,9 @@ type PoolBlockStatus struct {
 	Pending []string `json:"pendingNodes,omitempty"`
 	// Waiting are the nodes that want blocks a full range cannot give.
 	Waiting []string `json:"waitingNodes,omitempty"`
+	// Fenced are the nodes gone from Kubernetes whose agent may still
+	// hold addresses in their blocks: no other node gets those.
+	Fenced []FencedNode `json:"fencedNodes,omitempty"`
 }
 
 // Status returns a copy of the server's state.
@@ -332,6 +366,7 @@ func (s *PoolBlockServer) Status() PoolBlockStatus {
 	}
 	slices.Sort(st.Pending)
 	slices.Sort(st.Waiting)
+	st.Fenced = s.fencedLocked()
 	return st
 }
 

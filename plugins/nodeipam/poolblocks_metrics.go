@@ -10,6 +10,7 @@ type PoolBlockMetrics struct {
 	free     *prometheus.GaugeVec
 	pending  prometheus.Gauge
 	failures *prometheus.CounterVec
+	fenced   *prometheus.GaugeVec
 }
 
 var _ prometheus.Collector = (*PoolBlockMetrics)(nil)
@@ -29,6 +30,10 @@ func NewPoolBlockMetrics() *PoolBlockMetrics {
 			Name: "contiv_nodeipam_pool_claims_pending",
 			Help: "Pool claims not served yet: blocks wanted that a full range cannot give, or a grant not yet written.",
 		}),
+		fenced: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "contiv_nodeipam_pool_blocks_fenced",
+			Help: "Pool blocks of nodes gone from Kubernetes kept from every other node while the gone node's agent may still hold addresses in them, by family.",
+		}, []string{"family"}),
 		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "contiv_nodeipam_pool_block_failures_total",
 			Help: "Pool block problems, by reason (the event reasons: PoolBlockNotAvailable, PoolBlockConflict, PoolBlockOutOfRange, InvalidPoolClaim).",
@@ -51,7 +56,7 @@ func (m *PoolBlockMetrics) Collect(ch chan<- prometheus.Metric) {
 }
 
 func (m *PoolBlockMetrics) all() []prometheus.Collector {
-	return []prometheus.Collector{m.granted, m.free, m.pending, m.failures}
+	return []prometheus.Collector{m.granted, m.free, m.pending, m.failures, m.fenced}
 }
 
 // gauge sets the usage of the sets of b.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"net/netip"
 	"slices"
@@ -18,20 +19,33 @@ import (
 
 // poolAgent is what the model's agent of one node knows.
 type poolAgent struct {
-	alive    bool
+	alive    bool // the node's Node exists
+	present  bool // its agent runs: its presence key is held
 	want     map[string]int
 	released map[netip.Prefix]bool // blocks it stopped using, until its grant lacks them
+	// uses are the blocks in which the agent may hold addresses: every
+	// block it saw in its grant and has not released, for as long as it
+	// runs (a grant that loses a block does not empty it).
+	uses map[netip.Prefix]bool
+}
+
+func newPoolAgent() *poolAgent {
+	return &poolAgent{alive: true, present: true, want: map[string]int{}, released: map[netip.Prefix]bool{},
+		uses: map[netip.Prefix]bool{}}
 }
 
 // TestPoolBlocksModel runs agents that claim and release at random, Nodes
-// that go and come back, servers restarted in the middle and writes that
-// fail before or after they apply, against one etcd. Invariants: at no
-// revision is a block in two grants; once it settles, every grant's
-// blocks are blocks of the ranges, of their family's size, at most
-// maxBlocksPerNode per family, none the agent released; each node holds
-// at least min(want, maxBlocksPerNode) per family unless the range is
-// full; the server's book counts exactly the granted blocks; the gone
-// nodes have neither grant nor claim.
+// that go (with their agent, or while it runs on) and come back, agents
+// that stop, servers restarted in the middle and writes that fail before
+// or after they apply, against one etcd. Invariants: at no revision is a
+// block in two grants; no block is ever used by two running agents (in
+// the grant of one while the other may still hold addresses in it); once
+// it settles, every grant's blocks are blocks of the ranges, of their
+// family's size, at most maxBlocksPerNode per family, none the agent
+// released; each node holds at least min(want, maxBlocksPerNode) per
+// family unless the range is full; the server's book counts exactly the
+// granted blocks; a node gone with its agent has neither grant nor claim,
+// one whose agent runs on is fenced and keeps what it uses.
 func TestPoolBlocksModel(t *testing.T) {
 	for seed := range uint64(4) {
 		t.Run(fmt.Sprintf("seed %d", seed), func(t *testing.T) { runPoolModel(t, seed) })
@@ -50,7 +64,8 @@ func runPoolModel(t *testing.T, seed uint64) {
 	db := &faultyBroker{Broker: r.db, rnd: rand.New(rand.NewPCG(seed, 1)), rate: 10}
 	agents := make(map[string]*poolAgent)
 	for _, n := range names {
-		agents[n] = &poolAgent{alive: true, want: map[string]int{}, released: map[netip.Prefix]bool{}}
+		agents[n] = newPoolAgent()
+		agentUp(t, r.db, n)
 	}
 	srv := r.startOn(t, db, cfg, nil)
 	restarts, toggles := 0, 0
@@ -64,27 +79,23 @@ func runPoolModel(t *testing.T, seed uint64) {
 			restarts++
 		case x < 7:
 			toggles++
-			if a.alive {
-				r.deleteNode(t, n)
-				*a = poolAgent{want: map[string]int{}, released: map[netip.Prefix]bool{}}
-			} else {
-				r.createNode(t, n)
-				a.alive = true
-			}
-		case a.alive:
-			grant := r.grantBlocks(g, n)
-			for _, b := range grant {
-				if rnd.IntN(4) == 0 {
-					a.released[b] = true
-				}
-			}
-			a.keepReleased(grant)
-			a.want = map[string]int{"ipv4": rnd.IntN(6), "ipv6": rnd.IntN(6)}
-			putClaim(t, r.db, a.claim(n))
+			r.toggleNode(t, n, a, rnd.IntN(2) == 0)
+		case x < 9 && !a.alive && a.present: // the agent of a gone Node stops
+			r.stopAgent(t, n, a)
+		case a.present:
+			r.agentStep(t, g, n, a, rnd, agents)
 		}
 		time.Sleep(time.Duration(rnd.IntN(2000)) * time.Microsecond)
 	}
 	t.Logf("seed %d: %d restarts, %d node deletes and re-creates", seed, restarts, toggles)
+	// Last, a Node goes while its agent runs on with addresses in its
+	// blocks: they must stay its own (checked when it settles).
+	for _, n := range names {
+		if a := agents[n]; a.alive && len(a.uses) > 0 {
+			r.toggleNode(t, n, a, true)
+			break
+		}
+	}
 
 	db.stop()
 	g.Eventually(func(g Gomega) {
@@ -93,7 +104,7 @@ func runPoolModel(t *testing.T, seed uint64) {
 		// Node of that name is written again.
 		for _, n := range names {
 			a := agents[n]
-			if !a.alive {
+			if !a.present {
 				continue
 			}
 			a.keepReleased(r.grantBlocks(g, n))
@@ -107,6 +118,74 @@ func runPoolModel(t *testing.T, seed uint64) {
 		checkPoolModel(g, r, srv, cfg, agents)
 	}).WithTimeout(30 * time.Second).WithPolling(50 * time.Millisecond).Should(Succeed())
 	r.hist.check(t)
+}
+
+// toggleNode deletes n's Node (its agent stops too unless agentStays) or
+// creates it again (with a new agent unless the old one still runs).
+func (r *poolRig) toggleNode(t *testing.T, n string, a *poolAgent, agentStays bool) {
+	if a.alive {
+		r.deleteNode(t, n)
+		a.alive = false
+		if !agentStays {
+			r.stopAgent(t, n, a)
+		}
+		return
+	}
+	r.createNode(t, n)
+	if !a.present { // a new agent: it keeps giving back what the claim it finds gives back
+		released := a.released
+		*a = *newPoolAgent()
+		a.released = released
+		agentUp(t, r.db, n)
+	}
+	a.alive = true
+}
+
+// stopAgent stops n's agent: its presence key goes; it holds nothing. Its
+// claim stays, with the blocks it gives back.
+func (r *poolRig) stopAgent(t *testing.T, n string, a *poolAgent) {
+	agentDown(t, r.db, n)
+	*a = poolAgent{want: map[string]int{}, released: a.released, uses: map[netip.Prefix]bool{}}
+}
+
+// agentStep is one turn of n's running agent: it takes its grant into
+// use (checking that no other running agent uses any of it), gives some
+// blocks back and claims again.
+func (r *poolRig) agentStep(t *testing.T, g Gomega, n string, a *poolAgent, rnd *rand.Rand, agents map[string]*poolAgent) {
+	grant := r.grantBlocks(g, n)
+	for _, b := range grant {
+		if !a.released[b] {
+			a.uses[b] = true
+		}
+	}
+	checkUses(t, agents)
+	for _, b := range grant {
+		if rnd.IntN(4) == 0 {
+			a.released[b] = true
+			delete(a.uses, b) // it stops using a block before it lists it
+		}
+	}
+	a.keepReleased(grant)
+	a.want = map[string]int{"ipv4": rnd.IntN(6), "ipv6": rnd.IntN(6)}
+	putClaim(t, r.db, a.claim(n))
+}
+
+// checkUses asserts that no block is used by two running agents.
+func checkUses(t *testing.T, agents map[string]*poolAgent) {
+	t.Helper()
+	user := map[netip.Prefix]string{}
+	for _, n := range slices.Sorted(maps.Keys(agents)) {
+		a := agents[n]
+		if !a.present {
+			continue
+		}
+		for b := range a.uses {
+			if o, ok := user[b]; ok {
+				t.Fatalf("block %s is used by the running agents of %s and %s (alive: %v, %v)", b, o, n, agents[o].alive, a.alive)
+			}
+			user[b] = n
+		}
+	}
 }
 
 // keepReleased drops the released blocks that grant no longer holds.
@@ -141,11 +220,25 @@ func checkPoolModel(g Gomega, r *poolRig, srv *poolServer, cfg PoolBlockConfig, 
 	g.Expect(err).NotTo(HaveOccurred())
 	granted := map[string]int{}
 	short := map[string]bool{}
+	fenced := map[string]bool{}
+	for _, f := range srv.Status().Fenced {
+		fenced[f.Node] = true
+	}
 	for n, a := range agents {
 		blocks, found := readGrant(g, r.db, n)
+		if !a.alive && !a.present {
+			g.Expect(found).To(BeFalse(), "node %s is gone with its agent: no grant", n)
+			g.Expect(r.exists(g, claimKey(n))).To(BeFalse(), "node %s is gone with its agent: no claim", n)
+			continue
+		}
+		for b := range a.uses {
+			g.Expect(blocks).To(ContainElement(b.String()), "node %s's agent uses %s: it stays in its grant", n, b)
+		}
 		if !a.alive {
-			g.Expect(found).To(BeFalse(), "node %s is gone: no grant", n)
-			g.Expect(r.exists(g, claimKey(n))).To(BeFalse(), "node %s is gone: no claim", n)
+			g.Expect(fenced[n] || len(blocks) == 0).To(BeTrue(), "node %s is gone while its agent runs: fenced", n)
+			for _, s := range blocks {
+				granted[poolblock.Family(netip.MustParsePrefix(s))]++
+			}
 			continue
 		}
 		count := map[string]int{}

@@ -19,6 +19,7 @@ import (
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/clock"
 
 	"github.com/contiv-ipam/agent/infra/kvdb"
 	"github.com/contiv-ipam/agent/plugins/ksr/model/poolblock"
@@ -35,11 +36,16 @@ type poolRig struct {
 	log    *slog.Logger
 	// servers counts the servers built; each logs with its number.
 	servers int
+	// grace and clock time the fences of the servers built (a short grace
+	// on the real clock unless a test sets them).
+	grace time.Duration
+	clock clock.WithDelayedExecution
 }
 
 func newPoolRig(t *testing.T, nodes ...string) *poolRig {
 	t.Helper()
-	r := &poolRig{db: etcdBroker(t), client: fake.NewClientset(), events: record.NewFakeRecorder(1000), log: testLogger(t)}
+	r := &poolRig{db: etcdBroker(t), client: fake.NewClientset(), events: record.NewFakeRecorder(1000), log: testLogger(t),
+		grace: 20 * time.Millisecond, clock: clock.RealClock{}}
 	for _, n := range nodes {
 		r.createNode(t, n)
 	}
@@ -92,7 +98,7 @@ func (r *poolRig) prepare(t *testing.T, db kvdb.Broker, cfg PoolBlockConfig, fen
 	m := NewPoolBlockMetrics()
 	s, err := NewPoolBlockServer(PoolBlockParams{DB: db, Fence: fence, Client: r.client, Nodes: r.nodes, Config: cfg,
 		Metrics: m, Log: r.log.With("server", r.servers), Recorder: r.events, InitialRetry: 5 * time.Millisecond, MaxBackoff: 50 * time.Millisecond,
-		ClaimCheck: 200 * time.Millisecond})
+		ClaimCheck: 200 * time.Millisecond, AgentGrace: r.grace, Clock: r.clock})
 	if err != nil {
 		t.Fatal(err)
 	}

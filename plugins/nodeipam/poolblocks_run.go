@@ -21,8 +21,9 @@ const watchRetry = time.Second
 
 // Run serves the claims until ctx ends (nil) or a write finds the
 // leadership lost (an error wrapping ErrLostLead): it follows the Nodes
-// (a node deleted or replaced has its grant and claim deleted) and the
-// claims (watched from Start's list on), and handles one node at a time.
+// (a node deleted or replaced is fenced, then has its grant and claim
+// deleted), the claims (watched from Start's list on) and the agents'
+// presence keys, and handles one node at a time.
 // Call it once, after Start; it returns when its goroutines have ended.
 func (s *PoolBlockServer) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancelCause(ctx)
@@ -40,6 +41,10 @@ func (s *PoolBlockServer) Run(ctx context.Context) error {
 	s.queueKnown()
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	defer s.stopFenceTimers()
+	stopNotify := s.agents.Notify(s.onAgent)
+	defer stopNotify()
+	wg.Go(func() { s.agents.Run(ctx) })
 	wg.Go(func() { s.watchClaims(ctx) })
 	wg.Go(func() { <-ctx.Done(); s.queue.ShutDown() })
 	s.log.Info("pool block server running", "ranges", s.usage(), "maxBlocksPerNode", s.max)
@@ -89,7 +94,8 @@ func (s *PoolBlockServer) work(ctx context.Context, cancel context.CancelCauseFu
 }
 
 // nodeHandlers queue a node that is deleted or replaced by another of the
-// same name (its UID changed), marked for its grant and claim to go.
+// same name (its UID changed), marked gone, and a node added (it may come
+// back from a fence).
 func (s *PoolBlockServer) nodeHandlers() cache.ResourceEventHandler {
 	gone := func(obj any) {
 		name, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
@@ -102,6 +108,11 @@ func (s *PoolBlockServer) nodeHandlers() cache.ResourceEventHandler {
 		s.queue.Add(name)
 	}
 	return cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			if name, err := cache.MetaNamespaceKeyFunc(obj); err == nil {
+				s.onAgent(name) // queued when it holds or asks for blocks
+			}
+		},
 		UpdateFunc: func(oldObj, newObj any) {
 			o, ok1 := oldObj.(*v1.Node)
 			n, ok2 := newObj.(*v1.Node)

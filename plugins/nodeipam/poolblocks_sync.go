@@ -12,14 +12,16 @@ import (
 
 	"github.com/contiv-ipam/agent/infra/kvdb"
 	"github.com/contiv-ipam/agent/plugins/ksr/model/poolblock"
+	"github.com/contiv-ipam/agent/plugins/ksr/model/vppnode"
 )
 
 // errCASLost: a write found a grant (or the generation) changed since it
 // was read; everything was read again and the node is handled again.
 var errCASLost = errors.New("the grants changed meanwhile (compare-and-swap lost); read again")
 
-// sync brings node's grant in line with its claim, or deletes both when
-// its Node is gone.
+// sync brings node's grant in line with its claim; a node whose Node is
+// gone keeps its blocks, without new ones, while its agent may still hold
+// addresses in them (fenced), and has its grant and claim deleted after.
 func (s *PoolBlockServer) sync(ctx context.Context, node string) error {
 	s.mu.Lock()
 	stale := s.stale
@@ -37,59 +39,89 @@ func (s *PoolBlockServer) sync(ctx context.Context, node string) error {
 		delete(s.deleted, node)
 		delete(s.unmet, node)
 		delete(s.waiting, node)
+		s.unfenceLocked(node)
 		s.gaugeLocked()
 		s.mu.Unlock()
 		return nil
 	}
 	s.mu.Unlock()
-	gone, err := s.gone(ctx, node, deleted)
+	live, err := s.live(ctx, node, deleted)
 	if err != nil {
 		return err
 	}
-	if gone {
+	if !live && !s.holdFence(node) {
 		return s.purge(ctx, node, deleted)
 	}
-	p, reports := s.plan(node)
+	p, reports := s.plan(node, live)
 	s.report(reports)
 	if !p.write {
 		return nil
 	}
-	return s.write(ctx, node, p)
+	if err := s.write(ctx, node, p); err != nil {
+		return err
+	}
+	if !live && len(p.next) == 0 {
+		s.queue.Add(node) // nothing left to fence: the next turn deletes its grant and claim
+	}
+	return nil
 }
 
-// gone tells whether node's grant and claim must go: its Node was
-// deleted (or replaced) since the last purge, or it does not exist (the
-// informer's cache is checked first, then the API, so that a Node the
-// cache has not seen yet keeps its claim).
-func (s *PoolBlockServer) gone(ctx context.Context, node string, deleted int) (bool, error) {
-	if deleted > 0 {
-		return true, nil
+// live tells whether node is served as usual: its Node exists and was
+// not deleted (or replaced) since the last purge, or it was and has come
+// back with its agent present (the agent that serves the name holds the
+// blocks). The informer's cache is asked first, then the API, so that a
+// Node the cache has not seen yet is live.
+func (s *PoolBlockServer) live(ctx context.Context, node string, deleted int) (bool, error) {
+	exists, err := s.exists(ctx, node)
+	if err != nil || !exists {
+		return false, err
 	}
+	if deleted > 0 {
+		present, err := s.agents.Present(ctx, node)
+		if err != nil || !present {
+			return false, err
+		}
+		s.back(node, deleted)
+	}
+	s.mu.Lock()
+	s.unfenceLocked(node)
+	s.mu.Unlock()
+	return true, nil
+}
+
+// exists tells whether node's Node exists.
+func (s *PoolBlockServer) exists(ctx context.Context, node string) (bool, error) {
 	if _, err := s.nodes.Lister().Get(node); err == nil {
-		return false, nil
+		return true, nil
 	} else if !apierrors.IsNotFound(err) {
 		return false, err
 	}
 	_, err := s.kube.node(ctx, node)
 	switch {
 	case apierrors.IsNotFound(err):
-		return true, nil
+		return false, nil
 	case err != nil:
 		return false, fmt.Errorf("node %s: %w", node, err)
 	}
-	return false, nil
+	return true, nil
 }
 
 // purge deletes node's grant (compared with its mod revision) and claim
-// in one fenced transaction, then frees its blocks.
+// in one fenced transaction, then frees its blocks. When the grant holds
+// blocks the transaction also holds only while node's presence key is
+// absent (the second look at the agent).
 func (s *PoolBlockServer) purge(ctx context.Context, node string, deleted int) error {
 	s.mu.Lock()
 	var rev int64
+	holds := false
 	if g := s.grants[node]; g != nil {
-		rev = g.rev
+		rev, holds = g.rev, len(g.blocks)+len(g.taken) > 0
 	}
 	s.mu.Unlock()
 	cmps := append(s.fenceCmps(), kvdb.IfModRevision(grantKey(node), rev))
+	if holds {
+		cmps = append(cmps, kvdb.IfAbsent(vppnode.PresenceKey(node)))
+	}
 	ops := []kvdb.Op{kvdb.DeleteOp(grantKey(node)), kvdb.DeleteOp(claimKey(node))}
 	ok, err := s.txn(ctx, cmps, ops)
 	if err != nil {
@@ -112,12 +144,14 @@ func (s *PoolBlockServer) purge(ctx context.Context, node string, deleted int) e
 	if s.deleted[node] -= deleted; s.deleted[node] <= 0 {
 		delete(s.deleted, node)
 	}
+	fenced := s.unfenceLocked(node)
 	if freed > 0 {
 		s.wakeLocked()
 	}
 	s.gaugeLocked()
 	s.mu.Unlock()
-	s.log.Info("pool blocks: node gone from Kubernetes: its grant and claim deleted, its blocks freed", "node", node, "freed", freed)
+	s.log.Info("pool blocks: node gone from Kubernetes and its agent away for the grace period (or nothing granted): its grant and claim deleted, its blocks freed",
+		"node", node, "freed", freed, "was-fenced", fenced, "grace", s.grace)
 	return nil
 }
 
@@ -133,11 +167,12 @@ type poolPlan struct {
 }
 
 // plan computes node's next grant: its blocks minus the released ones,
-// then, per family, the next free blocks until it holds what it wants (at
-// most maxBlocksPerNode). The blocks taken are held for the node (in the
-// grant's taken) until the write's outcome is known. A node that a full
-// range cannot serve waits (reported once).
-func (s *PoolBlockServer) plan(node string) (poolPlan, []poolReport) {
+// then, when it may grow (its Node lives), per family, the next free
+// blocks until it holds what it wants (at most maxBlocksPerNode). The
+// blocks taken are held for the node (in the grant's taken) until the
+// write's outcome is known. A node that a full range cannot serve waits
+// (reported once).
+func (s *PoolBlockServer) plan(node string, grow bool) (poolPlan, []poolReport) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	defer s.gaugeLocked()
@@ -161,6 +196,9 @@ func (s *PoolBlockServer) plan(node string) (poolPlan, []poolReport) {
 	var reports []poolReport
 	for _, f := range wantedFamilies(c, s.book) {
 		want := min(c.Want[f], s.max)
+		if !grow {
+			want = 0
+		}
 		have := countFamily(p.next, f)
 		for have < want {
 			b, err := s.book.take(node, f, release)

@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"slices"
 	"sync"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -15,6 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/clock"
 )
 
 // patchRetries is how often a node patch is tried before the node is
@@ -35,6 +37,14 @@ type Params struct {
 	// Cloud holds the nodes' ranges for CloudAllocator, IPAMFromCluster
 	// and IPAMFromCloud.
 	Cloud Cloud
+	// Agents tells whether a node's agent may still hold addresses: the
+	// CIDRs of a deleted Node stay fenced (handed to no other node) while
+	// it may, and are freed only once it has been gone for AgentGrace.
+	// nil: no agents to wait for; a deleted Node's CIDRs are freed at
+	// once, as Kubernetes does (RangeAllocator only).
+	Agents Agents
+	// AgentGrace: see Agents; 0 means DefaultAgentGrace.
+	AgentGrace time.Duration
 	// Metrics counts; nil means metrics that nobody registered.
 	Metrics *Metrics
 	// Log is the logger; nil means slog.Default().
@@ -61,11 +71,15 @@ type RangeAllocator struct {
 	nodes   coreinformers.NodeInformer
 	workers int
 	queue   workqueue.TypedRateLimitingInterface[string]
+	agents  Agents // nil: no fences
+	grace   time.Duration
+	clock   clock.WithDelayedExecution
 
 	mu      sync.Mutex // guards what follows
 	book    *blockBook
-	held    map[string]*holding // node -> what it holds
-	waiting map[string]bool     // nodes that could not get CIDRs
+	held    map[string]*holding   // node -> what it holds
+	waiting map[string]bool       // nodes that could not get CIDRs
+	fenced  map[string]*cidrFence // deleted nodes whose agent may still hold addresses
 }
 
 var _ CIDRAllocator = (*RangeAllocator)(nil)
@@ -74,8 +88,8 @@ var _ CIDRAllocator = (*RangeAllocator)(nil)
 // is handed out, the CIDRs of nodeList (the full list of Nodes) and the
 // claims of the ledger that are still pending. A claim of a node that is
 // gone, or that holds CIDRs now, is deleted.
-func NewCIDRRangeAllocator(ctx context.Context, p Params, nodeList *v1.NodeList) (*RangeAllocator, error) {
-	r, err := newRangeAllocator(p)
+func NewCIDRRangeAllocator(ctx context.Context, p Params, nodeList *v1.NodeList, opts ...Option) (*RangeAllocator, error) {
+	r, err := newRangeAllocator(p, buildOptions(opts))
 	if err != nil {
 		return nil, err
 	}
@@ -90,7 +104,7 @@ func NewCIDRRangeAllocator(ctx context.Context, p Params, nodeList *v1.NodeList)
 	return r, nil
 }
 
-func newRangeAllocator(p Params) (*RangeAllocator, error) {
+func newRangeAllocator(p Params, o options) (*RangeAllocator, error) {
 	p = p.withDefaults()
 	ranges, err := p.Config.Ranges()
 	if err != nil {
@@ -105,7 +119,8 @@ func newRangeAllocator(p Params) (*RangeAllocator, error) {
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[string](p.Config.InitialRetry, p.Config.MaxBackoff),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "contiv-nodeipam"}),
-		held: make(map[string]*holding), waiting: make(map[string]bool),
+		held: make(map[string]*holding), waiting: make(map[string]bool), fenced: make(map[string]*cidrFence),
+		agents: p.Agents, grace: p.AgentGrace, clock: o.clock,
 	}
 	if r.book, err = newBlockBook(p.Config, p.Metrics); err != nil {
 		return nil, err
@@ -127,6 +142,9 @@ func (p Params) withDefaults() Params {
 	if p.Config.Workers < 1 {
 		p.Config.Workers = 1
 	}
+	if p.AgentGrace <= 0 {
+		p.AgentGrace = DefaultAgentGrace
+	}
 	return p
 }
 
@@ -144,7 +162,9 @@ func (r *RangeAllocator) occupyListed(node *v1.Node) {
 }
 
 // restoreClaims reserves the CIDRs of the pending claims again and deletes
-// the claims that are no longer pending.
+// the claims that are no longer pending. With Agents, the fences are
+// restored too (restoreFence), and a pending claim of a node that is gone
+// or replaced is fenced: its patch may have landed.
 func (r *RangeAllocator) restoreClaims(ctx context.Context, nodeList *v1.NodeList) error {
 	claims, err := r.ledger.List(ctx)
 	if err != nil {
@@ -158,8 +178,18 @@ func (r *RangeAllocator) restoreClaims(ctx context.Context, nodeList *v1.NodeLis
 	}
 	for _, c := range claims {
 		node := byName[c.Node]
-		if node != nil && string(node.UID) == c.UID && !hasCIDRs(node) && r.restoreClaim(c) {
+		restored := node != nil && string(node.UID) == c.UID && !hasCIDRs(node) && r.restoreClaim(c)
+		if restored {
 			r.log.Info("claim restored: the node will be patched with its CIDRs", "node", c.Node, "cidrs", c.CIDRs)
+		}
+		if r.agents != nil {
+			r.restoreFence(c, node, restored)
+			if err := r.rewriteRecord(ctx, c); err != nil {
+				return fmt.Errorf("nodeipam: %w", err)
+			}
+			continue
+		}
+		if restored {
 			continue
 		}
 		if err := r.ledger.Delete(ctx, c.Node); err != nil {
@@ -211,10 +241,9 @@ func (r *RangeAllocator) AllocateOrOccupyCIDR(ctx context.Context, node *v1.Node
 		return err
 	case from == settled:
 		return nil
-	case from == fresh:
-		claim := Claim{Node: node.Name, UID: string(node.UID), CIDRs: cidrStrings(want)}
-		if err := r.ledger.Put(ctx, claim); err != nil {
-			r.release(node.Name, "")
+	case from == fresh || from == readopted:
+		if err := r.writeRecord(ctx, node.Name); err != nil {
+			r.unreserve(node, from)
 			return fmt.Errorf("nodeipam: node %s: %w", node.Name, err)
 		}
 	}
@@ -222,15 +251,14 @@ func (r *RangeAllocator) AllocateOrOccupyCIDR(ctx context.Context, node *v1.Node
 }
 
 // ReleaseCIDR implements CIDRAllocator: it frees what the node holds
-// (blocks that another node holds are never touched) and its claim.
+// (blocks that another node holds are never touched) and its claim; with
+// Agents, it fences them instead while the node's agent may still hold
+// addresses in them.
 func (r *RangeAllocator) ReleaseCIDR(ctx context.Context, node *v1.Node) error {
 	if node == nil {
 		return nil
 	}
-	if r.release(node.Name, node.UID) {
-		return r.ledger.Delete(ctx, node.Name)
-	}
-	return nil
+	return r.gone(ctx, node.Name, node.UID)
 }
 
 // Usage is the state of one cluster range.
@@ -247,6 +275,9 @@ type Status struct {
 	Ranges  []Usage  `json:"ranges"`
 	Pending []string `json:"pendingNodes,omitempty"` // handed out, not yet on the Node
 	Waiting []string `json:"waitingNodes,omitempty"` // could not get CIDRs
+	// Fenced are the deleted Nodes whose agent may still hold addresses
+	// in their CIDRs: no other node gets those.
+	Fenced []FencedNode `json:"fencedNodes,omitempty"`
 }
 
 // Status returns a copy of the allocator's state.
@@ -264,5 +295,6 @@ func (r *RangeAllocator) Status() Status {
 	}
 	slices.Sort(st.Pending)
 	slices.Sort(st.Waiting)
+	st.Fenced = r.fencedLocked()
 	return st
 }

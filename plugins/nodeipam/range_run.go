@@ -28,6 +28,11 @@ func (r *RangeAllocator) Run(stop <-chan struct{}) {
 		return
 	}
 	r.queueHeld()
+	if r.agents != nil {
+		stopNotify := r.agents.Notify(r.onAgent)
+		defer stopNotify()
+		defer r.stopFenceTimers()
+	}
 	r.log.Info("node CIDR allocator running", "ranges", r.clusters(), "workers", r.workers)
 	for range r.workers {
 		wg.Go(func() { r.work(ctx) })
@@ -37,11 +42,15 @@ func (r *RangeAllocator) Run(stop <-chan struct{}) {
 
 // queueHeld queues every node the allocator holds blocks for: one deleted
 // between New's list and the handlers' registration is not in the
-// informer's replay, and its blocks would never be freed otherwise.
+// informer's replay, and its blocks would never be freed otherwise; and
+// every fenced one.
 func (r *RangeAllocator) queueHeld() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for name := range r.held {
+		r.queue.Add(name)
+	}
+	for name := range r.fenced {
 		r.queue.Add(name)
 	}
 }
@@ -78,14 +87,12 @@ func (r *RangeAllocator) work(ctx context.Context) {
 	}
 }
 
-// syncNode gives the node its CIDRs, or frees them when it is gone.
+// syncNode gives the node its CIDRs, or frees (fences) them when it is
+// gone; a fence not yet in the ledger is written.
 func (r *RangeAllocator) syncNode(ctx context.Context, name string) error {
 	node, err := r.nodes.Lister().Get(name)
 	if apierrors.IsNotFound(err) {
-		if r.release(name, "") {
-			return r.ledger.Delete(ctx, name)
-		}
-		return nil
+		return r.gone(ctx, name, "")
 	}
 	if err != nil {
 		return err
@@ -93,5 +100,8 @@ func (r *RangeAllocator) syncNode(ctx context.Context, name string) error {
 	if node.DeletionTimestamp != nil {
 		return nil
 	}
-	return r.AllocateOrOccupyCIDR(ctx, node)
+	if err := r.AllocateOrOccupyCIDR(ctx, node); err != nil {
+		return err
+	}
+	return r.recordFence(ctx, name)
 }

@@ -15,15 +15,17 @@ import (
 type reservation int
 
 const (
-	fresh   reservation = iota // just handed out: claim, then patch
-	claimed                    // the node's pending claim: patch again
-	settled                    // the node holds them already (a stale copy of the node had none)
+	fresh     reservation = iota // just handed out: claim, then patch
+	claimed                      // the node's pending claim: patch again
+	settled                      // the node holds them already (a stale copy of the node had none)
+	readopted                    // the fenced CIDRs of an earlier node of that name: claim, then patch
 )
 
 // reserve returns the CIDRs of the node: those it was patched with
-// already (its copy is stale), those of its pending claim, else a fresh
-// block of every range. A range that is full undoes the blocks taken from
-// the others.
+// already (its copy is stale), those of its pending claim, those fenced
+// for an earlier node of its name (its agent serves the name), else a
+// fresh block of every range. A range that is full undoes the blocks
+// taken from the others.
 func (r *RangeAllocator) reserve(node *v1.Node) (cidrs []netip.Prefix, from reservation, err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -34,7 +36,10 @@ func (r *RangeAllocator) reserve(node *v1.Node) (cidrs []netip.Prefix, from rese
 		case h.uid == node.UID:
 			return h.cidrs, settled, nil
 		}
-		r.releaseLocked(node.Name) // an earlier node of that name
+		r.dropLocked(node.Name, h.uid, nil) // an earlier node of that name
+	}
+	if r.fenced[node.Name] != nil {
+		return r.readoptLocked(node)
 	}
 	cidrs, err = r.book.allocate(node.Name)
 	if err != nil {
@@ -50,7 +55,7 @@ func (r *RangeAllocator) reserve(node *v1.Node) (cidrs []netip.Prefix, from rese
 func (r *RangeAllocator) occupy(node *v1.Node, cidrs []netip.Prefix) {
 	outside, conflicts, dropped := r.occupyState(node, cidrs)
 	if dropped {
-		_ = r.ledger.Delete(context.Background(), node.Name) // a stale claim is deleted at the next start anyway
+		_ = r.writeRecord(context.Background(), node.Name) // a stale claim is deleted at the next start anyway; a fence is written again by syncNode
 	}
 	for _, p := range outside {
 		r.metrics.fail(ReasonCIDROutOfRange)
@@ -62,8 +67,9 @@ func (r *RangeAllocator) occupy(node *v1.Node, cidrs []netip.Prefix) {
 	}
 }
 
-// occupyState is occupy's bookkeeping; dropped tells whether the node had
-// a pending claim (now settled by what the node holds).
+// occupyState is occupy's bookkeeping; dropped tells whether the node's
+// record in the ledger changed (a pending claim now settled by what the
+// node holds, or a fence).
 func (r *RangeAllocator) occupyState(node *v1.Node, cidrs []netip.Prefix) (outside []netip.Prefix, conflicts []conflict, dropped bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -72,8 +78,13 @@ func (r *RangeAllocator) occupyState(node *v1.Node, cidrs []netip.Prefix) (outsi
 			return nil, nil, false // the common case: an update of a node already occupied
 		}
 		dropped = h.pending
-		r.releaseLocked(node.Name)
+		if h.uid != node.UID {
+			dropped = r.dropLocked(node.Name, h.uid, cidrs) || dropped // an earlier node of that name
+		} else {
+			r.releaseLocked(node.Name)
+		}
 	}
+	dropped = r.unfenceHeldLocked(node.Name, cidrs) || dropped
 	outside, conflicts = r.book.occupy(node.Name, cidrs)
 	r.held[node.Name] = &holding{uid: node.UID, cidrs: cidrs}
 	delete(r.waiting, node.Name)
@@ -140,9 +151,7 @@ func (r *RangeAllocator) afterPatchError(ctx context.Context, node *v1.Node, wan
 	cur, err := r.kube.node(ctx, node.Name)
 	switch {
 	case apierrors.IsNotFound(perr) || apierrors.IsNotFound(err):
-		if r.release(node.Name, node.UID) {
-			_ = r.ledger.Delete(ctx, node.Name)
-		}
+		_ = r.gone(ctx, node.Name, node.UID) // an error leaves it to the node's next turn
 		return true
 	case err != nil:
 		return false // unknown: patch again
@@ -173,7 +182,7 @@ func (r *RangeAllocator) settled(ctx context.Context, node *v1.Node, cidrs []net
 	delete(r.waiting, node.Name)
 	r.mu.Unlock()
 	r.log.Info("node pod CIDRs set", "node", node.Name, "cidrs", cidrs)
-	if err := r.ledger.Delete(ctx, node.Name); err != nil {
+	if err := r.writeRecord(ctx, node.Name); err != nil {
 		r.log.Warn("claim not deleted; the next start deletes it", "node", node.Name, "err", err)
 	}
 	if waited {

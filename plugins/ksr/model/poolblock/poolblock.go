@@ -14,7 +14,10 @@
 //     (Blocks, in the order granted). A block is in at most one grant:
 //     nodeipam writes a grant with a compare-and-swap on its revision,
 //     after reading every grant at start, and frees a block only when its
-//     node released it or is gone from Kubernetes.
+//     node released it, or when the node is gone from Kubernetes and its
+//     agent has been gone too (its presence key absent) for a grace
+//     period: until then the grant of a deleted Node is fenced (it keeps
+//     its blocks, gets no new ones, and Release still gives blocks back).
 //
 // Values are JSON (the watchers carry them as generic structs).
 package poolblock
@@ -47,7 +50,9 @@ type Claim struct {
 	// Want is the number of added blocks the node wants to hold, per
 	// family ("ipv4", "ipv6"); a family left out wants none.
 	Want map[string]int `json:"want"`
-	// Release lists granted blocks the agent no longer uses.
+	// Release lists granted blocks the agent no longer uses: the way an
+	// agent reports a block empty, also while its Node is deleted (the
+	// block is then freed before the agent goes).
 	Release []netip.Prefix `json:"release,omitempty"`
 }
 
