@@ -12,18 +12,28 @@
 //     start may connect later) and Store.OnReconnect to resync after the
 //     store was unreachable.
 //  4. To follow a subtree: List it, keep its rev, then Watch(prefix, rev+1);
-//     this gives every later change exactly once, in revision order.
+//     this gives every later change exactly once, in revision order. A
+//     change the List already showed is not delivered again: a watch that
+//     delivers nothing while nothing changes is not stuck.
 //  5. When a watch channel closes while your context is still live, the
-//     watch broke (compaction, overflow, store closed): go back to step 4.
-//     Cancel the watch's context when you no longer read the channel.
-//  6. For read-modify-write use Txn or the helpers PutIfAbsent,
+//     watch broke (compaction, overflow, store closed, store replaced): go
+//     back to step 4. Cancel the watch's context when you no longer read
+//     the channel. Do not re-list on a timer to catch a "silent" watch: a
+//     watch is never silent while its channel is open (kvdbtest's
+//     WatchesCreatedDuringWrites holds every store to it), and the cases
+//     that could make it so close the channel instead.
+//  6. If the store implements ReplaceNotifier (etcd), register
+//     OnStoreReplaced to resync state you keep without a watch: a store
+//     replaced behind its endpoints (an old snapshot, a wiped member,
+//     another cluster) ends every watch and then calls it.
+//  7. For read-modify-write use Txn or the helpers PutIfAbsent,
 //     CompareAndSwap and CompareAndDelete in a retry loop: Get, compute,
 //     swap, and start over when the swap reports false.
-//  7. Branch on errors with errors.Is against the sentinels (ErrClosed,
+//  8. Branch on errors with errors.Is against the sentinels (ErrClosed,
 //     ErrInvalidKey, ErrValueTooLarge, ErrInvalidTxn, ErrCompacted,
 //     ErrUnknownOutcome, ErrBusy, ErrStoreFailed); a missing key is
 //     found=false or existed=false, never an error.
-//  8. Treat a write error that wraps ErrUnknownOutcome as "may be
+//  9. Treat a write error that wraps ErrUnknownOutcome as "may be
 //     applied" and resolve it (see "Write outcomes"); treat every other
 //     write error as "not applied".
 //

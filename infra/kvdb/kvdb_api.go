@@ -90,17 +90,21 @@ type Broker interface {
 	// ErrInvalidTxn.
 	Txn(ctx context.Context, cmps []Cmp, ops []Op) (succeeded bool, err error)
 
-	// Watch delivers, in revision order, every change to keys starting with
-	// prefix whose revision is >= fromRev. fromRev 0 means "from now": every
-	// change committed after Watch returns is delivered. Use List's rev+1 to
-	// continue a snapshot without a gap.
+	// Watch delivers, in revision order and exactly once, every change to
+	// keys starting with prefix whose revision is >= fromRev. fromRev 0
+	// means "from now": every change committed after Watch returns is
+	// delivered. Use List's rev+1 to continue a snapshot without a gap. A
+	// watch from a revision the store has not reached yet waits for it:
+	// it delivers nothing until then, which is not a fault.
 	//
 	// Watch returns once the watch is established. The channel is closed
 	// when ctx ends, when the store is closed, or when the watch breaks: its
 	// start revision was compacted away (the error may also be returned at
-	// once, wrapping ErrCompacted) or the consumer fell too far behind. When
-	// the channel closes while ctx is still live, the consumer must List
-	// again and Watch from the new rev+1.
+	// once, wrapping ErrCompacted), the consumer fell too far behind, or
+	// the store was replaced (see ReplaceNotifier). A watch never goes
+	// silent instead of breaking: while the channel is open, every change
+	// is delivered. When the channel closes while ctx is still live, the
+	// consumer must List again and Watch from the new rev+1.
 	Watch(ctx context.Context, prefix string, fromRev int64) (<-chan WatchEvent, error)
 }
 
@@ -118,6 +122,54 @@ type Submitter interface {
 	// at once); once the store has taken it, done hears the commit's
 	// outcome. done must not block.
 	Submit(ctx context.Context, cmps []Cmp, ops []Op, done func(succeeded bool, err error)) error
+}
+
+// StoreReplaced describes a store found replaced behind its plugin: the
+// endpoints now reach another store (etcd restored from an old snapshot,
+// a wiped member, another cluster after maintenance). Revisions of the
+// old store mean nothing in the new one, so a watch from an old revision
+// would wait silently, or skip changes.
+type StoreReplaced struct {
+	// Reason is ReasonStoreID or ReasonRevisionBack.
+	Reason string
+	// OldID and NewID identify the two stores (etcd: cluster IDs in hex).
+	OldID, NewID string
+	// LastRevision is the highest revision the old store showed; Revision
+	// the new store's, when the replacement was found.
+	LastRevision, Revision int64
+}
+
+// Reasons of a StoreReplaced.
+const (
+	// ReasonStoreID: an answer carried another store ID (etcd: cluster
+	// ID) than the earlier answers.
+	ReasonStoreID = "store ID changed"
+	// ReasonRevisionBack: an answer showed a revision lower than one shown
+	// before the request was sent (the same cluster ID, another store:
+	// a member started again on empty or restored data).
+	ReasonRevisionBack = "revision went back"
+)
+
+// ReplaceNotifier is implemented by stores that can be replaced behind
+// their plugin while the agent runs (etcd). The plugin checks the store's
+// identity on the answers it gets (every health probe among them, so a
+// replacement is found within one probe interval even when nothing else
+// is asked), and when it finds the store replaced:
+//  1. it ends every watch it serves (each channel closes: its consumer
+//     lists again and watches from the new rev+1, as for any broken
+//     watch), then
+//  2. it calls every OnStoreReplaced callback, so that consumers without
+//     a watch resync too.
+//
+// A replacement is found by an answer whose store ID differs, or whose
+// revision is lower than one seen before its request was sent. A new
+// store with the same ID whose revision has already passed the last one
+// seen is not told apart from the old one.
+type ReplaceNotifier interface {
+	// OnStoreReplaced registers fn, called once per replacement found, on
+	// the plugin's goroutine, after the old store's watches were ended.
+	// fn must not block: hand the resync to your own goroutine.
+	OnStoreReplaced(fn func(StoreReplaced))
 }
 
 // Store is a key-value store plugin: a root Broker (no prefix) plus

@@ -126,7 +126,9 @@
 //   - at once in Update when this node's own record is deleted or
 //     overwritten while connected (the watch delivers it);
 //   - in every remote DB resync (the controller pushes one on every etcd
-//     reconnect, so after every gap, and after a local resync);
+//     reconnect, so after every gap, after a local resync, and at once
+//     when the etcd plugin finds the store replaced behind its endpoints:
+//     see "A replaced etcd" below);
 //   - in a NodeIDCheck (the keeper saw the lease lost, or PublishNodeIPs
 //     saw a conflict);
 //   - in any later resync that reaches etcd while a re-assert is pending.
@@ -142,6 +144,15 @@
 // failure (etcd unreachable) is not fatal: the re-assert stays pending
 // and the next resync that reaches etcd retries it; in Update the error is
 // returned, so the controller schedules a healing resync.
+//
+// A replaced etcd (restored from an old snapshot, wiped, another cluster
+// behind the same endpoints) holds neither this node's record nor its
+// presence key. nodesync keeps no watch of its own and lists nothing on a
+// timer: the etcd plugin finds the replacement and the controller's
+// watcher pushes a remote DB resync (plugins/controller/dbwatcher), whose
+// re-assert writes the record again; the presence lease is unknown to the
+// new store, so the keeper sees it lost and the NodeIDCheck claims it
+// again.
 //
 // PublishNodeIPs writes the record only where it may: read it, then swap
 // it on its mod revision (create it if absent); a record naming another

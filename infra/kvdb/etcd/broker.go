@@ -56,8 +56,13 @@ func (p *Plugin) Put(ctx context.Context, key string, value []byte) error {
 	}
 	ctx, cancel := p.opCtx(ctx)
 	defer cancel()
-	_, err = cli.Put(ctx, key, string(value))
-	return p.writeErr("put", key, err)
+	m := p.ident.mark()
+	resp, err := cli.Put(ctx, key, string(value))
+	if err != nil {
+		return p.writeErr("put", key, err)
+	}
+	p.answered(m, resp.Header, true)
+	return nil
 }
 
 // Get implements kvdb.Broker.
@@ -71,9 +76,14 @@ func (p *Plugin) Get(ctx context.Context, key string) (kvdb.KeyValue, bool, erro
 	}
 	ctx, cancel := p.opCtx(ctx)
 	defer cancel()
+	m := p.ident.mark()
 	resp, err := cli.Get(ctx, key)
-	if err != nil || len(resp.Kvs) == 0 {
+	if err != nil {
 		return kvdb.KeyValue{}, false, p.wrap("get", key, err)
+	}
+	p.answered(m, resp.Header, true)
+	if len(resp.Kvs) == 0 {
+		return kvdb.KeyValue{}, false, nil
 	}
 	return keyValue(resp.Kvs[0]), true, nil
 }
@@ -86,10 +96,12 @@ func (p *Plugin) List(ctx context.Context, prefix string) ([]kvdb.KeyValue, int6
 	}
 	ctx, cancel := p.opCtx(ctx)
 	defer cancel()
+	m := p.ident.mark()
 	resp, err := cli.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByKey, clientv3.SortAscend))
 	if err != nil {
 		return nil, 0, p.wrap("list", prefix, err)
 	}
+	p.answered(m, resp.Header, true)
 	var kvs []kvdb.KeyValue
 	for _, kv := range resp.Kvs {
 		kvs = append(kvs, keyValue(kv))
@@ -111,10 +123,12 @@ func (p *Plugin) Delete(ctx context.Context, key string) (bool, error) {
 	}
 	ctx, cancel := p.opCtx(ctx)
 	defer cancel()
+	m := p.ident.mark()
 	resp, err := cli.Delete(ctx, key)
 	if err != nil {
 		return false, p.writeErr("delete", key, err)
 	}
+	p.answered(m, resp.Header, true)
 	return resp.Deleted > 0, nil
 }
 
@@ -145,10 +159,12 @@ func (p *Plugin) Txn(ctx context.Context, cmps []kvdb.Cmp, ops []kvdb.Op) (bool,
 	}
 	ctx, cancel := p.opCtx(ctx)
 	defer cancel()
+	m := p.ident.mark()
 	resp, err := cli.Txn(ctx).If(ifs...).Then(thens...).Commit()
 	if err != nil {
 		return false, p.writeErr("txn", name, err)
 	}
+	p.answered(m, resp.Header, true)
 	return resp.Succeeded, nil
 }
 
@@ -242,44 +258,54 @@ func (p *Plugin) NewSession(ctx context.Context) (*concurrency.Session, error) {
 }
 
 // Watch implements kvdb.Broker. It returns once etcd has confirmed the
-// watch (within operation-timeout). A compacted fromRev closes the channel.
+// watch (within operation-timeout). A compacted fromRev closes the
+// channel, and so does the replacement of the store (identity.go): a
+// watch is registered with the identity before it is sent.
 func (p *Plugin) Watch(ctx context.Context, prefix string, fromRev int64) (<-chan kvdb.WatchEvent, error) {
 	cli, err := p.client("watch", prefix)
 	if err != nil {
 		return nil, err
 	}
-	wctx, cancel := context.WithCancel(ctx)
+	wctx, cancel := context.WithCancelCause(ctx)
+	entry, m := p.ident.addWatch(cancel)
+	end := func() {
+		cancel(nil)
+		p.ident.removeWatch(entry)
+	}
 	opts := []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithPrevKV(), clientv3.WithCreatedNotify()}
 	if fromRev > 0 {
 		opts = append(opts, clientv3.WithRev(fromRev))
 	}
 	wch := cli.Watch(wctx, prefix, opts...)
-	if err := p.awaitCreated(wctx, wch); err != nil {
-		cancel()
+	if err := p.awaitCreated(wctx, m, wch); err != nil {
+		end()
 		return nil, p.wrap("watch", prefix, err)
 	}
 	out := make(chan kvdb.WatchEvent)
 	started := p.goTracked(func(life context.Context) {
-		defer cancel()
+		defer end()
 		defer close(out)
-		p.forward(wctx, life, prefix, wch, out)
+		p.forward(wctx, life, m, prefix, wch, out)
 	})
 	if !started {
-		cancel()
+		end()
 		return nil, fmt.Errorf("etcd watch %q: %w", prefix, kvdb.ErrClosed)
 	}
 	return out, nil
 }
 
 // awaitCreated waits for etcd's confirmation that the watch exists.
-func (p *Plugin) awaitCreated(ctx context.Context, wch clientv3.WatchChan) error {
+func (p *Plugin) awaitCreated(ctx context.Context, m mark, wch clientv3.WatchChan) error {
 	t := time.NewTimer(p.cfg.OperationTimeout)
 	defer t.Stop()
 	select {
 	case resp, ok := <-wch:
+		if ok {
+			p.answered(m, &resp.Header, false)
+		}
 		switch {
-		case !ok && ctx.Err() != nil:
-			return ctx.Err()
+		case ctx.Err() != nil:
+			return context.Cause(ctx)
 		case !ok:
 			return kvdb.ErrClosed
 		case resp.CompactRevision != 0:
@@ -296,10 +322,13 @@ func (p *Plugin) awaitCreated(ctx context.Context, wch clientv3.WatchChan) error
 }
 
 // forward converts etcd's responses into events until the watch ends: ctx
-// done, plugin closed, or the watch broken (compaction).
-func (p *Plugin) forward(ctx, life context.Context, prefix string, wch clientv3.WatchChan, out chan<- kvdb.WatchEvent) {
+// done (by its consumer, or because the store was replaced), plugin
+// closed, or the watch broken (compaction). The events of a response from
+// another store than the watch's are never delivered.
+func (p *Plugin) forward(ctx, life context.Context, m mark, prefix string, wch clientv3.WatchChan, out chan<- kvdb.WatchEvent) {
 	for resp := range wch {
-		if err := resp.Err(); err != nil {
+		p.answered(m, &resp.Header, false)
+		if err := resp.Err(); err != nil || ctx.Err() != nil {
 			if ctx.Err() == nil && life.Err() == nil {
 				p.Log.Warn("watch broke; the consumer must list again", "prefix", prefix, "err", err)
 			}

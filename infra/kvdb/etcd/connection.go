@@ -101,16 +101,23 @@ func (p *Plugin) runOnConnect(fn func() error) {
 	}
 }
 
-// probe reads the probe key within dial-timeout.
+// probe reads the probe key within dial-timeout and checks the answer's
+// identity (identity.go): a replaced store is found within one probe.
 func (p *Plugin) probe(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.DialTimeout)
 	defer cancel()
-	_, err := p.cli.Get(ctx, p.probeKey, clientv3.WithCountOnly())
-	return err
+	m := p.ident.mark()
+	resp, err := p.cli.Get(ctx, p.probeKey, clientv3.WithCountOnly())
+	if err != nil {
+		return err
+	}
+	p.answered(m, resp.Header, true)
+	return nil
 }
 
 // monitor probes every probe-interval while connected and every
-// reconnect-interval while not, until ctx ends.
+// reconnect-interval while not, and reports the replacements of the store
+// found (OnStoreReplaced), until ctx ends.
 func (p *Plugin) monitor(ctx context.Context) {
 	for {
 		interval := p.cfg.ProbeInterval
@@ -122,6 +129,10 @@ func (p *Plugin) monitor(ctx context.Context) {
 		case <-ctx.Done():
 			t.Stop()
 			return
+		case r := <-p.replaced:
+			t.Stop()
+			p.reportReplaced(r)
+			continue
 		case <-t.C:
 		}
 		err := p.probe(ctx)

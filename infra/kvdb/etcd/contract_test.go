@@ -24,6 +24,20 @@ func TestContract(t *testing.T) {
 	})
 }
 
+// The same contract against an external etcd: the etcd binary the
+// Kubernetes tests use, as a child process.
+func TestContractExternal(t *testing.T) {
+	proc := etcdtest.StartProcess(t)
+	raw := proc.Client(t)
+	kvdbtest.RunContract(t, func(t *testing.T) (kvdb.Broker, kvdb.Broker) {
+		_, err := raw.Delete(t.Context(), "", clientv3.WithPrefix())
+		NewWithT(t).Expect(err).NotTo(HaveOccurred())
+		a := startPlugin(t, fastConfig(proc.Endpoint()), nil)
+		b := startPlugin(t, fastConfig(proc.Endpoint()), nil)
+		return a, b
+	})
+}
+
 func TestPresenceContract(t *testing.T) {
 	srv := etcdtest.Start(t)
 	raw := srv.Client(t)

@@ -25,10 +25,36 @@
 //  5. Use the plugin as a kvdb.Store. Each request is bounded by
 //     operation-timeout. Watches survive short outages (the client resumes
 //     them); a watch whose start revision was compacted (auto-compact)
-//     closes its channel: List and Watch again.
+//     closes its channel: List and Watch again. So does every watch when
+//     the store behind the endpoints is found replaced (below).
 //  6. Close (the agent calls it) stops the monitor and auto-compaction,
 //     ends every watch, closes the client and stops the embedded server,
 //     waiting for every goroutine the plugin started.
+//
+// # A replaced store
+//
+// The etcd client resumes a watch after an outage from the revision it had
+// reached. If the endpoints now reach another store (restored from an old
+// snapshot, a wiped member, another cluster), that revision means nothing
+// there: a watch would wait, silent, until the new store reaches it. The
+// plugin implements kvdb.ReplaceNotifier: the identity (identity.go) is
+// checked on the answers of the health probe, Get, List, Put, Delete and
+// Txn (an answer whose cluster ID differs, or whose revision is below one
+// seen before its request was sent, comes from another store) and on every
+// watch answer (cluster ID only: a member may serve watches from a state a
+// little behind). When a replacement is found, every watch started before
+// it ends (its channel closes), the replacement is logged, and the monitor
+// calls the OnStoreReplaced callbacks, whatever resync-after-reconnect
+// says. The probe finds it within one probe-interval of the new store
+// answering. A new store with the same cluster ID whose revision already
+// passed the last one seen is not told apart.
+//
+// Owners: the identity (cluster ID, highest revision, epoch, the registry
+// of live watches, the callbacks) is guarded by its mutex and changed only
+// through its methods, by whichever goroutine got the answer; the queue of
+// replacements found is drained by the monitor goroutine alone. The
+// connection state is guarded by its own mutex and written by Init and the
+// monitor.
 //
 // NewSession gives a lease-backed concurrency.Session with session-ttl for
 // keys that must vanish with the agent and for elections.

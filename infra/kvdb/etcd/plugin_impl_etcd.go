@@ -33,6 +33,10 @@ type Plugin struct {
 	server *embedded.Server // the embedded server, if any
 	cli    *clientv3.Client
 	conn   connection
+	// ident is the identity of the store behind the endpoints; replaced
+	// queues the replacements found for the monitor to report.
+	ident    identity
+	replaced chan kvdb.StoreReplaced
 
 	life     context.Context // cancelled by Close
 	stop     context.CancelFunc
@@ -61,6 +65,10 @@ var (
 // probeKeyName is read (never written) by the connection probe.
 const probeKeyName = "/probe-etcd-connection"
 
+// replacedQueue is how many replacements of the store wait for the monitor
+// to report them.
+const replacedQueue = 4
+
 // Init loads etcd.conf, starts the embedded server when configured (or
 // when there are no endpoints), creates the client and probes the
 // connection. Unreachable etcd fails Init unless allow-delayed-start is set.
@@ -70,6 +78,7 @@ func (p *Plugin) Init() error {
 		return err
 	}
 	p.cfg, p.probeKey = cfg, probeKeyName
+	p.replaced = make(chan kvdb.StoreReplaced, replacedQueue)
 	p.life, p.stop = context.WithCancel(context.Background())
 	if cfg.Embedded {
 		if err := p.startEmbedded(); err != nil {

@@ -40,6 +40,7 @@ func RunContract(t *testing.T, open func(t *testing.T) (a, b kvdb.Broker)) {
 		{"CompareAndSwapRace", testCASRace},
 		{"PutIfAbsentRace", testPutIfAbsentRace},
 		{"WatchRace", testWatchRace},
+		{"WatchesCreatedDuringWrites", testWatchesDuringWrites},
 		{"InvalidArguments", testInvalid},
 	}
 	for _, c := range cases {

@@ -13,4 +13,12 @@
 // The suite runs its subtests sequentially (they may share one server
 // between open calls), and asserts only behaviour documented on
 // kvdb.Broker.
+//
+// WatchesCreatedDuringWrites holds a store to the watch contract while
+// watches are created, read and cancelled during writes: every event from
+// the start revision, in order, exactly once, and never a silent watch.
+// It runs DefaultWatchRounds rounds (a few seconds); EnvWatchRounds
+// (KVDBTEST_WATCH_ROUNDS) sets more for a long hunt, with -run
+// 'TestContract/WatchesCreatedDuringWrites' to run that case alone. The
+// suite holds no state between calls: each case owns what it creates.
 package kvdbtest

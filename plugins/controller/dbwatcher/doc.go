@@ -23,8 +23,9 @@
 // cores and is joined before anything is applied):
 //
 //  1. Remote resync, on etcd's first connection, on every reconnect, when
-//     the watch breaks and on RequestResync: one List of the prefix (one
-//     snapshot revision), decoded by dbresources.Decode. The state has an
+//     the watch breaks, when etcd reports the store replaced (below) and on
+//     RequestResync: one List of the prefix (one snapshot revision),
+//     decoded by dbresources.Decode. The state has an
 //     entry, possibly empty, for every keyword of dbresources.Keywords().
 //     The mirror is then made identical to it, and the state is pushed as
 //     DBResync{Local: false}. The watch then continues from the snapshot's
@@ -40,6 +41,32 @@
 //     after Start (and Local is set), the mirror is decoded and pushed once
 //     as DBResync{Local: true}. An empty mirror pushes nothing: the loop
 //     waits for etcd. The remote resync follows when etcd connects.
+//
+// # A replaced store, and why there is no periodic re-list
+//
+// The watch is trusted: a kvdb watch delivers every change from its start
+// revision exactly once or closes its channel (kvdb's contract, held by
+// kvdbtest against etcd, embedded and external, and bolt), so the watcher
+// lists etcd only at the moments above, never on a timer. A remote store
+// replaced behind the same endpoint (etcd restored from an old snapshot, a
+// wiped member, another cluster) is the case that once made the watch go
+// silent: etcd's client resumed it from the old store's revision. The etcd
+// plugin now finds the replacement (another cluster ID, or a revision lower
+// than one seen before; within one probe-interval) and, when Remote
+// implements kvdb.ReplaceNotifier:
+//
+//  1. the plugin ends the watch: the watcher lists again at once, as for
+//     any broken watch;
+//  2. the plugin calls OnStoreReplaced: the watcher logs it, counts it
+//     (Stats.StoreReplacements) and requests a resync, which also covers a
+//     replacement found while no watch is open. A request made before a
+//     resync begins is served by it, so the two make one resync.
+//
+// The new store's state (often empty) is pushed as a DBResync and the
+// mirror follows it; an empty state is no evidence that pods are gone
+// (the IPAM plugin releases nothing on it). The revisions of the new store
+// start again: the resync resets the last processed revision, so its
+// changes are not dropped as stale, and each new key reaches the loop.
 //
 // # Back-pressure: the watcher waits, it never drops
 //
@@ -82,4 +109,17 @@
 // remote resync after RetryInterval: a snapshot the loop refused is never
 // pushed later, it is listed again. A closed loop (api.ErrClosedController)
 // is not retried until the next reconnect or RequestResync.
+//
+// # State and owners
+//
+//   - The syncer (state last pushed, revisions processed, the watch, the
+//     timers): the run goroutine alone.
+//   - The resync request (a channel of one): written by RequestResync from
+//     any goroutine (the store's callbacks among them), read by the run
+//     goroutine.
+//   - connected (an atomic): set by Remote's OnConnect callback, read by
+//     the run goroutine.
+//   - started, stopped and the cancel func: under the Watcher's mutex.
+//   - The counters (Stats): atomics, written by the run goroutine, and
+//     StoreReplacements by Remote's callback goroutine.
 package dbwatcher

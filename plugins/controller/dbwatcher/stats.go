@@ -19,6 +19,10 @@ type Stats struct {
 	// MirrorSkipped counts values left out of the mirror because they are
 	// larger than kvdb.MaxValueLen (in resyncs and changes).
 	MirrorSkipped int64
+	// StoreReplacements counts the replacements of the remote store that
+	// Remote reported (kvdb.ReplaceNotifier), each followed by a remote
+	// resync.
+	StoreReplacements int64
 }
 
 // counters are the live Stats, updated by the run goroutine.
@@ -29,16 +33,19 @@ type counters struct {
 	decodeErrors  atomic.Int64
 	droppedStale  atomic.Int64
 	mirrorSkipped atomic.Int64
+	// storeReplacements is written by Remote's callback goroutine.
+	storeReplacements atomic.Int64
 }
 
 func (c *counters) snapshot() Stats {
 	return Stats{
-		RemoteResyncs: c.remoteResyncs.Load(),
-		LocalResyncs:  c.localResyncs.Load(),
-		Changes:       c.changes.Load(),
-		DecodeErrors:  c.decodeErrors.Load(),
-		DroppedStale:  c.droppedStale.Load(),
-		MirrorSkipped: c.mirrorSkipped.Load(),
+		RemoteResyncs:     c.remoteResyncs.Load(),
+		LocalResyncs:      c.localResyncs.Load(),
+		Changes:           c.changes.Load(),
+		DecodeErrors:      c.decodeErrors.Load(),
+		DroppedStale:      c.droppedStale.Load(),
+		MirrorSkipped:     c.mirrorSkipped.Load(),
+		StoreReplacements: c.storeReplacements.Load(),
 	}
 }
 

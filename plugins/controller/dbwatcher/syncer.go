@@ -86,8 +86,20 @@ func (s *syncer) tryRemoteResync(ctx context.Context) {
 	}
 	s.pending = false
 	stopTimer(&s.retry)
+	s.takeRequests()
 	if err := s.remoteResync(ctx); err != nil {
 		s.failed(ctx, "remote resync failed", err)
+	}
+}
+
+// takeRequests takes a resync request made before this resync begins: the
+// resync serves it (its List is later), so it does not run another one.
+// Two callers asking for one reason (the store closed the watch and
+// reported a replacement) get one resync.
+func (s *syncer) takeRequests() {
+	select {
+	case <-s.w.resyncReq:
+	default:
 	}
 }
 

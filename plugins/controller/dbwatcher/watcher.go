@@ -88,6 +88,22 @@ func (w *Watcher) Start() {
 			w.RequestResync()
 		}
 	})
+	if n, ok := w.cfg.Remote.(kvdb.ReplaceNotifier); ok {
+		n.OnStoreReplaced(w.storeReplaced)
+	}
+}
+
+// storeReplaced is the OnStoreReplaced callback: the revisions the watch
+// continues from belong to the old store, so the state is listed again
+// at once (the store has ended the watch too).
+func (w *Watcher) storeReplaced(r kvdb.StoreReplaced) {
+	if w.isStopped() {
+		return
+	}
+	w.stats.storeReplacements.Add(1)
+	w.cfg.Log.Warn("etcd store replaced: remote resync requested", "reason", r.Reason,
+		"old-id", r.OldID, "id", r.NewID, "last-revision", r.LastRevision, "revision", r.Revision)
+	w.RequestResync()
 }
 
 // RequestResync asks for a remote resync: a fresh List of etcd pushed as a

@@ -107,8 +107,14 @@ func (s *Server) Restart() {
 // Client returns a new raw client of the server, closed by tb.Cleanup.
 func (s *Server) Client(tb testing.TB) *clientv3.Client {
 	tb.Helper()
+	return newClient(tb, s.Endpoint())
+}
+
+// newClient returns a raw client of endpoint, closed by tb.Cleanup.
+func newClient(tb testing.TB, endpoint string) *clientv3.Client {
+	tb.Helper()
 	cli, err := clientv3.New(clientv3.Config{
-		Endpoints:   []string{s.Endpoint()},
+		Endpoints:   []string{endpoint},
 		DialTimeout: 5 * time.Second,
 		Logger:      zap.NewNop(),
 	})
