@@ -91,10 +91,16 @@
 //     claim (an invalid one is reported, InvalidPoolClaim, and ignored).
 //     Start writes nothing.
 //  2. Run watches the claims from that list on (a broken watch lists them
-//     again; so does a periodic list, every PoolBlockParams.ClaimCheck,
-//     that finds a change the watch has not delivered) and the Nodes, and
-//     handles one node at a time (every node with a grant or a claim
-//     first).
+//     again, taking every claim as listed, and watches after the list) and
+//     the Nodes, and handles one node at a time (every node with a grant
+//     or a claim first). No list runs on a timer, here or in the presence
+//     watch: a kvdb watch delivers every change or closes its channel
+//     (kvdb's contract, tested against etcd and bolt), and the etcd plugin
+//     closes it on a compaction and when the store behind its endpoints
+//     is replaced. A periodic list was once added for a claim watch "seen
+//     to deliver nothing": that watch, created just after the claims were
+//     written, was an etcd watcher from a past revision, which etcd
+//     catches up every 100 ms; the test had looked before.
 //  3. A node whose Node was deleted (or replaced: another UID), or that
 //     the informer and then the API do not know, is fenced while its
 //     agent may still hold addresses (see Fences): its grant keeps its
@@ -125,9 +131,9 @@
 //     back (as the ledger's writes are).
 //
 // Owners: the server's worker goroutine alone writes and rereads grants,
-// hands out or frees blocks and starts or lifts fences; the claim watch,
-// the periodic claim list, the Node handlers, the presence watch and the
-// fence timers only record claims and deletions and queue nodes, under
+// hands out or frees blocks and starts or lifts fences; the claim watch
+// (and its list after a break), the Node handlers, the presence watch and
+// the fence timers only record claims and deletions and queue nodes, under
 // the server's mutex (PoolBlockServer's fields say which it guards).
 //
 // Invariants: a block is in at most one grant at every revision of etcd;

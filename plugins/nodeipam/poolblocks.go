@@ -63,9 +63,6 @@ type PoolBlockParams struct {
 	// InitialRetry and MaxBackoff time the retries of a node whose write
 	// failed; 0 means DefaultInitialRetry and DefaultMaxBackoff.
 	InitialRetry, MaxBackoff time.Duration
-	// ClaimCheck is how often the claims are listed besides the watch, to
-	// catch changes a watch failed to deliver; 0 means DefaultResync.
-	ClaimCheck time.Duration
 	// AgentGrace is how long a deleted Node's agent must have been seen
 	// gone before its blocks are freed; 0 means DefaultAgentGrace.
 	AgentGrace time.Duration
@@ -103,9 +100,7 @@ type PoolBlockServer struct {
 	log     *slog.Logger
 	genKey  string
 	max     int
-	// claimCheck is the period of the claims' list besides the watch.
-	claimCheck time.Duration
-	queue      workqueue.TypedRateLimitingInterface[string]
+	queue   workqueue.TypedRateLimitingInterface[string]
 	// agents follows the presence keys of the agents (Run runs it);
 	// grace and clock time the fences.
 	agents *PresenceWatch
@@ -161,9 +156,6 @@ func NewPoolBlockServer(p PoolBlockParams) (*PoolBlockServer, error) {
 	if p.InitialRetry <= 0 {
 		p.InitialRetry = DefaultInitialRetry
 	}
-	if p.ClaimCheck <= 0 {
-		p.ClaimCheck = DefaultResync
-	}
 	if p.MaxBackoff < p.InitialRetry {
 		p.MaxBackoff = max(DefaultMaxBackoff, p.InitialRetry)
 	}
@@ -175,7 +167,7 @@ func NewPoolBlockServer(p PoolBlockParams) (*PoolBlockServer, error) {
 	}
 	s := &PoolBlockServer{
 		db: p.DB, fence: p.Fence, kube: newKube(p.Client, p.Recorder, p.Log), nodes: p.Nodes,
-		metrics: p.Metrics, log: p.Log, genKey: p.GenerationKey, max: p.Config.MaxBlocksPerNode, claimCheck: p.ClaimCheck,
+		metrics: p.Metrics, log: p.Log, genKey: p.GenerationKey, max: p.Config.MaxBlocksPerNode,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[string](p.InitialRetry, p.MaxBackoff),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "contiv-nodeipam-poolblocks"}),

@@ -2,6 +2,7 @@ package nodeipam
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"math/rand/v2"
 	"net/netip"
@@ -13,6 +14,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/contiv-ipam/agent/infra/kvdb"
+	"github.com/contiv-ipam/agent/plugins/ksr/model/poolblock"
 )
 
 // errInjected is the error of an injected fault.
@@ -38,8 +40,8 @@ type faultyBroker struct {
 	rate     int
 	calls    []string // "txn", "txn:before", "txn:after", "txn:refused", "get <key>", "list <prefix>", "watch <prefix>"
 	refusals int
-	// stuckWatches is how many of the next watches deliver nothing.
-	stuckWatches int
+	// watches are the watches made, for cutWatches and closeWatches.
+	watches []*faultWatch
 }
 
 func (f *faultyBroker) next(write bool) fault {
@@ -100,23 +102,85 @@ func (f *faultyBroker) Txn(ctx context.Context, cmps []kvdb.Cmp, ops []kvdb.Op) 
 	return ok, err
 }
 
-// Watch returns, for the first stuckWatches calls, a watch that delivers
-// nothing until its context ends (what etcd's client was seen doing, at
-// times, to a watch created while its prefix was being written).
+// Watch wraps the inner watch so that the test can break it the way the
+// etcd plugin does (a compaction, a store replaced behind its endpoints):
+// cutWatches makes it deliver nothing more, closeWatches then closes its
+// channel. A watch never goes silent without closing (kvdb's contract).
 func (f *faultyBroker) Watch(ctx context.Context, prefix string, fromRev int64) (<-chan kvdb.WatchEvent, error) {
-	f.mu.Lock()
-	stuck := f.stuckWatches > 0
-	if stuck {
-		f.stuckWatches--
-	}
-	f.mu.Unlock()
 	f.log("watch " + prefix)
-	if !stuck {
-		return f.Broker.Watch(ctx, prefix, fromRev)
+	ctx, cancel := context.WithCancel(ctx)
+	in, err := f.Broker.Watch(ctx, prefix, fromRev)
+	if err != nil {
+		cancel()
+		return nil, err
 	}
-	ch := make(chan kvdb.WatchEvent)
-	go func() { <-ctx.Done(); close(ch) }()
-	return ch, nil
+	w := &faultWatch{cut: make(chan struct{}), closed: make(chan struct{})}
+	f.mu.Lock()
+	f.watches = append(f.watches, w)
+	f.mu.Unlock()
+	out := make(chan kvdb.WatchEvent)
+	go func() {
+		defer cancel()
+		defer close(out)
+		w.forward(ctx, in, out)
+	}()
+	return out, nil
+}
+
+// faultWatch is one watch of a faultyBroker.
+type faultWatch struct {
+	cut    chan struct{} // closed: events are dropped
+	closed chan struct{} // closed: the channel closes
+	once   sync.Once
+}
+
+func (w *faultWatch) forward(ctx context.Context, in <-chan kvdb.WatchEvent, out chan<- kvdb.WatchEvent) {
+	for {
+		select {
+		case ev, ok := <-in:
+			if !ok {
+				return
+			}
+			select {
+			case <-w.cut:
+				continue
+			default:
+			}
+			select {
+			case out <- ev:
+			case <-w.closed:
+				return
+			case <-ctx.Done():
+				return
+			}
+		case <-w.closed:
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// cutWatches makes the watches made so far drop every event from now on.
+func (f *faultyBroker) cutWatches() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, w := range f.watches {
+		select {
+		case <-w.cut:
+		default:
+			close(w.cut)
+		}
+	}
+}
+
+// closeWatches closes the channels of the watches made so far.
+func (f *faultyBroker) closeWatches() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, w := range f.watches {
+		w.once.Do(func() { close(w.closed) })
+	}
 }
 
 func (f *faultyBroker) Get(ctx context.Context, key string) (kvdb.KeyValue, bool, error) {
@@ -133,6 +197,17 @@ func (f *faultyBroker) List(ctx context.Context, prefix string) ([]kvdb.KeyValue
 	}
 	f.log("list " + prefix)
 	return f.Broker.List(ctx, prefix)
+}
+
+// count is how many calls were logged as call.
+func (f *faultyBroker) count(call string) int {
+	n := 0
+	for _, c := range f.callLog() {
+		if c == call {
+			n++
+		}
+	}
+	return n
 }
 
 func (f *faultyBroker) callLog() []string {
@@ -258,27 +333,63 @@ func TestPoolBlocksAStaleServerIsRefusedByTheGeneration(t *testing.T) {
 	r.hist.check(t)
 }
 
-// A claim watch that delivers nothing does not leave the claims unserved:
-// the periodic list finds them, and the watch starts again after it.
-func TestPoolBlocksAStuckClaimWatchIsCaughtByThePeriodicList(t *testing.T) {
+// A claim watch that breaks after changes it never delivered (the etcd
+// plugin closes a watch whose start revision was compacted, or whose store
+// was replaced behind its endpoints) is followed by a list that finds them,
+// and by a new watch that delivers the next change at once. There is no
+// periodic list: nothing else would find them.
+func TestPoolBlocksABrokenClaimWatchIsFollowedByAList(t *testing.T) {
 	g := NewWithT(t)
 	r := newPoolRig(t, "a")
-	db := &faultyBroker{Broker: r.db, stuckWatches: 1}
+	db := &faultyBroker{Broker: r.db}
 	r.startOn(t, db, poolConfig(poolV4), nil)
 	r.claim(t, "a", 1, 0)
-	g.Eventually(func(g Gomega) []string { return r.grant(g, "a") }).Should(Equal([]string{"10.64.0.0/26"}))
-	g.Expect(db.callLog()).To(ContainElements("watch "+claimPrefix, "list "+claimPrefix))
-	// The stuck watch is replaced, and the new one delivers the next
-	// change at once (well before the next periodic list).
-	g.Eventually(func() int {
-		watches := 0
-		for _, c := range db.callLog() {
-			if c == "watch "+claimPrefix {
-				watches++
-			}
-		}
-		return watches
-	}).Should(Equal(2))
+	grantOfA := func(g Gomega) []string { return r.grant(g, "a") }
+	g.Eventually(grantOfA).Should(Equal([]string{"10.64.0.0/26"}))
+
+	lists := func() int { return db.count("list " + claimPrefix) }
+	listed := lists() // Start's
+	db.cutWatches()
 	r.claim(t, "a", 2, 0)
-	g.Eventually(func(g Gomega) []string { return r.grant(g, "a") }).WithTimeout(150 * time.Millisecond).Should(HaveLen(2))
+	g.Consistently(grantOfA).WithTimeout(200*time.Millisecond).Should(HaveLen(1), "the cut watch delivers nothing")
+	g.Expect(lists()).To(Equal(listed), "no list while the watch is open")
+	db.closeWatches()
+	g.Eventually(grantOfA).Should(HaveLen(2), "the list after the broken watch found the claim")
+	g.Expect(lists()).To(Equal(listed + 1))
+
+	r.claim(t, "a", 3, 0)
+	g.Eventually(grantOfA).WithTimeout(2*time.Second).Should(HaveLen(3), "the new watch delivers")
+}
+
+// The list after a broken watch takes every claim as listed, even one at
+// the mod revision the server knew: a store replaced behind its endpoints
+// starts its revisions again, so the same revision can hold another claim.
+func TestPoolBlocksTheListAfterABrokenWatchTrustsNoRevision(t *testing.T) {
+	g := NewWithT(t)
+	r := newPoolRig(t, "a")
+	r.claim(t, "a", 1, 0)
+	s := r.prepare(t, r.db, poolConfig(poolV4), nil)
+	kv, found, err := r.db.Get(t.Context(), claimKey("a"))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(found).To(BeTrue())
+
+	other, err := json.Marshal(poolblock.Claim{Node: "a", Want: map[string]int{"ipv4": 2}})
+	g.Expect(err).NotTo(HaveOccurred())
+	replaced := &listBroker{Broker: r.db, kvs: []kvdb.KeyValue{{Key: kv.Key, Value: other, Revision: kv.Revision}}}
+	s.db = replaced
+	_, err = s.relistClaims(t.Context())
+	g.Expect(err).NotTo(HaveOccurred())
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	g.Expect(s.claims["a"].Want).To(Equal(map[string]int{"ipv4": 2}))
+}
+
+// listBroker lists kvs, at revision 1, whatever is stored.
+type listBroker struct {
+	kvdb.Broker
+	kvs []kvdb.KeyValue
+}
+
+func (b *listBroker) List(context.Context, string) ([]kvdb.KeyValue, int64, error) {
+	return b.kvs, 1, nil
 }

@@ -98,7 +98,7 @@ func (r *poolRig) prepare(t *testing.T, db kvdb.Broker, cfg PoolBlockConfig, fen
 	m := NewPoolBlockMetrics()
 	s, err := NewPoolBlockServer(PoolBlockParams{DB: db, Fence: fence, Client: r.client, Nodes: r.nodes, Config: cfg,
 		Metrics: m, Log: r.log.With("server", r.servers), Recorder: r.events, InitialRetry: 5 * time.Millisecond, MaxBackoff: 50 * time.Millisecond,
-		ClaimCheck: 200 * time.Millisecond, AgentGrace: r.grace, Clock: r.clock})
+		AgentGrace: r.grace, Clock: r.clock})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -125,21 +125,19 @@ func (s *PoolBlockServer) nodeHandlers() cache.ResourceEventHandler {
 }
 
 // watchClaims follows the claims from Start's list until ctx ends. A
-// watch that breaks is followed by a fresh list and a new watch. Every
-// claimCheck the claims are listed too: a change the watch has not
-// delivered (lagging, or silently stuck) is taken from the list, and the
-// watch starts again after it.
+// watch that breaks (compaction, the store replaced behind its endpoints:
+// see kvdb's watch contract) is followed by a fresh list and a new watch.
+// There is no periodic list: while its channel is open, the watch
+// delivers every change (see the package documentation).
 func (s *PoolBlockServer) watchClaims(ctx context.Context) {
 	s.mu.Lock()
 	rev := s.claimRev
 	s.mu.Unlock()
-	tick := time.NewTicker(s.claimCheck)
-	defer tick.Stop()
 	for ctx.Err() == nil {
-		rev = s.followClaims(ctx, rev, tick.C)
+		rev = s.followClaims(ctx, rev)
 		for ctx.Err() == nil {
 			var err error
-			if _, rev, err = s.relistClaims(ctx); err == nil {
+			if rev, err = s.relistClaims(ctx); err == nil {
 				break
 			}
 			s.log.Warn("pool blocks: listing the claims failed; retrying", "retry-in", watchRetry, "err", err)
@@ -151,10 +149,9 @@ func (s *PoolBlockServer) watchClaims(ctx context.Context) {
 	}
 }
 
-// followClaims watches the claims from rev+1 until the watch breaks, ctx
-// ends, or a periodic list finds changes the watch has not delivered. It
-// returns the revision up to which the claims are known.
-func (s *PoolBlockServer) followClaims(ctx context.Context, rev int64, tick <-chan time.Time) int64 {
+// followClaims watches the claims from rev+1 until the watch breaks or
+// ctx ends, and returns the revision up to which the claims are known.
+func (s *PoolBlockServer) followClaims(ctx context.Context, rev int64) int64 {
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	ch, err := s.db.Watch(wctx, claimPrefix, rev+1)
@@ -162,31 +159,14 @@ func (s *PoolBlockServer) followClaims(ctx context.Context, rev int64, tick <-ch
 		s.log.Warn("pool blocks: watching the claims failed; listing them again", "err", err)
 		return rev
 	}
-	for {
-		select {
-		case ev, ok := <-ch:
-			if !ok {
-				if ctx.Err() == nil {
-					s.log.Info("pool blocks: the claim watch broke; listing the claims again")
-				}
-				return rev
-			}
-			s.claimEvent(ev)
-			rev = ev.Revision
-		case <-tick:
-			changed, lrev, err := s.relistClaims(ctx)
-			switch {
-			case err != nil:
-				s.log.Warn("pool blocks: the periodic list of the claims failed", "err", err)
-			case changed:
-				s.log.Info("pool blocks: claims changed that the watch had not delivered; watching again after them",
-					"watched-up-to", rev, "listed-at", lrev)
-				return lrev
-			}
-		case <-ctx.Done():
-			return rev
-		}
+	for ev := range ch {
+		s.claimEvent(ev)
+		rev = ev.Revision
 	}
+	if ctx.Err() == nil {
+		s.log.Info("pool blocks: the claim watch broke; listing the claims again")
+	}
+	return rev
 }
 
 // claimEvent records a watched change of a claim and queues its node.
@@ -210,38 +190,30 @@ func (s *PoolBlockServer) claimEvent(ev kvdb.WatchEvent) {
 	s.queue.Add(node)
 }
 
-// relistClaims lists the claims and records (and queues) those that
-// differ from what the server knows: changed tells whether any did.
-func (s *PoolBlockServer) relistClaims(ctx context.Context) (changed bool, rev int64, err error) {
+// relistClaims replaces the claims with a fresh list and queues every
+// node that had or has one. It runs only after a broken watch, so it
+// compares nothing: a store replaced behind its endpoints may hold other
+// claims at the mod revisions the server knows.
+func (s *PoolBlockServer) relistClaims(ctx context.Context) (int64, error) {
 	kvs, rev, err := s.db.List(ctx, claimPrefix)
 	if err != nil {
-		return false, 0, err
+		return 0, err
 	}
 	var reports []poolReport
 	s.mu.Lock()
-	listed := make(map[string]bool, len(kvs))
-	for _, kv := range kvs {
-		node := strings.TrimPrefix(kv.Key, claimPrefix)
-		listed[node] = true
-		if r, ok := s.claimRevs[node]; ok && r == kv.Revision {
-			continue
-		}
-		changed = true
-		reports = append(reports, s.setClaimLocked(kv.Key, kv.Value, kv.Revision)...)
+	for node := range s.claimRevs {
 		s.queue.Add(node)
 	}
-	for node := range s.claimRevs {
-		if !listed[node] {
-			changed = true
-			delete(s.claims, node)
-			delete(s.claimRevs, node)
-			s.queue.Add(node)
-		}
+	clear(s.claims)
+	clear(s.claimRevs)
+	for _, kv := range kvs {
+		reports = append(reports, s.setClaimLocked(kv.Key, kv.Value, kv.Revision)...)
+		s.queue.Add(strings.TrimPrefix(kv.Key, claimPrefix))
 	}
 	s.gaugeLocked()
 	s.mu.Unlock()
 	s.report(reports)
-	return changed, rev, nil
+	return rev, nil
 }
 
 // setClaimLocked decodes the claim stored under key and records it; a
