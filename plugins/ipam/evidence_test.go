@@ -8,6 +8,7 @@ import (
 
 	. "github.com/onsi/gomega"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/contiv-ipam/agent/plugins/controller/api"
 	"github.com/contiv-ipam/agent/plugins/ipam"
@@ -204,4 +205,51 @@ func TestAStoreEmptierThanTheMarkerOrAnOldMarkerIsNoEvidence(t *testing.T) {
 	f.hb = f.hb.Add(2 * time.Hour)
 	f.deliver(t)
 	g.Expect(candidates(g, f).Candidates).To(HaveLen(1))
+}
+
+// Each allocation of a name is missing for a whole grace period before
+// it goes: here the old UID's has been missing for most of one when the
+// new UID's goes missing too (its pod deleted); the sweep that finds the
+// old one due must not take the new one with it (the evidence model test
+// found this).
+func TestAnAllocationMissingSinceLaterWaitsItsOwnGracePeriod(t *testing.T) {
+	g := NewWithT(t)
+	clk := newFakeClock()
+	f := mustFixture(t, fixtureOpts{clock: clk, grace: time.Minute}, kubePods(bystander))
+	addPodUID(g, f.ipam, pod1, uidOld, att("c1", "eth0"))
+	kubeChange(g, f.ipam, pod1, uidOld, false)
+	newIP := addPodUID(g, f.ipam, pod1, uidNew, att("c2", "eth0"))
+	kubeChange(g, f.ipam, pod1, uidNew, false) // c1's UID is missing from now
+	f.beat(t)
+	clk.Advance(50 * time.Second)
+	kubeChange(g, f.ipam, pod1, uidNew, true) // c2's pod deleted: missing from now
+	f.beat(t)
+	clk.Advance(15 * time.Second) // c1 missing for 65s, c2 for 15s
+	g.Consistently(func() string { return attIP(g, f.ipam, att("c2", "eth0")) }).WithTimeout(100*time.Millisecond).
+		Should(Equal(newIP), "missing for less than a grace period")
+	f.beat(t)
+	clk.Advance(time.Minute)
+	g.Eventually(func() string { return attIP(g, f.ipam, att("c2", "eth0")) }).WithTimeout(10 * time.Second).Should(BeEmpty())
+	g.Eventually(func() string { return attIP(g, f.ipam, att("c1", "eth0")) }).WithTimeout(10 * time.Second).Should(BeEmpty())
+}
+
+// A grace period that starts while the sweep timer is set for a later
+// deadline (here a CNI reservation's, ten minutes away) still ends on
+// time: the timer is set again (the chaos test found this).
+func TestAGracePeriodEndsOnTimeBehindALaterDeadline(t *testing.T) {
+	g := NewWithT(t)
+	clk := newFakeClock()
+	f := mustFixture(t, fixtureOpts{clock: clk, grace: time.Minute}, kubePods(bystander, &podmodel.Pod{Name: pod2.Name, Namespace: pod2.Namespace}))
+	ev := podmanager.NewAddPod()
+	ev.Pod, ev.Key, ev.NetworkNamespace, ev.Confirms = pod2, att("c2", "eth0"), "/var/run/netns/c2", true
+	_, err := f.ipam.Update(ev, nil)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(ev.Wait(context.Background())).To(Succeed())
+	g.Expect(ev.Reservation).NotTo(BeEmpty(), "a reservation: the sweep timer is set for its deadline")
+	mustAdd(g, f.ipam, pod1, att("c1", "eth0"))
+	f.beat(t) // pod1 is missing: its grace period starts
+	clk.Advance(time.Minute)
+	// the release counter, not a read: a read re-arms the timer itself
+	g.Eventually(func() float64 { return testutil.ToFloat64(ipam.AbsentReleases(f.ipam)) }).WithTimeout(10*time.Second).
+		Should(Equal(1.0), "released when its grace period ends, not at the reservation's deadline")
 }

@@ -356,11 +356,18 @@ ipamConfig:
 	_, err := cli.Delete(context.Background(), codec.KSRPrefix+podmodel.KeyPrefix, clientv3.WithPrefix())
 	g.Expect(err).NotTo(HaveOccurred())
 	putMarker(t, srv, hb.Add(2*time.Second), 0) // its next heartbeat: the mirror holds no pod now
-	g.Eventually(cands, time.Minute, 50*time.Millisecond).Should(Equal(n), "every deleted pod is a release candidate")
-	visible := time.Since(start)
-	g.Eventually(held, 2*time.Minute, 50*time.Millisecond).Should(BeZero(), "every deleted pod gave its address back")
+	peak, firstFree := 0, time.Duration(0)
+	g.Eventually(func() int {
+		c, h := cands(), held()
+		peak = max(peak, c)
+		if h < n && firstFree == 0 {
+			firstFree = time.Since(start)
+		}
+		return h
+	}, 2*time.Minute, 100*time.Millisecond).Should(BeZero(), "every deleted pod gave its address back")
 	done := time.Since(start)
-	g.Expect(done).To(BeNumerically(">=", grace), "nothing is released before the grace period ends")
-	t.Logf("%d deletes: all release candidates after %s; all released after %s (grace period %s)",
-		n, visible.Round(time.Millisecond), done.Round(time.Millisecond), grace)
+	g.Expect(firstFree).To(BeNumerically(">=", grace), "nothing is released before a grace period")
+	g.Expect(peak).To(BeNumerically(">", 0))
+	t.Logf("%d deletes: at most %d release candidates at once; the first address free after %s, all after %s (grace period %s)",
+		n, peak, firstFree.Round(time.Millisecond), done.Round(time.Millisecond), grace)
 }

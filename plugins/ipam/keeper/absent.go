@@ -97,8 +97,8 @@ func (k *Keeper) armSweep() {
 // absentEnds are the ends of the grace periods of the absent pods.
 func (k *Keeper) absentEnds() []time.Time {
 	out := make([]time.Time, 0, len(k.absent))
-	for _, since := range k.absent {
-		out = append(out, since.Add(k.cfg.AbsentPodGracePeriod))
+	for _, a := range k.absent {
+		out = append(out, a.since.Add(k.cfg.AbsentPodGracePeriod))
 	}
 	return out
 }
@@ -107,8 +107,8 @@ func (k *Keeper) absentEnds() []time.Time {
 func (k *Keeper) due() []podmodel.ID {
 	now := k.clock.Now()
 	var ids []podmodel.ID
-	for id, since := range k.absent {
-		if now.Sub(since) >= k.cfg.AbsentPodGracePeriod {
+	for id, a := range k.absent {
+		if now.Sub(a.since) >= k.cfg.AbsentPodGracePeriod {
 			ids = append(ids, id)
 		}
 	}
@@ -148,8 +148,10 @@ func (k *Keeper) releaseAbsent() {
 			delete(k.absent, id)
 			continue
 		}
-		if !k.tab.newest(id).Before(k.mir.changed) {
-			k.absent[id] = k.clock.Now() // allocated since the last marker: a new period
+		if !k.absent[id].covers(keys) || !k.tab.newest(id).Before(k.mir.changed) {
+			// an allocation missing for less than the period, or one made
+			// since the last marker: a new period
+			k.absent[id] = absence{since: k.clock.Now(), keys: keys}
 			continue
 		}
 		if b.full() {

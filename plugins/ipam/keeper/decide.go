@@ -242,8 +242,9 @@ func (k *Keeper) emptiedAnAddedBlock(t *table, as Addrs) bool {
 func (k *Keeper) acknowledged(pod podmodel.ID) {
 	now := k.clock.Now()
 	k.young[pod] = now
-	if _, ok := k.absent[pod]; ok {
-		k.absent[pod] = now
+	if a, ok := k.absent[pod]; ok {
+		a.since = now
+		k.absent[pod] = a
 	}
 }
 

@@ -2,6 +2,7 @@ package keeper
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"google.golang.org/protobuf/types/known/structpb"
@@ -38,6 +39,8 @@ type mirrorView struct {
 }
 
 // note serves the requests that tell what the Kubernetes state holds.
+// A newer marker sets the sweep timer again (the evidence may have become
+// fresh: the grace periods count again).
 func (k *Keeper) note(r *Request) {
 	switch r.Kind {
 	case ReqPodSeen:
@@ -46,6 +49,7 @@ func (k *Keeper) note(r *Request) {
 		k.gone(r.Pod, r.UID)
 	case ReqMirror:
 		if k.noteMirror(r.Mirror) {
+			k.pipe.rearm = true
 			k.noteAllHeld()
 		}
 	}
@@ -201,13 +205,38 @@ func (k *Keeper) noteHeld(id podmodel.ID) {
 	if !k.view.live || k.view.empty || neverAbsent(id) || !k.podMissing(id) {
 		return
 	}
-	if _, ok := k.absent[id]; ok {
+	keys := missingKeys(k.view.pods, k.tab, id)
+	if a, ok := k.absent[id]; ok && a.covers(keys) {
 		return
 	}
 	if k.evidence() != "" || !k.tab.newest(id).Before(k.mir.changed) {
 		return
 	}
-	k.absent[id] = k.clock.Now()
+	now := k.clock.Now()
+	k.absent[id] = absence{since: now, keys: keys}
+	if end := now.Add(k.cfg.AbsentPodGracePeriod); k.sweep.c == nil || end.Before(k.sweep.at) {
+		k.pipe.rearm = true // its end comes before the timer set now
+	}
+}
+
+// absence is the grace period of a held pod that is missing: since when,
+// and which of its allocations were missing then. An allocation that
+// goes missing later (another UID of the name) starts the period again:
+// each must be missing for a whole period before it is released.
+type absence struct {
+	since time.Time
+	keys  []allocKey
+}
+
+// covers tells whether every allocation of missing was missing since
+// a.since.
+func (a absence) covers(missing []allocKey) bool {
+	for _, key := range missing {
+		if !slices.Contains(a.keys, key) {
+			return false
+		}
+	}
+	return true
 }
 
 // noteAllHeld starts the grace period of every held pod that is

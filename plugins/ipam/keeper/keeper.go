@@ -42,9 +42,9 @@ type Keeper struct {
 	// Owned by run, but for pipe.results (the store's callbacks send the
 	// outcomes of the transactions in flight) and pipe.waiting (atomic).
 	pipe   pipeline
-	tab    *table                    // nil before the first resync
-	view   kubeView                  // the pods of the Kubernetes state
-	absent map[podmodel.ID]time.Time // held pods the live view lacks, since
+	tab    *table                  // nil before the first resync
+	view   kubeView                // the pods of the Kubernetes state
+	absent map[podmodel.ID]absence // held pods the live view misses (evidence.go)
 	// young holds when pods got their address, for the allocations made
 	// within the last grace period (see planAbsent).
 	young map[podmodel.ID]time.Time
@@ -218,7 +218,7 @@ func New(db kvdb.Broker, cfg Config, log *slog.Logger, clk Clock, m *Metrics) *K
 		reqs:       make(chan *Request, queueLen),
 		stop:       make(chan struct{}),
 		stopped:    make(chan struct{}),
-		absent:     map[podmodel.ID]time.Time{},
+		absent:     map[podmodel.ID]absence{},
 		young:      map[podmodel.ID]time.Time{},
 		retry:      map[string]struct{}{},
 		coolStored: map[netip.Addr]struct{}{}, coolDeleting: map[netip.Addr]bool{},

@@ -194,7 +194,8 @@ func (k *Keeper) Candidates() (cands []Candidate, blocked string) {
 	blocked = "IPAM has not started"
 	k.Do(&Request{Kind: reqInspect, read: func(t *table) {
 		blocked = k.evidence()
-		for id, since := range k.absent {
+		for id, a := range k.absent {
+			since := a.since
 			keys := missingKeys(k.view.pods, t, id)
 			if len(keys) == 0 {
 				continue // released meanwhile (its DEL), or seen again; the sweep forgets it

@@ -95,12 +95,12 @@ type kubePod struct {
 // plan is what a resync decided: the new table, and the records to write.
 type plan struct {
 	t         *table
-	stale     []string                  // record keys to delete
-	conflicts []conflict                // records to move aside
-	learned   map[podmodel.ID]Addrs     // records to (re)write from Kubernetes
-	reclaim   map[podmodel.ID]string    // pods to release now (every allocation), with the reason
-	absent    map[podmodel.ID]time.Time // held pods in their grace period
-	inKube    map[podmodel.ID]string    // the pods of the new state, with their UIDs
+	stale     []string                // record keys to delete
+	conflicts []conflict              // records to move aside
+	learned   map[podmodel.ID]Addrs   // records to (re)write from Kubernetes
+	reclaim   map[podmodel.ID]string  // pods to release now (every allocation), with the reason
+	absent    map[podmodel.ID]absence // held pods in their grace period
+	inKube    map[podmodel.ID]string  // the pods of the new state, with their UIDs
 }
 
 // resync rebuilds the table from the store and the Kubernetes state. It
@@ -126,7 +126,7 @@ func (k *Keeper) resync(in *ResyncInput) error {
 		live = *in.Live
 	}
 	p := &plan{t: t, learned: map[podmodel.ID]Addrs{}, reclaim: map[podmodel.ID]string{},
-		absent: map[podmodel.ID]time.Time{}, inKube: map[podmodel.ID]string{}}
+		absent: map[podmodel.ID]absence{}, inKube: map[podmodel.ID]string{}}
 	kube := k.kubePods(in, t)
 	k.claimRecords(p, recs, kube)
 	k.claimKube(p, kube)
@@ -404,22 +404,24 @@ func (k *Keeper) planAbsent(p *plan, podsInState int) {
 	why := k.evidenceOf(true, len(p.inKube))
 	paused := 0
 	for id := range p.t.byPod {
-		if neverAbsent(id) || len(missingKeys(p.inKube, p.t, id)) == 0 {
+		keys := missingKeys(p.inKube, p.t, id)
+		if neverAbsent(id) || len(keys) == 0 {
 			continue
 		}
 		after := p.t.newest(id).Before(k.mir.changed)
-		since, ok := k.absent[id]
+		a, ok := k.absent[id]
+		ok = ok && k.view.live && a.covers(keys)
 		switch {
 		case podsInState == 0:
 			paused++ // untracked: no sweep releases it; the next resync looks again
 			continue
-		case (!ok || !k.view.live) && (why != "" || !after):
+		case !ok && (why != "" || !after):
 			continue // no evidence now: no period starts
-		case !ok || !k.view.live:
-			since = now
+		case !ok:
+			a = absence{since: now, keys: keys}
 		}
-		p.absent[id] = since
-		if why == "" && after && now.Sub(since) >= k.cfg.AbsentPodGracePeriod {
+		p.absent[id] = a
+		if why == "" && after && now.Sub(a.since) >= k.cfg.AbsentPodGracePeriod {
 			p.reclaim[id] = reasonAbsent
 		}
 	}
