@@ -75,12 +75,13 @@ func startKSR(t testing.TB, db *etcd.Plugin, client kubernetes.Interface, id str
 	return p
 }
 
-// leading waits until p leads and has done its first resync.
+// leading waits until p leads and has done its first resync and written
+// its first mirror marker (so that the next write is a test's).
 func leading(t testing.TB, p *Plugin) {
 	t.Helper()
 	NewWithT(t).Eventually(func() bool {
 		s := p.status.get()
-		return s.Leading && s.LastResync != nil
+		return s.Leading && s.LastResync != nil && s.MirrorMarker != nil
 	}).WithTimeout(10*time.Second).Should(BeTrue(), "replica leads")
 }
 
