@@ -30,8 +30,12 @@
 //     address, and a pod-keyed allocation is never released by a DEL.
 //   - GCPods releases every attachment-keyed allocation of its network that
 //     is not in its valid list; pod-keyed allocations are untouched.
-//   - A pod deleted from Kubernetes, or absent past the grace period,
-//     loses every allocation (ReleasePodIP too). Pods in
+//   - A pod deleted from Kubernetes, or absent, is missing (so is a pod
+//     whose name the state holds with another UID than the allocation's);
+//     its missing allocations are released only when seen missing twice,
+//     a grace period apart, on fresh evidence (evidence.go: contiv-ksr's
+//     mirror marker changed within three heartbeats and after the
+//     allocation). Pods in
 //     podmanager.ContainerNamespace (plain containers) are never absent and
 //     never learned from Kubernetes.
 //   - GetPodIP answers the pod's address: interface eth0's if the pod has
@@ -67,7 +71,8 @@
 // with its blocks, reservations, exclusions, cooldowns and allocation
 // times), the elastic-pool state (elastic.go: blocks wanted, blocks being
 // given back, since when each is empty), the input of the last resync,
-// the view of the Kubernetes pods, the absence clocks, the records still
+// the view of the Kubernetes pods (with their UIDs), the absence clocks,
+// what contiv-ksr's mirror marker said (evidence.go), the records still
 // to delete, the stored cooling records and the pipeline (pipeline.go:
 // the transactions in flight, the deferred requests, the busy lanes). The
 // store's callbacks own nothing: they send outcomes back on a channel.
