@@ -224,6 +224,11 @@ NODEIPAM_SCALE_QPS ?=
 bench-nodeipam-scale: kube-bins
 	NODEIPAM_SCALE_NODES=$(NODEIPAM_SCALE_NODES) NODEIPAM_SCALE_QPS=$(NODEIPAM_SCALE_QPS) $(GO) test -count=1 -run '^TestNodeIPAMScale$$' -v -timeout 60m ./tests/e2e/
 
+## figure-force-delete: the time from a pod's force deletion (no CNI DEL) to its address being free, with the shipped defaults (absentPodGracePeriod 10m, mirrorHeartbeat 10s) on a real API server, contiv-ksr and agent (tests/e2e TestForceDeletedPodIsFreeAfterTheGracePeriod; about 11 minutes)
+.PHONY: figure-force-delete
+figure-force-delete: kube-bins
+	EVIDENCE_FIGURE_DEFAULTS=1 $(GO) test -count=1 -run '^TestForceDeletedPodIsFreeAfterTheGracePeriod$$' -v -timeout 30m ./tests/e2e/
+
 ## fuzz: run each fuzz target for FUZZTIME
 fuzz:
 	@set -e; for pkg in $$($(GO) list $(PKGS)); do \

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"os"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	ipamkeeper "github.com/contiv-ipam/agent/plugins/ipam/keeper"
 	"github.com/contiv-ipam/agent/plugins/ksr"
 	"github.com/contiv-ipam/agent/plugins/ksr/model/pod"
 	"github.com/contiv-ipam/agent/plugins/podmanager/cni"
@@ -96,4 +98,43 @@ func TestAStoppedMirrorReleasesNothingAndCatchesUp(t *testing.T) {
 		took.Round(10*time.Millisecond), evidenceGrace, evidenceBeat)
 	g.Expect(took).To(BeNumerically(">=", evidenceGrace), "released only after a grace period of fresh evidence")
 	g.Consistently(podIPs(ctx, a)).WithTimeout(2*evidenceGrace).Should(Equal(running), "the running pods keep theirs")
+}
+
+// EnvFigureDefaults makes TestForceDeletedPodIsFreeAfterTheGracePeriod run
+// with the shipped defaults (absentPodGracePeriod 10m, mirrorHeartbeat
+// 10s): about 11 minutes (`make figure-force-delete`).
+const EnvFigureDefaults = "EVIDENCE_FIGURE_DEFAULTS"
+
+// A pod force-deleted through the API whose sandbox no DEL tears down
+// (a node that rebooted) is free one grace period after contiv-ksr
+// mirrors its deletion, give or take a heartbeat. Figure: the time from
+// the force deletion to the address being free.
+func TestForceDeletedPodIsFreeAfterTheGracePeriod(t *testing.T) {
+	t.Parallel()
+	g := NewWithT(t)
+	ctx := t.Context()
+	grace, beat := 2*time.Second, 200*time.Millisecond
+	if os.Getenv(EnvFigureDefaults) != "" {
+		grace, beat = ipamkeeper.DefaultConfig().AbsentPodGracePeriod, ksr.DefaultMirrorHeartbeat
+	}
+	kube := kubeenv.StartT(t)
+	c := cluster.StartT(t, cluster.TestBins(t), kube.Kubeconfig)
+	c.AddKSRT(t, ksr.Config{MirrorHeartbeat: beat})
+	cli := c.ClientT(t)
+	createNode(t, kube, "node-a", "")
+	a := c.AddAgentT(t, cluster.AgentOptions{Node: "node-a",
+		Conf: map[string]string{"ipam.conf": fmt.Sprintf("absentPodGracePeriod: %s\n", grace)}})
+	ip := cniAdd(t, a, "default", "web", createPod(t, kube, "default", "web", "node-a", ""))
+	g.Eventually(mirrored).WithContext(ctx).WithArguments(cli).WithTimeout(15 * time.Second).Should(HaveKey(pod.Key("web", "default")))
+	time.Sleep(3 * beat) // a heartbeat after the allocation: the mirror has seen it
+
+	deleted := time.Now()
+	deletePod(t, kube, "default", "web")
+	g.Eventually(podIPs(ctx, a)).WithTimeout(grace + 30*time.Second).WithPolling(50 * time.Millisecond).
+		ShouldNot(HaveKey("default/web"))
+	took := time.Since(deleted)
+	t.Logf("force-deleted pod's address %s free %s after the deletion (absentPodGracePeriod %s, mirrorHeartbeat %s)",
+		ip, took.Round(10*time.Millisecond), grace, beat)
+	g.Expect(took).To(BeNumerically(">=", grace))
+	g.Expect(took).To(BeNumerically("<", grace+3*beat+10*time.Second))
 }
