@@ -12,6 +12,7 @@ import (
 
 	. "github.com/onsi/gomega"
 
+	"github.com/contiv-ipam/agent/infra/health"
 	"github.com/contiv-ipam/agent/infra/kvdb"
 	"github.com/contiv-ipam/agent/infra/kvdb/etcd"
 	"github.com/contiv-ipam/agent/infra/kvdb/etcd/etcdtest"
@@ -301,4 +302,47 @@ func TestAReplacedEtcdProcessIsListedAgain(t *testing.T) {
 			g.Expect(loop.nthChange(g, 1).Key).To(Equal(pod.Key("web", "default")))
 		})
 	}
+}
+
+// A compaction passes the watch while the agent is cut off from etcd: the
+// resumed watch cannot be served, the etcd plugin closes it, and the
+// watcher lists again at once, with the changes made meanwhile. The
+// plugin's reconnect resync is off, so nothing else lists.
+func TestACompactionPastTheWatchIsListedAgain(t *testing.T) {
+	g := NewWithT(t)
+	srv := etcdtest.Start(t)
+	direct := startEtcdPlugin(t, etcdConfig(srv.Endpoint()), nil)
+	px := startProxy(t, srv.Endpoint())
+	cfg := etcdConfig(px.addr())
+	cfg.ResyncAfterReconnect = false
+	rep := &fakeReporter{}
+	remote := startEtcdPlugin(t, cfg, rep)
+	put(t, direct, node.Key("a"), nodeA)
+	loop := &fakeLoop{}
+	w := startWatcher(t, dbwatcher.Config{Remote: remote, Loop: loop, RetryInterval: time.Hour})
+	loop.nthResync(g, 1)
+
+	px.setCut(true)
+	g.Eventually(rep.state).WithTimeout(waitLong).Should(Equal(health.Error))
+	put(t, direct, node.Key("a"), nodeA2)
+	put(t, direct, node.Key("b"), nodeB)
+	_, err := srv.Client(t).Compact(t.Context(), currentRev(t, direct))
+	g.Expect(err).NotTo(HaveOccurred())
+	px.setCut(false)
+
+	second := loop.nthResync(g, 2)
+	expectValue(g, second.KubeState, "node", node.Key("a"), nodeA2)
+	expectValue(g, second.KubeState, "node", node.Key("b"), nodeB)
+	g.Expect(loop.changes()).To(BeEmpty(), "the changes came with the list, not through the watch")
+	g.Expect(w.Stats().StoreReplacements).To(BeZero(), "a compaction is no replacement")
+}
+
+// currentRev returns the store's current revision.
+func currentRev(t *testing.T, b kvdb.Broker) int64 {
+	t.Helper()
+	_, rev, err := b.List(t.Context(), "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rev
 }
