@@ -28,6 +28,7 @@ const (
 // candidateList is ipam.ReleaseCandidates.
 type candidateList struct {
 	Running     bool        `json:"running"`
+	Blocked     string      `json:"blocked,omitempty"`
 	GracePeriod string      `json:"gracePeriod"`
 	Candidates  []candidate `json:"candidates"`
 }
@@ -35,6 +36,7 @@ type candidateList struct {
 // candidate is ipam.ReleaseCandidate.
 type candidate struct {
 	Pod          string   `json:"pod"`
+	UID          string   `json:"uid,omitempty"`
 	IPs          []string `json:"ips"`
 	MissingSince string   `json:"missingSince"`
 	ReleaseAt    string   `json:"releaseAt"`
@@ -158,7 +160,10 @@ func writeReport(ctx context.Context, c *client, server string, cio *cmdIO) erro
 // printCandidates prints list as a table.
 func printCandidates(w io.Writer, list *candidateList) error {
 	state := "running"
-	if !list.Running {
+	switch {
+	case !list.Running && list.Blocked != "":
+		state = "paused: " + cell(list.Blocked)
+	case !list.Running:
 		state = "paused (the Kubernetes state comes from the agent's local mirror)"
 	}
 	if len(list.Candidates) == 0 {

@@ -27,6 +27,11 @@ func TestCheckListsTheReleaseCandidates(t *testing.T) {
 				"prod/db-1      10.1.1.7,fd00:10:1:1::7  2026-11-28T12:01:00Z  2026-11-28T12:11:00Z\n"},
 		{"none, paused", `{"running": false, "gracePeriod": "10m0s", "candidates": []}`,
 			"no release candidates: every pod holding an address is in the Kubernetes state (grace period 10m0s, paused (the Kubernetes state comes from the agent's local mirror))\n"},
+		{"paused, with why", `{"running": false, "blocked": "no contiv-ksr mirror marker", "gracePeriod": "10m0s", "candidates": [
+			{"pod": "default/web-0", "uid": "u1", "ips": ["10.1.1.5"], "missingSince": "2026-11-28T12:00:00Z", "releaseAt": "2026-11-28T12:10:00Z"}]}`,
+			"1 release candidate(s); grace period 10m0s, paused: no contiv-ksr mirror marker\n" +
+				"POD            IPS       MISSING-SINCE         RELEASE-AT\n" +
+				"default/web-0  10.1.1.5  2026-11-28T12:00:00Z  2026-11-28T12:10:00Z\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
@@ -64,7 +69,7 @@ const sampleNode = `{"nodeId": 3, "nodeName": "worker-1", "podSubnetThisNode": "
 // one dual-stack.
 const sampleCandidates = `{"running": true, "gracePeriod": "10m0s", "candidates": [
 	{"pod": "default/web-0", "ips": ["10.1.1.5", "fd00:10:1:1::5"], "missingSince": "2026-11-28T12:00:00Z", "releaseAt": "2026-11-28T12:10:00Z"},
-	{"pod": "prod/db-1", "ips": ["10.1.1.7"], "missingSince": "2026-11-28T12:01:00Z", "releaseAt": "2026-11-28T12:11:00Z"}]}`
+	{"pod": "prod/db-1", "uid": "6c1b0e2a-0000-4f57-9a1e-2f9c5b7d3e10", "ips": ["10.1.1.7"], "missingSince": "2026-11-28T12:01:00Z", "releaseAt": "2026-11-28T12:11:00Z"}]}`
 
 // -o json writes the report: the agent's candidates, the node it serves,
 // the server and when; it decodes as ipam release reads it. Nothing is
@@ -91,13 +96,13 @@ func TestCheckWritesAReport(t *testing.T) {
 			"node": "worker-1", "nodeId": 3, "takenAt": "` + rep.TakenAt + `", "running": true, "gracePeriod": "10m0s",
 			"candidates": [
 			{"pod": "default/web-0", "ips": ["10.1.1.5", "fd00:10:1:1::5"], "missingSince": "2026-11-28T12:00:00Z", "releaseAt": "2026-11-28T12:10:00Z"},
-			{"pod": "prod/db-1", "ips": ["10.1.1.7"], "missingSince": "2026-11-28T12:01:00Z", "releaseAt": "2026-11-28T12:11:00Z"}]}`))
+			{"pod": "prod/db-1", "uid": "6c1b0e2a-0000-4f57-9a1e-2f9c5b7d3e10", "ips": ["10.1.1.7"], "missingSince": "2026-11-28T12:01:00Z", "releaseAt": "2026-11-28T12:11:00Z"}]}`))
 
 		checked, err := decodeReport([]byte(res.stdout))
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(checked).To(Equal(&checkedReport{node: "worker-1", takenAt: rep.TakenAt, pods: []reportPod{
 			{pod: "default/web-0", addrs: []netip.Addr{netip.MustParseAddr("10.1.1.5"), netip.MustParseAddr("fd00:10:1:1::5")}},
-			{pod: "prod/db-1", addrs: []netip.Addr{netip.MustParseAddr("10.1.1.7")}}}}))
+			{pod: "prod/db-1", uid: "6c1b0e2a-0000-4f57-9a1e-2f9c5b7d3e10", addrs: []netip.Addr{netip.MustParseAddr("10.1.1.7")}}}}))
 
 		reqs := f.received()
 		g.Expect(reqs).To(HaveLen(2), "two GETs, nothing released")

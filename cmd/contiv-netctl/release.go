@@ -158,7 +158,7 @@ func releasePod(ctx context.Context, c *client, p reportPod, w io.Writer, n *tal
 			_, _ = fmt.Fprintf(w, "released %s (pod %s; with %s)\n", a, p.pod, first)
 			continue
 		}
-		reply, err := releaseOne(ctx, c, a, p.pod)
+		reply, err := releaseOne(ctx, c, a, p)
 		if err != nil {
 			noteRefusal(w, a, p.pod, err, n)
 			continue
@@ -178,9 +178,14 @@ func releasePod(ctx context.Context, c *client, p reportPod, w io.Writer, n *tal
 	}
 }
 
-// releaseOne asks the agent to release a if pod holds it.
-func releaseOne(ctx context.Context, c *client, a netip.Addr, pod string) (*releaseReply, error) {
-	body, err := json.Marshal(map[string]string{"ip": a.String(), "pod": pod})
+// releaseOne asks the agent to release a if p's pod (of p's UID, when
+// the report knows it) holds it.
+func releaseOne(ctx context.Context, c *client, a netip.Addr, p reportPod) (*releaseReply, error) {
+	req := map[string]string{"ip": a.String(), "pod": p.pod}
+	if p.uid != "" {
+		req["uid"] = p.uid
+	}
+	body, err := json.Marshal(req)
 	if err != nil {
 		return nil, err
 	}

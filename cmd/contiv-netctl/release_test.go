@@ -20,6 +20,7 @@ import (
 // addresses.
 type fakeAlloc struct {
 	pod string
+	uid string // "": none known
 	ips []string
 }
 
@@ -34,7 +35,7 @@ type fakeHoldings struct {
 }
 
 func (h *fakeHoldings) release(r request) fakeReply {
-	var body struct{ IP, Pod string }
+	var body struct{ IP, Pod, UID string }
 	dec := json.NewDecoder(strings.NewReader(r.body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&body); err != nil || r.query != "force=true" || body.Pod == "" {
@@ -49,7 +50,7 @@ func (h *fakeHoldings) release(r request) fakeReply {
 	switch {
 	case i < 0:
 		return fakeReply{http.StatusNotFound, fmt.Sprintf(`{"error": "releasing %s of pod %s: not allocated", "reason": "not-allocated"}`, body.IP, body.Pod)}
-	case h.allocs[i].pod != body.Pod:
+	case h.allocs[i].pod != body.Pod || h.allocs[i].uid != "" && body.UID != "" && h.allocs[i].uid != body.UID:
 		return fakeReply{http.StatusConflict, fmt.Sprintf(`{"error": "releasing %s of pod %s: held by another pod or owner: attachment net/c9/eth0 of pod %s holds it", "reason": "moved"}`,
 			body.IP, body.Pod, h.allocs[i].pod)}
 	}
@@ -106,9 +107,9 @@ func posts(f *fakeAgent) []string {
 func TestReleaseFromReport(t *testing.T) {
 	g := NewWithT(t)
 	f, h := releaseAgent(t,
-		fakeAlloc{"default/web-0", []string{"10.1.1.5", "fd00:10:1:1::5"}},
-		fakeAlloc{"prod/db-2", []string{"10.1.1.7"}},
-		fakeAlloc{"default/api-0", []string{"10.1.1.8"}})
+		fakeAlloc{"default/web-0", "", []string{"10.1.1.5", "fd00:10:1:1::5"}},
+		fakeAlloc{"prod/db-2", "", []string{"10.1.1.7"}},
+		fakeAlloc{"default/api-0", "", []string{"10.1.1.8"}})
 	file := writeReportFile(t, `[
 		{"pod": "default/web-0", "ips": ["10.1.1.5", "fd00:10:1:1::5"], "missingSince": "2026-11-28T12:00:00Z", "releaseAt": "2026-11-28T12:10:00Z"},
 		{"pod": "prod/db-1", "ips": ["10.1.1.7"]},
@@ -122,7 +123,7 @@ func TestReleaseFromReport(t *testing.T) {
 		"skipped 10.1.1.7 (pod prod/db-1): moved: releasing 10.1.1.7 of pod prod/db-1: held by another pod or owner: attachment net/c9/eth0 of pod prod/db-2 holds it\n" +
 		"skipped 10.1.1.9 (pod default/old-0): free: no allocation holds it\n" +
 		"released 2, skipped 2, failed 0 of 4 addresses in " + file + " (node \"worker-1\", taken at 2026-11-28T12:05:00Z)\n"))
-	g.Expect(h.held()).To(Equal([]fakeAlloc{{"prod/db-2", []string{"10.1.1.7"}}, {"default/api-0", []string{"10.1.1.8"}}}))
+	g.Expect(h.held()).To(Equal([]fakeAlloc{{"prod/db-2", "", []string{"10.1.1.7"}}, {"default/api-0", "", []string{"10.1.1.8"}}}))
 
 	g.Expect(posts(f)).To(Equal([]string{`{"ip":"10.1.1.5","pod":"default/web-0"}`, `{"ip":"10.1.1.7","pod":"prod/db-1"}`,
 		`{"ip":"10.1.1.9","pod":"default/old-0"}`}), "one call per allocation, each with its pod")
@@ -140,7 +141,7 @@ func TestReleaseFromReport(t *testing.T) {
 // from a file or stdin.
 func TestReleaseFromTheReportOfCheck(t *testing.T) {
 	g := NewWithT(t)
-	f, h := releaseAgent(t, fakeAlloc{"default/web-0", []string{"10.1.1.5", "fd00:10:1:1::5"}})
+	f, h := releaseAgent(t, fakeAlloc{"default/web-0", "", []string{"10.1.1.5", "fd00:10:1:1::5"}})
 	f.reply(http.MethodGet, candidatesPath, http.StatusOK, sampleCandidates)
 	res := netctl(t, nil, "", args(creds(f), "ipam", "check", "-o", "json")...)
 	g.Expect(res.code).To(Equal(exitOK), res.stderr)
@@ -159,7 +160,7 @@ func TestReleaseFromTheReportOfCheck(t *testing.T) {
 // release (400): failed, nothing released.
 func TestReleaseFailuresExitOne(t *testing.T) {
 	g := NewWithT(t)
-	f, h := releaseAgent(t, fakeAlloc{"default/web-0", []string{"10.1.1.5"}}, fakeAlloc{"default/web-1", []string{"10.1.1.6"}})
+	f, h := releaseAgent(t, fakeAlloc{"default/web-0", "", []string{"10.1.1.5"}}, fakeAlloc{"default/web-1", "", []string{"10.1.1.6"}})
 	h.fail["10.1.1.5"] = true
 	file := writeReportFile(t, `[{"pod": "default/web-0", "ips": ["10.1.1.5"]}, {"pod": "default/web-1", "ips": ["10.1.1.6"]}]`)
 	res := netctl(t, nil, "", args(creds(f), "ipam", "release", "-from-report", file)...)
@@ -169,7 +170,7 @@ func TestReleaseFailuresExitOne(t *testing.T) {
 		"released 10.1.1.6 (pod default/web-1)\n" +
 		"released 1, skipped 0, failed 1 of 2 addresses in " + file + " (node \"worker-1\", taken at 2026-11-28T12:05:00Z)\n"))
 	g.Expect(res.stderr).To(Equal("contiv-netctl: ipam release: 1 of 2 addresses failed (see above)\n"))
-	g.Expect(h.held()).To(Equal([]fakeAlloc{{"default/web-0", []string{"10.1.1.5"}}}))
+	g.Expect(h.held()).To(Equal([]fakeAlloc{{"default/web-0", "", []string{"10.1.1.5"}}}))
 
 	old := newFakeAgent(t)
 	old.reply(http.MethodGet, ipamPath, http.StatusOK, sampleNode)
@@ -185,7 +186,7 @@ func TestReleaseFailuresExitOne(t *testing.T) {
 // A report of another node is refused before anything is released.
 func TestReleaseRefusesAReportOfAnotherNode(t *testing.T) {
 	g := NewWithT(t)
-	f, h := releaseAgent(t, fakeAlloc{"default/web-0", []string{"10.1.1.5"}})
+	f, h := releaseAgent(t, fakeAlloc{"default/web-0", "", []string{"10.1.1.5"}})
 	f.reply(http.MethodGet, ipamPath, http.StatusOK, `{"nodeId": 4, "nodeName": "worker-2"}`)
 	file := writeReportFile(t, `[{"pod": "default/web-0", "ips": ["10.1.1.5"]}]`)
 	res := netctl(t, nil, "", args(creds(f), "ipam", "release", "-from-report", file)...)
@@ -228,7 +229,7 @@ func TestReleaseRefusesABadReport(t *testing.T) {
 		{"cut short", head + `[{"pod": "default/web-0"`, "not JSON: unexpected EOF"},
 		{"data after it", head + "[]} {}", "data after the JSON report, at byte"},
 		{"an array", `[{"pod": "default/web-0"}]`, `want a JSON object, got [{"pod": "default/web-0"}]`},
-		{"a checkpoint", sampleDoc, `unknown field "allocations" (a report has version, server, node, nodeId, takenAt, running, gracePeriod, candidates)`},
+		{"a checkpoint", sampleDoc, `unknown field "allocations" (a report has version, server, node, nodeId, takenAt, running, blocked, gracePeriod, candidates)`},
 		{"the candidates reply", sampleCandidates, `field "version": missing`},
 		{"another version", `{"version": "contiv-netctl/release-report/2"}`,
 			`field "version": "contiv-netctl/release-report/2": want "contiv-netctl/release-report/1" (a report of "contiv-netctl ipam check -o json")`},
@@ -243,8 +244,9 @@ func TestReleaseRefusesABadReport(t *testing.T) {
 		{"candidates an object", head + `{"pod": "default/web-0"}}`, `field "candidates": want a JSON array, got {"pod": "default/web-0"}`},
 		{"candidate a string", head + `["default/web-0"]}`, `field "candidates[0]": want a JSON object, got "default/web-0"`},
 		{"candidate null", head + `[null]}`, `field "candidates[0]": want a JSON object, got null`},
-		{"unknown field of a candidate", web(`"pod": "a/b", "ips": [], "uid": "x"`),
-			`field "candidates[1]": unknown field "uid" (a report has pod, ips, missingSince, releaseAt)`},
+		{"unknown field of a candidate", web(`"pod": "a/b", "ips": [], "color": "x"`),
+			`field "candidates[1]": unknown field "color" (a report has pod, uid, ips, missingSince, releaseAt)`},
+		{"uid a number", web(`"pod": "a/b", "ips": [], "uid": 7`), `field "candidates[1].uid": want a JSON string, got 7`},
 		{"missing pod", web(`"ips": ["10.1.1.6"]`), `field "candidates[1].pod": missing`},
 		{"pod a number", web(`"pod": 42, "ips": ["10.1.1.6"]`), `field "candidates[1].pod": want a JSON string, got 42`},
 		{"pod without namespace", web(`"pod": "web-1", "ips": ["10.1.1.6"]`), `field "candidates[1].pod": "web-1" is not a pod: want "namespace/name"`},
@@ -295,4 +297,24 @@ func TestTheAgentsReleaseCall(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(string(b)).To(Equal(string(a)))
 	g.Expect(maxPodName).To(Equal(63 + 1 + 253))
+}
+
+// A report that names the pod's UID releases an address only while that
+// instance of the pod holds it: a pod re-created under the name (another
+// UID) keeps its address.
+func TestReleaseFromReportMatchesTheUID(t *testing.T) {
+	g := NewWithT(t)
+	f, h := releaseAgent(t,
+		fakeAlloc{"default/web-0", "uid-new", []string{"10.1.1.5"}},
+		fakeAlloc{"default/db-0", "uid-db", []string{"10.1.1.6"}})
+	file := writeReportFile(t, `[
+		{"pod": "default/web-0", "uid": "uid-old", "ips": ["10.1.1.5"]},
+		{"pod": "default/db-0", "uid": "uid-db", "ips": ["10.1.1.6"]}]`)
+	res := netctl(t, nil, "", args(creds(f), "ipam", "release", "-from-report", file)...)
+	g.Expect(res.code).To(Equal(exitOK), res.stderr)
+	g.Expect(res.stdout).To(ContainSubstring("skipped 10.1.1.5 (pod default/web-0): moved"))
+	g.Expect(res.stdout).To(ContainSubstring("released 10.1.1.6 (pod default/db-0)"))
+	g.Expect(posts(f)).To(Equal([]string{`{"ip":"10.1.1.5","pod":"default/web-0","uid":"uid-old"}`,
+		`{"ip":"10.1.1.6","pod":"default/db-0","uid":"uid-db"}`}))
+	g.Expect(h.held()).To(Equal([]fakeAlloc{{"default/web-0", "uid-new", []string{"10.1.1.5"}}}))
 }

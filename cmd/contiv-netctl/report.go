@@ -38,6 +38,7 @@ type report struct {
 // reportPod is one candidate of a checked report: its pod and addresses.
 type reportPod struct {
 	pod   string // "namespace/name"
+	uid   string // its UID ("" when the agent did not know one)
 	addrs []netip.Addr
 }
 
@@ -49,8 +50,8 @@ type checkedReport struct {
 
 // The fields of a report and of a candidate.
 var (
-	reportFields    = []string{"version", "server", "node", "nodeId", "takenAt", "running", "gracePeriod", "candidates"}
-	candidateFields = []string{"pod", "ips", "missingSince", "releaseAt"}
+	reportFields    = []string{"version", "server", "node", "nodeId", "takenAt", "running", "blocked", "gracePeriod", "candidates"}
+	candidateFields = []string{"pod", "uid", "ips", "missingSince", "releaseAt"}
 )
 
 // fieldError is a field of a report that is wrong: its path
@@ -92,7 +93,7 @@ func decodeReport(data []byte) (*checkedReport, error) {
 	if rep.takenAt, err = top.str("takenAt", false); err != nil {
 		return nil, err
 	}
-	if err := top.typed("server", "string", "nodeId", "number", "running", "bool", "gracePeriod", "string"); err != nil {
+	if err := top.typed("server", "string", "nodeId", "number", "running", "bool", "blocked", "string", "gracePeriod", "string"); err != nil {
 		return nil, err
 	}
 	if rep.pods, err = decodeCandidates(top["candidates"]); err != nil {
@@ -153,6 +154,9 @@ func decodeCandidate(path string, c rawObject, seen map[netip.Addr]string) (repo
 	}
 	if err := checkPod(p.pod); err != nil {
 		return p, &fieldError{path + ".pod", fmt.Sprintf("%q %v", p.pod, err)}
+	}
+	if p.uid, err = c.str(path+".uid", false); err != nil {
+		return p, err
 	}
 	if err := c.typed(path+".missingSince", "string", path+".releaseAt", "string"); err != nil {
 		return p, err

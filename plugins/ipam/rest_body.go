@@ -9,11 +9,13 @@ import (
 	"net/netip"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/google/uuid"
 
 	"github.com/contiv-ipam/agent/plugins/ipam/keeper"
+	"github.com/contiv-ipam/agent/plugins/podmanager"
 )
 
 // This file decodes the bodies of the operator calls (rest_operator.go)
@@ -34,6 +36,7 @@ const (
 	fieldUUID
 	fieldConflict
 	fieldPod
+	fieldUID
 )
 
 // opFields lists the fields in the order errors name them.
@@ -42,7 +45,7 @@ var opFields = []struct {
 	name string
 }{
 	{fieldIP, "ip"}, {fieldFamily, "family"}, {fieldOwner, "owner"}, {fieldTimeout, "timeout"}, {fieldUUID, "uuid"},
-	{fieldConflict, "conflict"}, {fieldPod, "pod"},
+	{fieldConflict, "conflict"}, {fieldPod, "pod"}, {fieldUID, "uid"},
 }
 
 // fieldOf is the field named name, 0 when none is.
@@ -86,6 +89,7 @@ type operatorRequest struct {
 	conflict string        // the name of a record moved aside
 	force    bool          // release: ?force=true, CNI attachments too
 	pod      string        // release: "namespace/name", checked by checkRelease
+	uid      string        // release: the pod's UID (with pod only)
 }
 
 // has tells whether every field of m is present.
@@ -202,6 +206,11 @@ func (r *operatorRequest) setField(f opField, name, s string) error {
 		r.conflict = s
 	case fieldPod:
 		r.pod = s
+	case fieldUID:
+		if s == "" || len(s) > podmanager.MaxPodUID || strings.ContainsFunc(s, func(c rune) bool { return !unicode.IsPrint(c) || unicode.IsSpace(c) }) {
+			return bad(fmt.Sprintf("is not a pod UID: want 1 to %d printable characters without white space", podmanager.MaxPodUID))
+		}
+		r.uid = s
 	}
 	r.set |= f
 	return nil

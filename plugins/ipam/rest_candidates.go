@@ -27,7 +27,10 @@ type ReleaseCandidates struct {
 
 // ReleaseCandidate is one pod of ReleaseCandidates.
 type ReleaseCandidate struct {
-	Pod          string   `json:"pod"` // namespace/name
+	Pod string `json:"pod"` // namespace/name
+	// UID is the pod's UID (K8S_POD_UID of its ADD) when its addresses
+	// share one.
+	UID          string   `json:"uid,omitempty"`
 	IPs          []string `json:"ips"`
 	MissingSince string   `json:"missingSince"` // RFC 3339, UTC
 	ReleaseAt    string   `json:"releaseAt"`
@@ -45,7 +48,7 @@ func (p *Plugin) candidatesHandler(f *rest.Formatter) http.HandlerFunc {
 		out := ReleaseCandidates{Running: blocked == "", Blocked: blocked, GracePeriod: p.cfg.AbsentPodGracePeriod.String(),
 			Candidates: make([]ReleaseCandidate, 0, len(cands))}
 		for _, c := range cands {
-			rc := ReleaseCandidate{Pod: c.Pod.String(), IPs: []string{},
+			rc := ReleaseCandidate{Pod: c.Pod.String(), UID: c.UID, IPs: []string{},
 				MissingSince: c.MissingSince.UTC().Format(time.RFC3339), ReleaseAt: c.ReleaseAt.UTC().Format(time.RFC3339)}
 			for _, a := range c.Addrs {
 				rc.IPs = append(rc.IPs, a.String())

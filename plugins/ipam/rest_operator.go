@@ -142,7 +142,7 @@ var operatorOps = []operatorOp{
 		run:         (*Plugin).operatorConfirm,
 	},
 	{
-		name: "release", path: OperatorReleasePath, fields: fieldIP | fieldOwner | fieldPod,
+		name: "release", path: OperatorReleasePath, fields: fieldIP | fieldOwner | fieldPod | fieldUID,
 		description: "operator: release the allocation holding ip (only if pod holds it, when given), or every allocation of owner (body {ip[, pod]} or {owner}); a CNI attachment's only with ?force=true; needs client authentication",
 		check:       checkRelease,
 		run:         (*Plugin).operatorRelease,
@@ -215,6 +215,8 @@ func checkRelease(r *operatorRequest) error {
 	switch {
 	case r.has(fieldIP) == r.has(fieldOwner):
 		return &bodyError{msg: "want exactly one of \"ip\" (release the allocation holding it) and \"owner\" (release its allocations)"}
+	case !r.has(fieldPod) && r.has(fieldUID):
+		return &bodyError{field: "uid", msg: "given without \"pod\": the UID is a condition on the pod"}
 	case !r.has(fieldPod):
 		return nil
 	case r.has(fieldOwner):
@@ -299,10 +301,10 @@ func (p *Plugin) operatorConfirm(r *operatorRequest) (any, error) {
 
 func (p *Plugin) operatorRelease(r *operatorRequest) (any, error) {
 	if r.has(fieldIP) {
-		var holder *podmodel.ID
+		var holder *keeper.Holder
 		if r.has(fieldPod) {
 			id, _ := parsePod(r.pod) // checked by checkRelease
-			holder = &id
+			holder = &keeper.Holder{Pod: id, UID: r.uid}
 		}
 		as, err := p.keeper.ReleaseAddr(r.ip, r.force, holder)
 		if err != nil {
@@ -532,6 +534,9 @@ func (r *operatorRequest) args() []any {
 	}
 	if r.has(fieldPod) {
 		out = append(out, "pod", r.pod)
+	}
+	if r.has(fieldUID) {
+		out = append(out, "uid", r.uid)
 	}
 	return out
 }

@@ -306,3 +306,31 @@ func TestOperatorReleaseThatTheStoreRefusesFails(t *testing.T) {
 	g.Expect(status).To(Equal(http.StatusOK), reply)
 	g.Expect(f.ipam.GetPodIP(web)).To(BeNil())
 }
+
+// With the pod's UID too, a release by address goes only while that pod
+// instance holds it: the address of a pod re-created under the name
+// (another UID) is 409 moved, and a uid without a pod, or a bad one, is
+// refused naming the field.
+func TestOperatorReleaseOfAPodsAddressByUID(t *testing.T) {
+	g := NewWithT(t)
+	f := newRESTFixture(t, restOpts{rest: []rest.Option{basicAuthConf()}})
+	web := podmodel.ID{Name: "web", Namespace: "default"}
+	ip := addPodUID(g, f.ipam, web, uidNew, att("c2", "eth0"))
+	ip = strings.Split(ip, "/")[0]
+	for _, tc := range []struct {
+		name, body, want string
+		status           int
+	}{
+		{"another instance of the name", `{"ip": "` + ip + `", "pod": "default/web", "uid": "` + uidOld + `"}`, `"reason": "moved"`, http.StatusConflict},
+		{"uid without pod", `{"ip": "` + ip + `", "uid": "` + uidNew + `"}`, `field \"uid\": given without \"pod\"`, http.StatusBadRequest},
+		{"bad uid", `{"ip": "` + ip + `", "pod": "default/web", "uid": "a b"}`, `field \"uid\": \"a b\" is not a pod UID`, http.StatusBadRequest},
+	} {
+		status, reply := f.post(ipam.OperatorReleasePath+"?force=true", tc.body, admin())
+		g.Expect(status).To(Equal(tc.status), tc.name+": "+reply)
+		g.Expect(reply).To(ContainSubstring(tc.want), tc.name)
+		g.Expect(attIP(g, f.ipam, att("c2", "eth0"))).NotTo(BeEmpty(), tc.name+": nothing released")
+	}
+	status, reply := f.post(ipam.OperatorReleasePath+"?force=true", `{"ip": "`+ip+`", "pod": "default/web", "uid": "`+uidNew+`"}`, admin())
+	g.Expect(status).To(Equal(http.StatusOK), reply)
+	g.Expect(attIP(g, f.ipam, att("c2", "eth0"))).To(BeEmpty())
+}

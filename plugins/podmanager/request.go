@@ -18,9 +18,9 @@ const (
 	argPodUID       = "K8S_POD_UID"
 )
 
-// maxPodUID is the longest K8S_POD_UID taken (Kubernetes UIDs are
+// MaxPodUID is the longest K8S_POD_UID taken (Kubernetes UIDs are
 // 36-character UUIDs).
-const maxPodUID = 128
+const MaxPodUID = 128
 
 // attachment is a validated CNIRequest: the key, the pod, the pod's UID
 // ("" when CNI_ARGS has none) and its netns.
@@ -97,7 +97,7 @@ func podID(args, containerID string) (podmodel.ID, error) {
 	return podmodel.ID{Name: name, Namespace: namespace}, nil
 }
 
-// podUID is K8S_POD_UID in args ("" when absent): at most maxPodUID
+// podUID is K8S_POD_UID in args ("" when absent): at most MaxPodUID
 // bytes of printable characters other than white space.
 func podUID(args string) (string, error) {
 	kv, err := parseArgs(args)
@@ -106,9 +106,9 @@ func podUID(args string) (string, error) {
 	}
 	uid := kv[argPodUID]
 	bad := strings.ContainsFunc(uid, func(r rune) bool { return !unicode.IsPrint(r) || unicode.IsSpace(r) })
-	if bad || len(uid) > maxPodUID {
+	if bad || len(uid) > MaxPodUID {
 		return "", fmt.Errorf("%w: extra_arguments: %s=%.40q: want at most %d printable characters without white space",
-			ErrBadRequest, argPodUID, uid, maxPodUID)
+			ErrBadRequest, argPodUID, uid, MaxPodUID)
 	}
 	return uid, nil
 }

@@ -75,7 +75,7 @@ func TestParseArgs(t *testing.T) {
 func podmanagerContainer(c string) string { return ContainerNamespace + "/" + c }
 
 // K8S_POD_UID is the pod's identity: taken as given, absent is "", and a
-// value with white space, control characters or over maxPodUID bytes is
+// value with white space, control characters or over MaxPodUID bytes is
 // refused naming the key.
 func TestParsePodUID(t *testing.T) {
 	cases := []struct {
@@ -85,7 +85,7 @@ func TestParsePodUID(t *testing.T) {
 		{"kubelet's", "K8S_POD_NAMESPACE=default;K8S_POD_NAME=web;K8S_POD_UID=0f5e6a1c-3b9d-4c1e-9a57-000000000001", "0f5e6a1c-3b9d-4c1e-9a57-000000000001", ""},
 		{"space", "K8S_POD_UID=a b", "", "K8S_POD_UID"},
 		{"control", "K8S_POD_UID=a\x01", "", "K8S_POD_UID"},
-		{"too long", "K8S_POD_UID=" + strings.Repeat("u", maxPodUID+1), "", "at most 128"},
+		{"too long", "K8S_POD_UID=" + strings.Repeat("u", MaxPodUID+1), "", "at most 128"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

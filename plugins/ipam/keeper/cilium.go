@@ -275,7 +275,7 @@ func (k *Keeper) AllocateOwner(oa OwnerAlloc) ([]*AllocationResult, error) {
 // ErrMoved, checked here, on the keeper's goroutine, in the step that
 // releases. Unless force, a CNI attachment's allocation is
 // ErrLiveAttachment. Refused, nothing is released.
-func (k *Keeper) ReleaseAddr(a netip.Addr, force bool, holder *podmodel.ID) (Addrs, error) {
+func (k *Keeper) ReleaseAddr(a netip.Addr, force bool, holder *Holder) (Addrs, error) {
 	var released Addrs
 	var werr error
 	err := k.exec(func(t *table, b *batch) error {
@@ -303,7 +303,7 @@ func (k *Keeper) ReleaseAddr(a netip.Addr, force bool, holder *podmodel.ID) (Add
 
 // releasable is the allocation that a release of a may release (see
 // ReleaseAddr).
-func (t *table) releasable(a netip.Addr, force bool, holder *podmodel.ID) (allocKey, error) {
+func (t *table) releasable(a netip.Addr, force bool, holder *Holder) (allocKey, error) {
 	key, held := t.owner(a)
 	what := a.String()
 	if holder != nil {
@@ -312,7 +312,7 @@ func (t *table) releasable(a netip.Addr, force bool, holder *podmodel.ID) (alloc
 	switch {
 	case !held || key.excluded():
 		return key, fmt.Errorf("releasing %s: %w", what, ErrNotAllocated)
-	case holder != nil && t.podOf(key) != *holder:
+	case holder != nil && !holder.holds(t, key):
 		by := key.String()
 		if key.attachment() {
 			by = describe(key, t.podOf(key))
@@ -323,6 +323,27 @@ func (t *table) releasable(a netip.Addr, force bool, holder *podmodel.ID) (alloc
 			what, ErrLiveAttachment, key)
 	}
 	return key, nil
+}
+
+// Holder is the pod a conditional release expects to hold the address:
+// its name, and its UID when known ("": any UID of the name).
+type Holder struct {
+	Pod podmodel.ID
+	UID string
+}
+
+func (h Holder) String() string {
+	if h.UID == "" {
+		return h.Pod.String()
+	}
+	return h.Pod.String() + " (UID " + h.UID + ")"
+}
+
+// holds tells whether allocation key is h's: the pod's name, and its UID
+// unless either is unknown.
+func (h Holder) holds(t *table, key allocKey) bool {
+	uid := t.uids[key]
+	return t.podOf(key) == h.Pod && (h.UID == "" || uid == "" || uid == h.UID)
 }
 
 // ReleaseOwner releases every allocation of an owner name, and when the

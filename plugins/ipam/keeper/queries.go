@@ -180,10 +180,25 @@ func (k *Keeper) Inspect(fn func(pools []PoolStats, external bool)) {
 // Candidate is a held pod that the Kubernetes state lacks: it is released
 // at ReleaseAt if a look then still misses it (the second observation).
 type Candidate struct {
-	Pod          podmodel.ID
+	Pod podmodel.ID
+	// UID is the UID of its missing allocations when they share one
+	// ("" when unknown or several).
+	UID          string
 	Addrs        []netip.Addr // every address of its allocations
 	MissingSince time.Time
 	ReleaseAt    time.Time
+}
+
+// sharedUID is the UID of the allocations keys when all of them have
+// that one, else "".
+func sharedUID(t *table, keys []allocKey) string {
+	uid := t.uids[keys[0]]
+	for _, key := range keys[1:] {
+		if t.uids[key] != uid {
+			return ""
+		}
+	}
+	return uid
 }
 
 // Candidates lists the release candidates, soonest first, and why they
@@ -200,7 +215,7 @@ func (k *Keeper) Candidates() (cands []Candidate, blocked string) {
 			if len(keys) == 0 {
 				continue // released meanwhile (its DEL), or seen again; the sweep forgets it
 			}
-			c := Candidate{Pod: id, MissingSince: since, ReleaseAt: since.Add(k.cfg.AbsentPodGracePeriod)}
+			c := Candidate{Pod: id, UID: sharedUID(t, keys), MissingSince: since, ReleaseAt: since.Add(k.cfg.AbsentPodGracePeriod)}
 			for _, key := range keys {
 				if as, ok := t.lookupAll(key); ok {
 					c.Addrs = append(c.Addrs, as.List()...)
