@@ -29,9 +29,13 @@ func TestImportsPointDown(t *testing.T) {
 		// The controller uses the Kubernetes-state models, never a handler.
 		{"plugins/controller/...", []string{"plugins/ksr/model", "infra"}},
 		// Node IPAM sits on the engine and the key-value API, and speaks the
-		// pool-block protocol of the Kubernetes-state models, nothing else.
+		// pool-block protocol and the agents' presence keys of the
+		// Kubernetes-state models, nothing else.
 		{"plugins/nodeipam/...", []string{"engine/ipalloc", "engine/cidr", "infra/kvdb",
-			"plugins/ksr/model/codec", "plugins/ksr/model/poolblock"}},
+			"plugins/ksr/model/codec", "plugins/ksr/model/poolblock",
+			// the agents' presence keys: a deleted Node's blocks stay
+			// fenced while its agent may hold addresses in them
+			"plugins/ksr/model/vppnode"}},
 		// The allocation core knows its store, the engine, the addressing
 		// and the records it keeps, and the CNI vocabulary of podmanager
 		// (AttachmentKey, ErrTryAgain); never the IPAM plugin, its REST
