@@ -138,7 +138,7 @@ func TestWithoutAMirrorNothingIsReleasedByAbsence(t *testing.T) {
 
 // A marker that stops changing goes stale after three heartbeats: grace
 // periods that end meanwhile release nothing; once contiv-ksr beats
-// again, the pods still missing are released.
+// again, the pods still missing are released a grace period later.
 func TestAStaleMirrorReleasesNothingUntilItBeatsAgain(t *testing.T) {
 	g := NewWithT(t)
 	clk := newFakeClock()
@@ -159,9 +159,15 @@ func TestAStaleMirrorReleasesNothingUntilItBeatsAgain(t *testing.T) {
 	g.Consistently(func() string { return attIP(g, f.ipam, att("c1", "eth0")) }).WithTimeout(100*time.Millisecond).
 		Should(Equal(ip), "a stale mirror is no evidence")
 
-	f.beat(t)
+	f.beat(t) // back: the first look of a new fresh stretch
+	g.Consistently(func() string { return attIP(g, f.ipam, att("c1", "eth0")) }).WithTimeout(100*time.Millisecond).
+		Should(Equal(ip), "the grace period starts again")
+	for range 61 { // the default grace period, 10m, with a heartbeat every 10s
+		clk.Advance(10 * time.Second)
+		f.beat(t)
+	}
 	g.Eventually(func() string { return attIP(g, f.ipam, att("c1", "eth0")) }).WithTimeout(10*time.Second).Should(BeEmpty(),
-		"missing at the first look and at this one, a grace period apart, with a fresh mirror both times")
+		"missing at two looks a grace period apart, with the mirror fresh between them")
 }
 
 // An allocation made after the newest marker is not judged by it: the
@@ -252,4 +258,29 @@ func TestAGracePeriodEndsOnTimeBehindALaterDeadline(t *testing.T) {
 	// the release counter, not a read: a read re-arms the timer itself
 	g.Eventually(func() float64 { return testutil.ToFloat64(ipam.AbsentReleases(f.ipam)) }).WithTimeout(10*time.Second).
 		Should(Equal(1.0), "released when its grace period ends, not at the reservation's deadline")
+}
+
+// A pod missing at a look before contiv-ksr stopped may have been there
+// while it was stopped (its informer lagged, then it stopped before it
+// mirrored the pod): when contiv-ksr beats again, the grace period starts
+// again; both looks of a release are made within one fresh stretch (the
+// evidence model test found this).
+func TestAGracePeriodStartsAgainAfterAStaleStretch(t *testing.T) {
+	g := NewWithT(t)
+	clk := newFakeClock()
+	f := mustFixture(t, fixtureOpts{clock: clk, grace: time.Minute}, kubePods(bystander))
+	f.interval = "10s"
+	mustAdd(g, f.ipam, pod1, att("c1", "eth0"))
+	ip := attIP(g, f.ipam, att("c1", "eth0"))
+	f.beat(t) // the first look misses pod1: its period starts
+	clk.Advance(90 * time.Second)
+	f.beat(t) // contiv-ksr is back after a stretch without heartbeats
+	g.Consistently(func() float64 { return testutil.ToFloat64(ipam.AbsentReleases(f.ipam)) }).
+		WithTimeout(100*time.Millisecond).Should(BeZero(), "the period starts again")
+	g.Expect(attIP(g, f.ipam, att("c1", "eth0"))).To(Equal(ip))
+	for range 6 {
+		clk.Advance(10 * time.Second)
+		f.beat(t)
+	}
+	g.Eventually(func() string { return attIP(g, f.ipam, att("c1", "eth0")) }).WithTimeout(10 * time.Second).Should(BeEmpty())
 }

@@ -58,7 +58,8 @@ func (k *Keeper) note(r *Request) {
 // noteMirror takes a marker (nil: deleted, which changes nothing: the
 // last one goes stale) and tells whether it is a change: a heartbeat
 // after the newest one seen. An older marker (a store restored from a
-// snapshot) is no change.
+// snapshot) is no change. A change after the marker went stale starts
+// every grace period again (see restartAbsences).
 func (k *Keeper) noteMirror(m *mirror.Marker) bool {
 	if m == nil {
 		return false
@@ -70,8 +71,26 @@ func (k *Keeper) noteMirror(m *mirror.Marker) bool {
 	if !m.Heartbeat.After(k.mir.last.Heartbeat) {
 		return false
 	}
-	k.mir.last, k.mir.changed = *m, k.clock.Now()
+	now := k.clock.Now()
+	gap := !k.mir.changed.IsZero() && now.Sub(k.mir.changed) > k.staleAfter()
+	k.mir.last, k.mir.changed = *m, now
+	if gap {
+		k.restartAbsences()
+	}
 	return true
+}
+
+// restartAbsences starts every grace period again, now: the evidence was
+// not fresh for a while, and a pod missing at the look before may have
+// been there meanwhile, unseen (contiv-ksr stopped before it mirrored
+// it). Both looks of a release are made within one fresh stretch.
+func (k *Keeper) restartAbsences() {
+	now := k.clock.Now()
+	for id, a := range k.absent {
+		a.since = now
+		k.absent[id] = a
+	}
+	k.pipe.rearm = true
 }
 
 // evidence tells why absence is no evidence now ("": it is), for the
@@ -118,6 +137,9 @@ func (k *Keeper) staleAt() time.Time {
 func (k *Keeper) reportEvidence(why string) {
 	if why == k.mir.blocked {
 		return
+	}
+	if why == "" {
+		k.restartAbsences() // fresh again after a stretch without evidence
 	}
 	k.mir.blocked = why
 	if why != "" {
