@@ -284,3 +284,29 @@ func TestAGracePeriodStartsAgainAfterAStaleStretch(t *testing.T) {
 	}
 	g.Eventually(func() string { return attIP(g, f.ipam, att("c1", "eth0")) }).WithTimeout(10 * time.Second).Should(BeEmpty())
 }
+
+// Every release is counted with its reason, whatever its path: a CNI
+// DEL, a GC, the pod's new container, and a pod missing twice on fresh
+// evidence.
+func TestEveryReleaseIsCountedWithItsReason(t *testing.T) {
+	g := NewWithT(t)
+	clk := newFakeClock()
+	f := mustFixture(t, fixtureOpts{clock: clk, grace: time.Minute}, kubePods(bystander,
+		&podmodel.Pod{Name: pod2.Name, Namespace: pod2.Namespace}))
+	count := func(reason string) float64 { return testutil.ToFloat64(ipam.Released(f.ipam, reason)) }
+	mustAdd(g, f.ipam, pod2, att("d1", "eth0"))
+	_, err := deletePod(f.ipam, pod2, att("d1", "eth0"))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(count("call")).To(Equal(1.0))
+
+	mustAdd(g, f.ipam, pod2, att("d2", "eth0"))
+	mustAdd(g, f.ipam, pod2, att("d3", "eth0")) // a new container of the pod
+	g.Expect(count("obsolete")).To(Equal(1.0))
+	g.Expect(gcPods(f.ipam, "net")).To(Succeed())
+	g.Expect(count("gc")).To(Equal(1.0))
+
+	mustAdd(g, f.ipam, pod1, att("c1", "eth0")) // missing from Kubernetes
+	f.beat(t)
+	clk.Advance(time.Minute)
+	g.Eventually(func() float64 { return count("absent") }).WithTimeout(10 * time.Second).Should(Equal(1.0))
+}

@@ -80,3 +80,8 @@ const MaxHeldRequests = keeper.MaxHeldRequests
 // WritesInFlight is the number of transactions the keeper handed to the
 // store whose outcome it has not settled yet.
 func WritesInFlight(p *Plugin) int { return p.keeper.WritesInFlight() }
+
+// Released is contiv_ipam_pod_ips_released_total{reason}.
+func Released(p *Plugin, reason string) prometheus.Collector {
+	return p.metrics.keeper.Released(reason)
+}

@@ -191,6 +191,7 @@ func (k *Keeper) reclaimDone(t *table, key allocKey, reason string) func(outcome
 			delete(k.young, id)
 		}
 		k.metrics.reclaimed.WithLabelValues(reason).Inc()
+		k.metrics.released.WithLabelValues(reason).Inc()
 		k.log.Info("released the address of a pod missing from Kubernetes", "pod", id.String(), "key", key.String(), "ip", a.String(), "reason", reason)
 	}
 }

@@ -284,7 +284,7 @@ func (k *Keeper) ReleaseAddr(a netip.Addr, force bool, holder *Holder) (Addrs, e
 			return err
 		}
 		as, _ := t.lookupAll(key)
-		done := k.releaseDone(key, "released by IP "+a.String(), nil)
+		done := k.releaseDone(key, ReleaseOperator, "released by IP "+a.String(), nil)
 		k.addRelease(b, key, func(o outcome, err error) {
 			done(o, err)
 			switch o {
@@ -371,7 +371,7 @@ func (k *Keeper) ReleaseOwner(owner string, force bool) error {
 			}
 		}
 		for _, key := range keys {
-			done := k.releaseDone(key, "released by owner "+owner, nil)
+			done := k.releaseDone(key, ReleaseOperator, "released by owner "+owner, nil)
 			k.addRelease(b, key, func(o outcome, err error) {
 				done(o, err)
 				if o != durable && failed == nil {

@@ -62,7 +62,7 @@ func (k *Keeper) allocate(r *Request, b *batch) {
 		b.add(write{op: kvdb.DeleteOp(d.adopted.storeKey()), done: k.adoptedDone(*d.adopted)})
 	}
 	for _, old := range k.obsolete(key, pod) {
-		k.addRelease(b, old, k.releaseDone(old, "released as obsolete", nil))
+		k.addRelease(b, old, k.releaseDone(old, ReleaseObsolete, "released as obsolete", nil))
 	}
 	r.decided(t.replyOf(d.addrs, rv.idOf()))
 }
@@ -166,7 +166,7 @@ func (k *Keeper) release(r *Request, b *batch) {
 		}
 		a, _ := k.tab.lookup(key)
 		j.lowest(a)
-		k.addRelease(b, key, k.releaseDone(key, "released", j))
+		k.addRelease(b, key, k.releaseDone(key, ReleaseCall, "released", j))
 	}
 	r.decided(Reply{Addr: j.addr, Held: true})
 }
@@ -174,7 +174,7 @@ func (k *Keeper) release(r *Request, b *batch) {
 // releaseDone completes the delete of an allocation's record: the address
 // is free once the delete is durable; j (nil: nobody waits) hears the
 // outcome.
-func (k *Keeper) releaseDone(key allocKey, what string, j *join) func(outcome, error) {
+func (k *Keeper) releaseDone(key allocKey, reason, what string, j *join) func(outcome, error) {
 	t := k.tab
 	as, _ := t.lookupAll(key)
 	a := as.First()
@@ -184,6 +184,7 @@ func (k *Keeper) releaseDone(key allocKey, what string, j *join) func(outcome, e
 		case durable:
 			k.released(t, key)
 			k.forgetIfFree(pod)
+			k.metrics.released.WithLabelValues(reason).Inc()
 			if k.log.Enabled(context.Background(), slog.LevelDebug) || what != "released" {
 				k.log.Info("pod IP "+what, "pod", pod.String(), "key", key.String(), "ip", as.String())
 			}

@@ -51,7 +51,7 @@ func (k *Keeper) gc(t *table, in *GCInput) (released int, err error) {
 	b := newBatch()
 	var errs []error
 	for _, key := range t.garbage(in) {
-		done := k.releaseDone(key, "released by GC", nil)
+		done := k.releaseDone(key, ReleaseGC, "released by GC", nil)
 		k.addRelease(b, key, func(o outcome, e error) {
 			done(o, e)
 			if o == durable {

@@ -13,6 +13,8 @@ type Metrics struct {
 	refused       *prometheus.CounterVec
 	movedAside    prometheus.Counter
 	reclaimed     *prometheus.CounterVec
+	// released counts every address released, by reason.
+	released *prometheus.CounterVec
 	// evidence is 1 while pods missing from Kubernetes may be released.
 	evidence prometheus.Gauge
 }
@@ -42,6 +44,10 @@ func NewMetrics() *Metrics {
 			Name: "contiv_ipam_pod_ips_reclaimed_total",
 			Help: "Addresses released without a CNI DEL: reason=absent, the pod was missing from Kubernetes when seen twice a grace period apart; reason=expired, its reservation ended unconfirmed.",
 		}, []string{"reason"}),
+		released: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "contiv_ipam_pod_ips_released_total",
+			Help: "Allocations released, by reason: call (a CNI DEL of its key, ReleasePodIP), gc (a CNI GC that did not list it), obsolete (the pod's new container took its interface), operator (the operator's release by IP or owner, the Cilium-style API), pool (its pool was removed), expired (its reservation ended unconfirmed), absent (its pod missing from Kubernetes, seen twice a grace period apart on fresh evidence).",
+		}, []string{"reason"}),
 		evidence: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "contiv_ipam_absent_pod_releases_enabled",
 			Help: "1 while addresses of pods missing from Kubernetes may be released after their grace period (contiv-ksr's mirror marker is fresh and the state is etcd's), 0 while not: why is logged and shown by GET /contiv/v1/ipam/release-candidates.",
@@ -57,6 +63,7 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	m.movedAside.Describe(ch)
 	m.reclaimed.Describe(ch)
 	m.evidence.Describe(ch)
+	m.released.Describe(ch)
 }
 
 // Collect implements prometheus.Collector.
@@ -67,6 +74,22 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	m.movedAside.Collect(ch)
 	m.reclaimed.Collect(ch)
 	m.evidence.Collect(ch)
+	m.released.Collect(ch)
+}
+
+// The reasons of contiv_ipam_pod_ips_released_total (with reasonExpired
+// and reasonAbsent).
+const (
+	ReleaseCall     = "call"
+	ReleaseGC       = "gc"
+	ReleaseObsolete = "obsolete"
+	ReleaseOperator = "operator"
+	ReleasePool     = "pool"
+)
+
+// Released counts the addresses released for reason.
+func (m *Metrics) Released(reason string) prometheus.Counter {
+	return m.released.WithLabelValues(reason)
 }
 
 // FailedAllocations counts the allocations that failed (the plugin

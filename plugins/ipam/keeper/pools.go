@@ -93,7 +93,7 @@ func (k *Keeper) RemovePool(prefix netip.Prefix, force bool) (released []string,
 			released = append(released, fmt.Sprintf("%s %s", describe(key, t.podOf(key)), as))
 			k.log.Warn("pool removed with force: allocation released", "pool", prefix.String(), "key", key.String(),
 				"pod", t.podOf(key).String(), "ip", as.String())
-			ws = append(ws, write{op: kvdb.DeleteOp(key.storeKey()), done: k.releaseDone(key, "released with its pool", nil)})
+			ws = append(ws, write{op: kvdb.DeleteOp(key.storeKey()), done: k.releaseDone(key, ReleasePool, "released with its pool", nil)})
 		}
 		rest := slices.DeleteFunc(t.added(), func(q netip.Prefix) bool { return q == prefix })
 		if err := k.commitInOrder(append(ws, k.blocksWrite(rest))); err != nil {

@@ -157,7 +157,7 @@ func (k *Keeper) releaseExpired() {
 		if b.full() {
 			break // the rest at the next sweep, which is due at once
 		}
-		done := k.releaseDone(key, "released: its reservation expired unconfirmed", nil)
+		done := k.releaseDone(key, reasonExpired, "released: its reservation expired unconfirmed", nil)
 		k.addRelease(b, key, func(o outcome, err error) {
 			done(o, err)
 			if o == durable {
