@@ -2,6 +2,8 @@ package ipam_test
 
 import (
 	"context"
+	"encoding/json"
+	"net/http"
 	"path/filepath"
 	"testing"
 	"time"
@@ -150,11 +152,13 @@ func TestAStaleMirrorReleasesNothingUntilItBeatsAgain(t *testing.T) {
 	f.beat(t)
 	g.Expect(f.ipam.Resync(&api.DBResync{KubeState: ks}, ks, 2, nil)).To(Succeed())
 	g.Expect(candidates(g, f).Candidates).To(HaveLen(1))
+	g.Expect(absentPodReleases(g, f)).To(Equal(ipam.AbsentPodReleases{Enabled: true}))
 
 	clk.Advance(31 * time.Second) // contiv-ksr stopped: no heartbeat for three periods
 	got := candidates(g, f)
 	g.Expect(got.Running).To(BeFalse())
 	g.Expect(got.Blocked).To(ContainSubstring("has not changed for 31s"))
+	g.Expect(absentPodReleases(g, f).Blocked).To(Equal(got.Blocked), "GET /contiv/v1/ipam says why too")
 	clk.Advance(time.Hour) // far past the grace period
 	g.Consistently(func() string { return attIP(g, f.ipam, att("c1", "eth0")) }).WithTimeout(100*time.Millisecond).
 		Should(Equal(ip), "a stale mirror is no evidence")
@@ -309,4 +313,14 @@ func TestEveryReleaseIsCountedWithItsReason(t *testing.T) {
 	f.beat(t)
 	clk.Advance(time.Minute)
 	g.Eventually(func() float64 { return count("absent") }).WithTimeout(10 * time.Second).Should(Equal(1.0))
+}
+
+// absentPodReleases is absentPodReleases of GET /contiv/v1/ipam.
+func absentPodReleases(g Gomega, f *restFixture) ipam.AbsentPodReleases {
+	status, body := f.srv.Do(http.MethodGet, ipam.IPAMPath, "", nil)
+	g.Expect(status).To(Equal(http.StatusOK), body)
+	var info ipam.NodeIPAMInfo
+	g.Expect(json.Unmarshal([]byte(body), &info)).To(Succeed(), body)
+	g.Expect(info.AbsentPodReleases).NotTo(BeNil())
+	return *info.AbsentPodReleases
 }

@@ -35,6 +35,16 @@ type NodeIPAMInfo struct {
 	VppHostNetwork    string                     `json:"vppHostNetwork"`
 	DualStack         *FamilyInfo                `json:"dualStack,omitempty"`
 	Config            *contivconf.IPAMConfigJSON `json:"config"`
+	// AbsentPodReleases says whether the addresses of pods missing from
+	// Kubernetes may be released now, and why not.
+	AbsentPodReleases *AbsentPodReleases `json:"absentPodReleases,omitempty"`
+}
+
+// AbsentPodReleases is whether absence is evidence now (see
+// keeper/evidence.go): Blocked says why not.
+type AbsentPodReleases struct {
+	Enabled bool   `json:"enabled"`
+	Blocked string `json:"blocked,omitempty"`
 }
 
 // FamilyInfo is the addressing of this node in the second family of a
@@ -144,6 +154,8 @@ func (p *Plugin) ipamHandler(f *rest.Formatter) http.HandlerFunc {
 			f.Error(w, http.StatusInternalServerError, errNodeIP)
 			return
 		}
+		why := p.keeper.Evidence()
+		info.AbsentPodReleases = &AbsentPodReleases{Enabled: why == "", Blocked: why}
 		f.JSON(w, http.StatusOK, info)
 	}
 }

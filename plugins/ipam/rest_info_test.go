@@ -48,7 +48,8 @@ func TestRESTInfoOfASingleStackNodeIsContivs(t *testing.T) {
 			"nodeInterconnectCIDR": "3.4.5.192/26",
 			"vxlanCIDR": "4.5.6.192/26",
 			"srv6": ` + srv6Defaults + `
-		}
+		},
+		"absentPodReleases": {"enabled": false, "blocked": "no contiv-ksr mirror marker (contiv/mirror/status) in etcd: contiv-ksr is not running or is older than this agent"}
 	}`))
 }
 
@@ -91,7 +92,8 @@ func TestRESTInfoOfADualStackNodeHasBothFamilies(t *testing.T) {
 				"nodeInterconnectCIDR": "fe40:f00d::/90",
 				"vxlanCIDR": "fe20:f00d::/120"
 			}
-		}
+		},
+		"absentPodReleases": {"enabled": false, "blocked": "no contiv-ksr mirror marker (contiv/mirror/status) in etcd: contiv-ksr is not running or is older than this agent"}
 	}`))
 }
 

@@ -189,6 +189,15 @@ type Candidate struct {
 	ReleaseAt    time.Time
 }
 
+// Evidence tells why the addresses of pods missing from Kubernetes are not
+// released now ("": they are, after their grace period), without waiting
+// for the writes in flight.
+func (k *Keeper) Evidence() string {
+	why := "IPAM has not started"
+	k.Do(&Request{Kind: reqInspect, read: func(*table) { why = k.evidence() }})
+	return why
+}
+
 // sharedUID is the UID of the allocations keys when all of them have
 // that one, else "".
 func sharedUID(t *table, keys []allocKey) string {
