@@ -90,7 +90,11 @@ func chaosChild(mode string) error {
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
-		time.Sleep(3 * chaosGrace) // absent pods released, the watch caught up
+		time.Sleep(3 * chaosGrace) // the watch caught up
+		settle := time.Now().Add(30 * time.Second)
+		for n, blocked := ipam.CandidateCount(s.ipam); (n > 0 || blocked != "") && time.Now().Before(settle); n, blocked = ipam.CandidateCount(s.ipam) {
+			time.Sleep(50 * time.Millisecond) // absent pods released (slower under -race)
+		}
 		return json.NewEncoder(os.Stdout).Encode(ipam.AllocationsOf(s.ipam))
 	}
 	var seed uint64
@@ -203,7 +207,9 @@ func (c *chaosRun) heartbeat() (stop func()) {
 			c.mu.Lock()
 			pods := len(c.kube) + chaosPods
 			c.mu.Unlock()
-			value := mirror.Marker{Leader: "chaos", ResourceVersion: "1", Pods: pods, Heartbeat: hb, Interval: chaosBeat.String()}.Encode()
+			// a period of 1s (stale after 3s) though it beats every
+			// chaosBeat: the children's event loops lag under -race
+			value := mirror.Marker{Leader: "chaos", ResourceVersion: "1", Pods: pods, Heartbeat: hb, Interval: "1s"}.Encode()
 			if n%10 == 9 {
 				value = []byte(`{"heartbeat":"not a time"}`)
 			}

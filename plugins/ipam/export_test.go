@@ -85,3 +85,10 @@ func WritesInFlight(p *Plugin) int { return p.keeper.WritesInFlight() }
 func Released(p *Plugin, reason string) prometheus.Collector {
 	return p.metrics.keeper.Released(reason)
 }
+
+// CandidateCount is the number of release candidates and why they are
+// not released ("": they are, at the end of their grace period).
+func CandidateCount(p *Plugin) (int, string) {
+	c, blocked := p.keeper.Candidates()
+	return len(c), blocked
+}
