@@ -45,7 +45,7 @@ func (t *podTable) addPod(ev *AddPod) error {
 	case old == nil:
 		t.pods[ev.Pod] = newLocalPod(ev)
 		t.undo = func() { delete(t.pods, ev.Pod) }
-	case old.ContainerID != ev.Key.ContainerID && reusedName(old.UID, ev.PodUID):
+	case old.ContainerID != ev.Key.ContainerID && ReusedName(old.UID, ev.PodUID):
 		t.pods[ev.Pod] = newLocalPod(ev) // another pod of the name: the old one's DEL is its own
 		t.undo = func() { t.pods[ev.Pod] = old }
 	case old.ContainerID != ev.Key.ContainerID:
@@ -63,10 +63,10 @@ func newLocalPod(ev *AddPod) *LocalPod {
 		Attachments: []AttachmentKey{ev.Key}}
 }
 
-// reusedName tells whether two UIDs of one pod name are of two pods (a
+// ReusedName tells whether two UIDs of one pod name are of two pods (a
 // pod re-created under the name, as a StatefulSet does): both are known
 // and differ.
-func reusedName(old, uid string) bool { return old != "" && uid != "" && old != uid }
+func ReusedName(old, uid string) bool { return old != "" && uid != "" && old != uid }
 
 // revertAdd undoes the last addPod if it was for ev (loop only).
 func (t *podTable) revertAdd(ev *AddPod) {

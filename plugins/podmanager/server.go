@@ -162,7 +162,7 @@ func (p *Plugin) deleteObsolete(ctx context.Context, at attachment) error {
 	if !ok || old.ContainerID == at.key.ContainerID {
 		return nil
 	}
-	if reusedName(old.UID, at.uid) {
+	if ReusedName(old.UID, at.uid) {
 		p.Log.Info("a pod re-created under the name of a connected one: the old one keeps its addresses until its own DEL",
 			"pod", at.pod.String(), "old-uid", old.UID, "uid", at.uid, "old-container", old.ContainerID, "new-container", at.key.ContainerID)
 		return nil

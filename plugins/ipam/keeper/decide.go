@@ -123,7 +123,7 @@ func (k *Keeper) obsolete(key allocKey, pod podmodel.ID) []allocKey {
 	}
 	var out []allocKey
 	for _, other := range k.tab.keysOf(pod) {
-		if other.podKeyed() || other.ownerKeyed() || other == key || reusedName(k.tab.uids[other], k.tab.uids[key]) {
+		if other.podKeyed() || other.ownerKeyed() || other == key || podmanager.ReusedName(k.tab.uids[other], k.tab.uids[key]) {
 			continue
 		}
 		if other.att.Network == key.att.Network && other.att.IfName == key.att.IfName {
@@ -132,10 +132,6 @@ func (k *Keeper) obsolete(key allocKey, pod podmodel.ID) []allocKey {
 	}
 	return out
 }
-
-// reusedName tells whether two UIDs of one pod name are of two pods: both
-// are known and differ.
-func reusedName(a, b string) bool { return a != "" && b != "" && a != b }
 
 // ErrUnknownOutcome wraps the error of a write whose outcome could not be
 // read back.

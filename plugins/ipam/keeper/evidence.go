@@ -105,7 +105,7 @@ func (k *Keeper) evidenceOf(live bool, pods int) string {
 	case !live:
 		return "the Kubernetes state is the local copy, not etcd's"
 	case !m.seen:
-		return "no contiv-ksr mirror marker (" + codecKey() + ") in etcd: contiv-ksr is not running or is older than this agent"
+		return "no contiv-ksr mirror marker (" + mirror.Key + ") in etcd: contiv-ksr is not running or is older than this agent"
 	case m.changed.IsZero():
 		return "contiv-ksr's mirror marker has not changed since this agent started"
 	case k.clock.Now().Sub(m.changed) > k.staleAfter():
@@ -116,8 +116,6 @@ func (k *Keeper) evidenceOf(live bool, pods int) string {
 	}
 	return ""
 }
-
-func codecKey() string { return mirror.Key }
 
 // staleAfter is how long a marker stays fresh without a newer one.
 func (k *Keeper) staleAfter() time.Duration {
