@@ -143,6 +143,10 @@ type fixtureOpts struct {
 	claims  ipam.PoolClaimer     // the pool claimer (elastic pools)
 	health  *healthtest.Recorder // nil: no StatusCheck
 	metrics *prometheus.Registry
+	// runtime makes the container runtime a witness (UseRuntime) with
+	// runtimeGC as the GC period.
+	runtime   bool
+	runtimeGC time.Duration
 }
 
 // newContivConf decodes yaml strictly and starts ContivConf with it.
@@ -206,6 +210,11 @@ func build(t testing.TB, o fixtureOpts) (*fixture, error) {
 	f.beater = beater{p: f.ipam, clock: o.clock}
 	if err := f.ipam.Init(); err != nil {
 		return nil, err
+	}
+	if o.runtime {
+		if err := f.ipam.UseRuntime(o.runtimeGC); err != nil {
+			return nil, err
+		}
 	}
 	t.Cleanup(func() { f.close(t) })
 	return f, f.ipam.AfterInit()

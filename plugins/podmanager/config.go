@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/contiv-ipam/agent/infra"
@@ -37,6 +38,21 @@ type Config struct {
 	// IdleTimeout closes a connection that has had no call in flight for
 	// this long (contiv-cni dials anew for every call).
 	IdleTimeout time.Duration `json:"idleTimeout"`
+
+	// CRISocket is the node's container runtime (CRI) endpoint, a unix
+	// socket path or "unix:///path" ("": no runtime witness). With it,
+	// the agent rebuilds its local pods from the runtime's sandboxes at
+	// start, releases a pod missing from Kubernetes only if the runtime
+	// has no sandbox of it (never while the runtime cannot be asked), and
+	// runs the CNI GC the runtime does not call (CRIGCPeriod).
+	CRISocket string `json:"criSocket"`
+	// CRITimeout bounds one call to the runtime (connecting included).
+	CRITimeout time.Duration `json:"criTimeout"`
+	// CRIListPeriod is how often the runtime's sandboxes are listed.
+	CRIListPeriod time.Duration `json:"criListPeriod"`
+	// CRIGCPeriod is the CNI GC's period: an attachment whose sandbox
+	// two lists at least this far apart lack is released. 0: no GC.
+	CRIGCPeriod time.Duration `json:"criGCPeriod"`
 }
 
 // DefaultConfig returns the defaults: /var/run/contiv/cni.sock, requests
@@ -49,6 +65,9 @@ func DefaultConfig() Config {
 		MaxConnections:   1024,
 		HandshakeTimeout: time.Second,
 		IdleTimeout:      2 * time.Minute,
+		CRITimeout:       2 * time.Second,
+		CRIListPeriod:    10 * time.Second,
+		CRIGCPeriod:      time.Minute,
 	}
 }
 
@@ -74,12 +93,38 @@ func (c *Config) Validate() error {
 		{"requestTimeout", c.RequestTimeout},
 		{"handshakeTimeout", c.HandshakeTimeout},
 		{"idleTimeout", c.IdleTimeout},
+		{"criTimeout", c.CRITimeout},
+		{"criListPeriod", c.CRIListPeriod},
 	} {
 		if d.val <= 0 {
 			errs = append(errs, fmt.Errorf("%s %s: want a positive duration", d.key, d.val))
 		}
 	}
+	if c.CRIGCPeriod < 0 {
+		errs = append(errs, fmt.Errorf("criGCPeriod %s: want a duration >= 0 (0: no GC)", c.CRIGCPeriod))
+	}
+	if err := validCRISocket(c.CRISocket); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
+}
+
+// validCRISocket accepts "", an absolute socket path and a unix:// URL
+// of one.
+func validCRISocket(s string) error {
+	if s == "" {
+		return nil
+	}
+	path, scheme := strings.CutPrefix(s, "unix://")
+	switch {
+	case !scheme && strings.Contains(s, "://"):
+		return fmt.Errorf("criSocket %q: want a unix socket (a path or unix:///path)", s)
+	case !filepath.IsAbs(path):
+		return fmt.Errorf("criSocket %q: want an absolute path", s)
+	case len(path) > maxSocketPath:
+		return fmt.Errorf("criSocket %q: %d bytes, a unix socket path has at most %d", s, len(path), maxSocketPath)
+	}
+	return nil
 }
 
 var _ infra.ConfigLoader = (*Plugin)(nil)

@@ -76,12 +76,19 @@ func TestConfigFile(t *testing.T) {
 		want    Config
 		err     []string
 	}{
-		{"keys", "socketPath: /tmp/x/cni.sock\nrequestTimeout: 3s\nmaxConnections: 64\nhandshakeTimeout: 500ms\nidleTimeout: 30s\n",
+		{"keys", "socketPath: /tmp/x/cni.sock\nrequestTimeout: 3s\nmaxConnections: 64\nhandshakeTimeout: 500ms\nidleTimeout: 30s\n" +
+			"criSocket: unix:///run/containerd/containerd.sock\ncriTimeout: 1s\ncriListPeriod: 5s\ncriGCPeriod: 0s\n",
 			Config{SocketPath: "/tmp/x/cni.sock", RequestTimeout: 3 * time.Second,
-				MaxConnections: 64, HandshakeTimeout: 500 * time.Millisecond, IdleTimeout: 30 * time.Second}, nil},
+				MaxConnections: 64, HandshakeTimeout: 500 * time.Millisecond, IdleTimeout: 30 * time.Second,
+				CRISocket: "unix:///run/containerd/containerd.sock", CRITimeout: time.Second, CRIListPeriod: 5 * time.Second}, nil},
 		{"defaults fill the rest", "requestTimeout: 1s\n",
 			Config{SocketPath: DefaultSocketPath, RequestTimeout: time.Second,
-				MaxConnections: 1024, HandshakeTimeout: time.Second, IdleTimeout: 2 * time.Minute}, nil},
+				MaxConnections: 1024, HandshakeTimeout: time.Second, IdleTimeout: 2 * time.Minute,
+				CRITimeout: 2 * time.Second, CRIListPeriod: 10 * time.Second, CRIGCPeriod: time.Minute}, nil},
+		{"bad runtime keys", "criSocket: tcp://127.0.0.1:1\ncriTimeout: 0s\ncriListPeriod: -1s\ncriGCPeriod: -1s\n", Config{},
+			[]string{`criSocket "tcp://127.0.0.1:1": want a unix socket`, "criTimeout 0s", "criListPeriod -1s", "criGCPeriod -1s"}},
+		{"relative runtime socket", "criSocket: run/containerd.sock\n", Config{},
+			[]string{`criSocket "run/containerd.sock": want an absolute path`}},
 		{"unknown key", "socketPath: /tmp/x.sock\nsocketMode: \"0666\"\n", Config{}, []string{`"socketMode"`}},
 		{"bad value", "requestTimeout: 0s\n", Config{}, []string{"requestTimeout 0s"}},
 		{"bad bounds", "maxConnections: 0\nhandshakeTimeout: -1s\nidleTimeout: 0s\n", Config{},

@@ -112,11 +112,22 @@
 //     podmanager's Update (AddPod records, DeletePod and GCPods forget) and
 //     Revert (undoes the AddPod that a later handler failed) change them;
 //     GetLocalPods and the obsolete check of Add read copies under the
-//     table's mutex. Resyncs keep them: there is no container runtime to
-//     list here, so after a restart the table starts empty and fills with
-//     the next Adds; IPAM itself releases the allocation of a pod that is
-//     gone (its restore and reconciliation with the Kubernetes state), and
-//     an obsolete container from before the restart is not detected here.
+//     table's mutex. Resyncs keep them. With criSocket, AfterInit fills
+//     the table from the runtime's ready sandboxes (adopt) before the
+//     socket serves, so no event runs meanwhile; an adopted pod has no
+//     attachments (its keys are IPAM's): a DEL of its container drops
+//     it, and an Add of another container replaces it (IPAM releases the
+//     old attachments as obsolete). Without criSocket, or when the
+//     runtime does not answer then, the table starts empty and fills
+//     with the next Adds.
+//   - The runtime (criSocket): the CRI client (criRuntime, connected at
+//     the first call that finds the runtime up, under its own mutex) is
+//     used by AfterInit's adopt and by runtimeLoop, one goroutine started
+//     by AfterInit and ended by Close, which lists the sandboxes every
+//     criListPeriod and hands each list to IPAM (RuntimeWitness); IPAM
+//     stamps when the list began and decides (keeper/runtime.go). Whether
+//     the last list answered is under runtimeMu (logs) and in the gauge
+//     contiv_podmanager_runtime_up.
 //   - The config, metrics and the life context: set by Init, read-only
 //     afterwards.
 //   - The gRPC server and the socket: set by AfterInit, stopped by Close,
@@ -143,6 +154,9 @@
 //     choose the code. IPAM.ConfirmAttachment wraps ErrBadRequest for a
 //     reservation that is not the key's.
 //  4. Call GetLocalPods from any goroutine.
+//  5. With criSocket, IPAM implements RuntimeWitness: UseRuntime is
+//     called from Init (before IPAM's keeper starts), LookAtRuntime from
+//     runtimeLoop; without it the runtime is only listed (metrics).
 //
 // Health: StatusCheck hears init until the socket serves, ok while it
 // does, error if serving stops early and after Close. Metrics:

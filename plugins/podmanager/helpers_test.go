@@ -297,8 +297,9 @@ func (r registry) gauge(t *testing.T, name string) float64 {
 
 // stack is etcd + controller + podmanager + fakeIPAM under one agent.
 type stack struct {
-	pm     *podmanager.Plugin
-	ipam   *fakeIPAM
+	pm      *podmanager.Plugin
+	ipam    *fakeIPAM
+	witness *fakeWitness
 	health *healthtest.Recorder
 	reg    registry
 	client cni.RemoteCNIClient
@@ -310,6 +311,9 @@ type stack struct {
 type stackOpts struct {
 	conf   podmanager.Config
 	noIPAM bool // podmanager gets no podmanager.IPAM (the handler stays)
+	// witness: podmanager's IPAM is also a podmanager.RuntimeWitness
+	// (stack.witness records what it is told).
+	witness bool
 }
 
 // startStack runs the stack with the socket in a fresh temp dir.
@@ -345,6 +349,10 @@ func tryStartStack(t *testing.T, o stackOpts) (*stack, error) {
 		d.EventLoop, d.IPAM, d.Metrics, d.StatusCheck = loop, s.ipam, s.reg, s.health
 		if o.noIPAM {
 			d.IPAM = nil
+		}
+		if o.witness {
+			s.witness = &fakeWitness{fakeIPAM: s.ipam, looks: make(chan witnessLook, 100)}
+			d.IPAM = s.witness
 		}
 	}))
 	ctrl := controller.NewPlugin(controller.UseLoopRef(loop), controller.UseHandlers(s.pm, s.ipam),

@@ -48,6 +48,11 @@ func (t *podTable) addPod(ev *AddPod) error {
 	case old.ContainerID != ev.Key.ContainerID && ReusedName(old.UID, ev.PodUID):
 		t.pods[ev.Pod] = newLocalPod(ev) // another pod of the name: the old one's DEL is its own
 		t.undo = func() { t.pods[ev.Pod] = old }
+	case old.ContainerID != ev.Key.ContainerID && len(old.Attachments) == 0:
+		// a sandbox adopted from the runtime at start, never added since:
+		// IPAM releases its attachments as obsolete
+		t.pods[ev.Pod] = newLocalPod(ev)
+		t.undo = func() { t.pods[ev.Pod] = old }
 	case old.ContainerID != ev.Key.ContainerID:
 		return fmt.Errorf("%w: pod %s is connected with container %q, the call names container %q",
 			errObsoletePod, ev.Pod, old.ContainerID, ev.Key.ContainerID)
@@ -92,10 +97,34 @@ func (t *podTable) dropKeyLocked(pod podmodel.ID, key AttachmentKey) {
 	if lp == nil {
 		return
 	}
+	if len(lp.Attachments) == 0 && lp.ContainerID == key.ContainerID {
+		delete(t.pods, pod) // adopted from the runtime: its keys are unknown
+		return
+	}
 	lp.Attachments = slices.DeleteFunc(lp.Attachments, func(k AttachmentKey) bool { return k == key })
 	if len(lp.Attachments) == 0 {
 		delete(t.pods, pod)
 	}
+}
+
+// adopt records the sandboxes of Kubernetes pods that the table lacks
+// (AfterInit, before any event), without attachments: their keys are
+// IPAM's. It returns how many it recorded.
+func (t *podTable) adopt(sbs []Sandbox) int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := 0
+	for _, s := range sbs {
+		if s.Pod.Name == "" || s.Pod.Namespace == "" || t.pods[s.Pod] != nil {
+			continue
+		}
+		if !s.Ready {
+			continue // stopped: its network is gone or going (its DEL comes)
+		}
+		t.pods[s.Pod] = &LocalPod{ID: s.Pod, UID: s.UID, ContainerID: s.ID}
+		n++
+	}
+	return n
 }
 
 // gc drops every attachment of network that valid does not list (loop

@@ -24,6 +24,9 @@ type podmanagerMetrics struct {
 	latency           *prometheus.HistogramVec
 	connections       prometheus.Gauge   // limitListener
 	handshakeTimeouts prometheus.Counter // limitListener
+	runtimeUp         prometheus.Gauge   // runtimeLoop
+	runtimeLists      *prometheus.CounterVec
+	runtimeOn         bool // set by Init: runtimeUp is collected
 }
 
 func newPodmanagerMetrics() *podmanagerMetrics {
@@ -46,6 +49,14 @@ func newPodmanagerMetrics() *podmanagerMetrics {
 			Name: "contiv_podmanager_handshake_timeouts_total",
 			Help: "Connections to the CNI socket closed because they did not complete the gRPC (HTTP/2) handshake within handshakeTimeout.",
 		}),
+		runtimeUp: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "contiv_podmanager_runtime_up",
+			Help: "1 while the last list of the container runtime's pod sandboxes (criSocket) answered, 0 while it fails: no pod missing from Kubernetes is released then; absent without criSocket.",
+		}),
+		runtimeLists: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "contiv_podmanager_runtime_lists_total",
+			Help: "Lists of the container runtime's pod sandboxes, by result (ok, error).",
+		}, []string{"result"}),
 	}
 }
 
@@ -61,6 +72,8 @@ func (m *podmanagerMetrics) Describe(ch chan<- *prometheus.Desc) {
 	m.latency.Describe(ch)
 	m.connections.Describe(ch)
 	m.handshakeTimeouts.Describe(ch)
+	m.runtimeLists.Describe(ch)
+	m.runtimeUp.Describe(ch)
 }
 
 // Collect implements prometheus.Collector.
@@ -69,4 +82,8 @@ func (m *podmanagerMetrics) Collect(ch chan<- prometheus.Metric) {
 	m.latency.Collect(ch)
 	m.connections.Collect(ch)
 	m.handshakeTimeouts.Collect(ch)
+	m.runtimeLists.Collect(ch)
+	if m.runtimeOn {
+		m.runtimeUp.Collect(ch)
+	}
 }

@@ -53,6 +53,15 @@ type Plugin struct {
 
 	pods *podTable // owned by the event loop, see podTable
 
+	// runtime lists the CRI runtime's sandboxes (nil without criSocket);
+	// set by Init. runtimeDone is closed when runtimeLoop returned.
+	runtime     Runtime
+	runtimeDone chan struct{}
+	// runtimeMu guards whether the last list answered (for the logs).
+	runtimeMu    sync.Mutex
+	runtimeKnown bool
+	runtimeWasUp bool
+
 	// mu guards the server's start and stop (AfterInit, Close).
 	mu     sync.Mutex
 	grpc   *grpc.Server
@@ -86,6 +95,9 @@ func (p *Plugin) Init() error {
 			return fmt.Errorf("registering podmanager metrics: %w", err)
 		}
 	}
+	if err := p.startRuntime(); err != nil {
+		return err
+	}
 	if p.StatusCheck != nil {
 		p.StatusCheck.Register(p.String(), nil) // init until the socket serves
 	}
@@ -103,6 +115,7 @@ func (p *Plugin) AfterInit() error {
 	if p.closed || p.grpc != nil {
 		return nil
 	}
+	p.adoptRuntimePods()
 	sock, err := listenSocket(p.cfg.SocketPath, p.Log)
 	if err != nil {
 		p.report(health.Error, err)
@@ -115,6 +128,10 @@ func (p *Plugin) AfterInit() error {
 	cni.RegisterRemoteCNIServer(srv, &server{p: p})
 	p.grpc, p.sock, p.served = srv, sock, make(chan struct{})
 	go p.serve(srv, newLimitListener(sock.ln, p.cfg.MaxConnections, p.metrics), sock)
+	if p.runtime != nil {
+		p.runtimeDone = make(chan struct{})
+		go p.runtimeLoop(p.runtimeDone)
+	}
 	p.report(health.OK, nil)
 	p.Log.Info("serving the CNI API", "socket", p.cfg.SocketPath, "request-timeout", p.cfg.RequestTimeout,
 		"max-connections", p.cfg.MaxConnections, "handshake-timeout", p.cfg.HandshakeTimeout, "idle-timeout", p.cfg.IdleTimeout)
@@ -145,6 +162,12 @@ func (p *Plugin) Close() error {
 	p.closed = true
 	if p.endLife != nil {
 		p.endLife()
+	}
+	if p.runtimeDone != nil {
+		<-p.runtimeDone
+	}
+	if c, ok := p.runtime.(*criRuntime); ok {
+		_ = c.close()
 	}
 	if p.grpc == nil {
 		return nil

@@ -79,6 +79,8 @@ func (k *Keeper) armSweep() {
 	why := k.evidence()
 	if k.tab != nil {
 		k.reportEvidence(why)
+		k.reportRuntime()
+		k.metrics.evidence.Set(boolGauge(k.releaseBlock() == ""))
 	}
 	if why == "" && !k.view.empty {
 		for _, w := range append(k.absentEnds(), k.staleAt().Add(time.Millisecond)) {
@@ -94,13 +96,26 @@ func (k *Keeper) armSweep() {
 	k.sweep.set(first)
 }
 
-// absentEnds are the ends of the grace periods of the absent pods.
+// absentEnds are the ends of the grace periods of the absent pods; a
+// period that has ended counts only while its pod can be decided (see
+// decidable): otherwise the next look at the runtime arms the sweep.
 func (k *Keeper) absentEnds() []time.Time {
 	out := make([]time.Time, 0, len(k.absent))
+	now := k.clock.Now()
 	for _, a := range k.absent {
-		out = append(out, a.since.Add(k.cfg.AbsentPodGracePeriod))
+		end := a.since.Add(k.cfg.AbsentPodGracePeriod)
+		if end.After(now) || k.decidable(a, end) {
+			out = append(out, end)
+		}
 	}
 	return out
+}
+
+func boolGauge(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // due lists the absent pods whose grace period is over, in a stable order.
@@ -152,6 +167,9 @@ func (k *Keeper) releaseAbsent() {
 			// an allocation missing for less than the period, or one made
 			// since the last marker: a new period
 			k.absent[id] = absence{since: k.clock.Now(), keys: keys}
+			continue
+		}
+		if k.keptByRuntime(id, keys) {
 			continue
 		}
 		if b.full() {

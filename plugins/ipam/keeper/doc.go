@@ -72,7 +72,9 @@
 // times), the elastic-pool state (elastic.go: blocks wanted, blocks being
 // given back, since when each is empty), the input of the last resync,
 // the view of the Kubernetes pods (with their UIDs), the absence clocks,
-// what contiv-ksr's mirror marker said (evidence.go), the records still
+// what contiv-ksr's mirror marker said (evidence.go), what the container
+// runtime's last list said and the runtime GC's suspects (runtime.go: set
+// by UseRuntime before Start, then run's), the records still
 // to delete, the stored cooling records and the pipeline (pipeline.go:
 // the transactions in flight, the deferred requests, the busy lanes). The
 // store's callbacks own nothing: they send outcomes back on a channel.

@@ -142,11 +142,9 @@ func (k *Keeper) reportEvidence(why string) {
 	k.mir.blocked = why
 	if why != "" {
 		k.log.Warn("pods missing from Kubernetes are not released: "+why, "held-pods-missing", len(k.absent))
-		k.metrics.evidence.Set(0)
 		return
 	}
 	k.log.Info("contiv-ksr's mirror is fresh: pods missing from Kubernetes are released after their grace period")
-	k.metrics.evidence.Set(1)
 }
 
 // missing tells whether the pod of allocation key is missing from the
@@ -246,6 +244,9 @@ func (k *Keeper) noteHeld(id podmodel.ID) {
 type absence struct {
 	since time.Time
 	keys  []allocKey
+	// keptBy is the number of the runtime's list that found a sandbox
+	// of it (runtime.go; 0: none): the next sweep waits for a newer list.
+	keptBy uint64
 }
 
 // covers tells whether every allocation of missing was missing since

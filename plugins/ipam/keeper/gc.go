@@ -1,9 +1,6 @@
 package keeper
 
 import (
-	"errors"
-	"fmt"
-
 	"github.com/contiv-ipam/agent/plugins/podmanager"
 )
 
@@ -48,19 +45,5 @@ func (t *table) garbage(in *GCInput) []allocKey {
 // the writes decided before it are durable and with nothing in flight,
 // and stores its deletes on its own goroutine (flush).
 func (k *Keeper) gc(t *table, in *GCInput) (released int, err error) {
-	b := newBatch()
-	var errs []error
-	for _, key := range t.garbage(in) {
-		done := k.releaseDone(key, ReleaseGC, "released by GC", nil)
-		k.addRelease(b, key, func(o outcome, e error) {
-			done(o, e)
-			if o == durable {
-				released++
-				return
-			}
-			errs = append(errs, fmt.Errorf("%s: %w", key, e))
-		})
-	}
-	k.flush(b)
-	return released, errors.Join(errs...)
+	return k.releaseGarbage(t.garbage(in), ReleaseGC, "released by GC")
 }

@@ -62,6 +62,8 @@ type Keeper struct {
 	el elastic
 	// mir is what contiv-ksr's mirror marker says (evidence.go).
 	mir mirrorView
+	// rt is what the container runtime's last list says (runtime.go).
+	rt runtimeView
 }
 
 // kubeView is what the keeper knows of the Kubernetes pods.

@@ -46,7 +46,7 @@ func NewMetrics() *Metrics {
 		}, []string{"reason"}),
 		released: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "contiv_ipam_pod_ips_released_total",
-			Help: "Allocations released, by reason: call (a CNI DEL of its key, ReleasePodIP), gc (a CNI GC that did not list it), obsolete (the pod's new container took its interface), operator (the operator's release by IP or owner, the Cilium-style API), pool (its pool was removed), expired (its reservation ended unconfirmed), absent (its pod missing from Kubernetes, seen twice a grace period apart on fresh evidence).",
+			Help: "Allocations released, by reason: call (a CNI DEL of its key, ReleasePodIP), gc (a CNI GC that did not list it), obsolete (the pod's new container took its interface), operator (the operator's release by IP or owner, the Cilium-style API), pool (its pool was removed), runtime (the container runtime had no sandbox of it at two looks a GC period apart), expired (its reservation ended unconfirmed), absent (its pod missing from Kubernetes, seen twice a grace period apart on fresh evidence).",
 		}, []string{"reason"}),
 		evidence: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "contiv_ipam_absent_pod_releases_enabled",
@@ -85,6 +85,9 @@ const (
 	ReleaseObsolete = "obsolete"
 	ReleaseOperator = "operator"
 	ReleasePool     = "pool"
+	// ReleaseRuntime: the container runtime had no sandbox of it at two
+	// looks a GC period apart (runtime.go).
+	ReleaseRuntime = "runtime"
 )
 
 // Released counts the addresses released for reason.

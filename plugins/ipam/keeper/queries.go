@@ -194,7 +194,7 @@ type Candidate struct {
 // for the writes in flight.
 func (k *Keeper) Evidence() string {
 	why := "IPAM has not started"
-	k.Do(&Request{Kind: reqInspect, read: func(*table) { why = k.evidence() }})
+	k.Do(&Request{Kind: reqInspect, read: func(*table) { why = k.releaseBlock() }})
 	return why
 }
 
@@ -217,7 +217,7 @@ func sharedUID(t *table, keys []allocKey) string {
 func (k *Keeper) Candidates() (cands []Candidate, blocked string) {
 	blocked = "IPAM has not started"
 	k.Do(&Request{Kind: reqInspect, read: func(t *table) {
-		blocked = k.evidence()
+		blocked = k.releaseBlock()
 		for id, a := range k.absent {
 			since := a.since
 			keys := missingKeys(k.view.pods, t, id)
