@@ -300,11 +300,11 @@ type stack struct {
 	pm      *podmanager.Plugin
 	ipam    *fakeIPAM
 	witness *fakeWitness
-	health *healthtest.Recorder
-	reg    registry
-	client cni.RemoteCNIClient
-	socket string
-	stop   func() error
+	health  *healthtest.Recorder
+	reg     registry
+	client  cni.RemoteCNIClient
+	socket  string
+	stop    func() error
 }
 
 // stackOpts change the stack before it starts.

@@ -168,7 +168,7 @@ func TestTheRuntimeIsListedAndItsFailuresAreErrors(t *testing.T) {
 	stall := make(chan struct{})
 	defer close(stall)
 	cri.set(stall)
-	g.Eventually(func() error { return nextLook(t, s).err }).WithTimeout(5 * time.Second).Should(
+	g.Eventually(func() error { return nextLook(t, s).err }).WithTimeout(5*time.Second).Should(
 		MatchError(ContainSubstring("DeadlineExceeded")), "a stalled runtime: criTimeout")
 	g.Expect(s.reg.gauge(t, "contiv_podmanager_runtime_up")).To(BeZero())
 }
