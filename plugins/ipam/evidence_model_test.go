@@ -36,6 +36,12 @@ import (
 // then every address of a sandbox that no longer runs is free (the
 // evidence rule is not a rule that never releases).
 //
+// In half the runs the container runtime is a witness (criSocket,
+// keeper/runtime.go): the agent lists its sandboxes now and then (some
+// lists fail), runs the GC against them, and kubelet may be away when a
+// pod is force-deleted, so that its sandbox runs on, missing from
+// Kubernetes, for as long as kubelet stays away.
+//
 // EVIDENCE_RUNS sets the number of runs (default 10000; 1000 under the
 // race detector), EVIDENCE_SEED the seed (default: random, logged).
 
@@ -126,6 +132,9 @@ type evSandbox struct {
 	running   bool
 	inAPI     bool
 	deletedAt time.Time // when it left the API
+	// orphan: kubelet was away when the pod left the API; the sandbox
+	// runs until kubeletBack (runs with a runtime witness only).
+	orphan bool
 }
 
 func (s *evSandbox) id() podmodel.ID { return podmodel.ID{Name: s.name, Namespace: "model"} }
@@ -158,6 +167,7 @@ type evRun struct {
 	sent    []evEvent             // delivered ones (replayed late or twice)
 	mirror  map[string]string     // what etcd holds: name -> uid
 	api     map[string]*evSandbox // what the API holds: name -> instance
+	rt      bool                  // the runtime is a witness
 }
 
 func TestEvidenceModel(t *testing.T) {
@@ -185,7 +195,7 @@ func TestEvidenceModel(t *testing.T) {
 	for i := range runs {
 		r := &evRun{t: t, rng: rand.New(rand.NewPCG(seed, uint64(i))), clk: newFakeClock(), store: newMemStore(),
 			mirror: map[string]string{}, api: map[string]*evSandbox{}, ksrUp: true, lagging: map[string]time.Time{},
-			hb: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+			hb: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), rt: i%2 == 1}
 		if !r.play() {
 			t.Fatalf("run %d of seed %d failed; its steps:\n%s", i, seed, strings.Join(r.log, "\n"))
 		}
@@ -220,10 +230,10 @@ func (r *evRun) note(format string, args ...any) {
 
 // start runs a new agent on the run's store and resyncs it with etcd.
 func (r *evRun) start() {
-	f, err := newFixture(r.t, fixtureOpts{db: r.store, clock: r.clk, grace: evGrace}, r.state())
+	f, err := newFixture(r.t, fixtureOpts{db: r.store, clock: r.clk, grace: evGrace, runtime: r.rt, runtimeGC: evGrace}, r.state())
 	r.g.Expect(err).NotTo(HaveOccurred())
 	r.f = f
-	r.note("agent started")
+	r.note("agent started (runtime witness %t)", r.rt)
 }
 
 // state is etcd's state as a resync lists it.
@@ -264,6 +274,10 @@ func (r *evRun) step() {
 		r.restart()
 	case n < 82:
 		r.resync()
+	case n < 88 && r.rt:
+		r.lookAtRuntime()
+	case n < 90 && r.rt:
+		r.kubeletBack()
 	default:
 		r.advance(time.Duration(r.rng.Int64N(int64(evGrace))))
 	}
@@ -303,6 +317,7 @@ func (r *evRun) apiDelete() {
 	for name, s := range r.api {
 		delete(r.api, name)
 		s.inAPI, s.deletedAt = false, r.clk.Now()
+		s.orphan = r.rt && r.rng.IntN(3) == 0
 		delete(r.lagging, name)
 		r.mirrorDelete(name, s.uid)
 		r.note("API delete %s %s", name, s.uid)
@@ -474,7 +489,7 @@ func (r *evRun) resync() {
 // then only the evidence rule frees its address.
 func (r *evRun) advance(d time.Duration) {
 	for _, s := range r.all {
-		if !s.running || s.inAPI || r.clk.Now().Add(d).Before(s.deletedAt.Add(evGrace/2)) {
+		if !s.running || s.inAPI || s.orphan || r.clk.Now().Add(d).Before(s.deletedAt.Add(evGrace/2)) {
 			continue
 		}
 		if r.rng.IntN(2) == 0 {
@@ -491,6 +506,61 @@ func (r *evRun) advance(d time.Duration) {
 	}
 	r.clk.Advance(d)
 	r.note("clock +%s", d.Round(time.Second))
+}
+
+// lookAtRuntime is one list of the runtime's sandboxes (the running
+// ones), or one that fails.
+func (r *evRun) lookAtRuntime() {
+	if r.rng.IntN(5) == 0 {
+		lookFails(r.g, r.f.ipam)
+		r.note("runtime list failed")
+		return
+	}
+	sbs := r.running()
+	look(r.g, r.f.ipam, sbs...)
+	r.note("runtime listed %d sandboxes", len(sbs))
+}
+
+// kubeletBack is kubelet returning: it tears down the orphaned sandboxes
+// (with a DEL, or they are gone without one).
+func (r *evRun) kubeletBack() {
+	for _, s := range r.all {
+		if !s.running || !s.orphan {
+			continue
+		}
+		s.orphan = false
+		if r.rng.IntN(2) == 0 {
+			r.del(s)
+			continue
+		}
+		s.running = false
+		r.note("orphaned sandbox of %s %s gone without a DEL", s.name, s.uid)
+	}
+}
+
+// beatFor lets contiv-ksr beat (and the runtime be listed) for d.
+func (r *evRun) beatFor(d time.Duration) {
+	for range int(d/evBeat) + 2 {
+		for len(r.pending) > 0 {
+			r.deliver()
+		}
+		r.beat()
+		if r.rt {
+			look(r.g, r.f.ipam, r.running()...)
+		}
+		r.advance(evBeat)
+	}
+}
+
+// running lists the running sandboxes as the runtime would.
+func (r *evRun) running() []podmanager.Sandbox {
+	var sbs []podmanager.Sandbox
+	for _, s := range r.all {
+		if s.running {
+			sbs = append(sbs, podmanager.Sandbox{ID: s.key.ContainerID, Pod: s.id(), UID: s.uid, Ready: true})
+		}
+	}
+	return sbs
 }
 
 // check asserts the invariants; false on a violation.
@@ -514,8 +584,10 @@ func (r *evRun) check() bool {
 }
 
 // settle restores etcd and contiv-ksr, lets it beat for two grace
-// periods, and checks that every sandbox that no longer runs has given
-// its address back, and every running one kept it.
+// periods (kubelet still away: orphaned sandboxes keep their addresses),
+// brings kubelet back, lets it beat for two more, and checks that every
+// sandbox that no longer runs has given its address back, and every
+// running one kept it.
 func (r *evRun) settle() {
 	if r.emptied {
 		r.toggleEmpty()
@@ -523,13 +595,12 @@ func (r *evRun) settle() {
 	if !r.ksrUp {
 		r.toggleKSR()
 	}
-	for range 2*int(evGrace/evBeat) + 2 {
-		for len(r.pending) > 0 {
-			r.deliver()
-		}
-		r.beat()
-		r.advance(evBeat)
+	r.beatFor(2 * evGrace) // kubelet may still be away: orphans run on
+	if !r.check() {
+		return
 	}
+	r.kubeletBack()
+	r.beatFor(2 * evGrace)
 	r.g.Eventually(func() []string {
 		var held []string
 		for _, s := range r.all {
