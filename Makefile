@@ -30,8 +30,18 @@ IMAGE_TAG   ?= v0.1.0
 AGENT_IMAGE := $(IMAGE_REPO)/contiv-agent:$(IMAGE_TAG)
 KSR_IMAGE   := $(IMAGE_REPO)/contiv-ksr:$(IMAGE_TAG)
 CAPI_IMAGE  := $(IMAGE_REPO)/contiv-capi-ipam:$(IMAGE_TAG)
-# docker or podman; empty: the first of them whose daemon answers.
-CONTAINER_ENGINE ?=
+# Where `make images` writes the archives, <name>.tar each (contiv-agent.tar,
+# contiv-ksr.tar, contiv-capi-ipam.tar): what a node imports with
+# `ctr -n k8s.io images import`.
+IMAGES_DIR  ?= $(CURDIR)/_cache/images
+# buildah (no daemon, no registry; apt-get installs it when missing), or
+# docker or podman with a daemon that answers.
+CONTAINER_ENGINE ?= buildah
+# The static busybox of the contiv-agent image (Debian's busybox-static),
+# and the applets linked to it in /bin: what the install-cni init
+# container's script runs (tests/manifests checks them against the script).
+BUSYBOX     ?= /usr/bin/busybox
+AGENT_APPLETS := sh cp chmod mv basename echo
 # `make static`: CGO_ENABLED=0 builds of STATIC_CMDS into STATIC_DIR (the
 # image builds run it).
 STATIC_DIR  ?= $(BIN)/static
@@ -52,26 +62,23 @@ static:
 	@mkdir -p $(STATIC_DIR)
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(STATIC_DIR)/ $(STATIC_CMDS)
 
-## images: build the images $(IMAGE_REPO)/contiv-agent, contiv-ksr and contiv-capi-ipam:$(IMAGE_TAG) from docker/ with docker or podman (CONTAINER_ENGINE); fails, saying so, where no container engine runs
-images:
-	@engine="$(CONTAINER_ENGINE)"; \
-	  if [ -z "$$engine" ]; then \
-	    for e in docker podman; do \
-	      if command -v $$e >/dev/null 2>&1 && $$e info >/dev/null 2>&1; then engine=$$e; break; fi; \
-	    done; \
-	  fi; \
-	  if [ -z "$$engine" ]; then \
-	    echo "make images: no container engine is available (neither 'docker info' nor 'podman info' succeeds)." >&2; \
-	    echo "make images: the Dockerfiles are in docker/ (docker/README.md); build them where docker or podman runs." >&2; \
-	    exit 1; \
-	  fi; \
-	  set -e; for img in contiv-agent:$(AGENT_IMAGE) contiv-ksr:$(KSR_IMAGE) contiv-capi-ipam:$(CAPI_IMAGE); do \
-	    name=$${img%%:*}; tag=$${img#*:}; ignore=; \
-	    if [ "$$engine" = podman ]; then ignore="--ignorefile docker/$$name.Dockerfile.dockerignore"; fi; \
-	    echo "== $$engine build -t $$tag -f docker/$$name.Dockerfile ."; \
-	    $$engine build -f docker/$$name.Dockerfile $$ignore -t $$tag \
-	      --build-arg VERSION=$(VERSION) --build-arg COMMIT=$(COMMIT) --build-arg DATE=$(DATE) .; \
-	  done
+## images: build the images $(IMAGE_REPO)/contiv-agent, contiv-ksr and contiv-capi-ipam:$(IMAGE_TAG) FROM scratch from docker/ and the `make static` binaries, with buildah (no daemon, no registry; CONTAINER_ENGINE=docker or podman to use those), and write each as an archive IMAGES_DIR/<name>.tar (default _cache/images) for `ctr -n k8s.io images import` (docker/README.md)
+images: static image-tools
+	ENGINE=$(CONTAINER_ENGINE) IMAGES_DIR=$(abspath $(IMAGES_DIR)) STATIC_DIR=$(abspath $(STATIC_DIR)) BUSYBOX=$(BUSYBOX) \
+	  AGENT_APPLETS="$(AGENT_APPLETS)" VERSION=$(VERSION) COMMIT=$(COMMIT) \
+	  docker/images.sh $(AGENT_IMAGE) $(KSR_IMAGE) $(CAPI_IMAGE)
+
+# image-tools: Debian's buildah (when it is the engine) and busybox-static,
+# installed with apt-get when missing.
+.PHONY: image-tools
+image-tools:
+	@missing=; \
+	  if [ "$(CONTAINER_ENGINE)" = buildah ] && ! command -v buildah >/dev/null; then missing="$$missing buildah"; fi; \
+	  if [ ! -x $(BUSYBOX) ]; then missing="$$missing busybox-static"; fi; \
+	  if [ -n "$$missing" ]; then \
+	    if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+	    $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing; \
+	  fi
 
 ## run: build and start the agent with conf/ and an embedded etcd in ./_data
 run: build

@@ -19,8 +19,8 @@ import (
 	"github.com/contiv-ipam/agent/tests/kubeenv"
 )
 
-// staticBinaries are what `make static` builds.
-var staticBinaries = []string{"contiv-agent", "contiv-cni", "contiv-ksr"}
+// staticBinaries are what `make static` builds (and the images hold).
+var staticBinaries = []string{"contiv-agent", "contiv-cni", "contiv-ksr", "contiv-capi-ipam"}
 
 // staticDir is where `make static` built them (removed by TestMain).
 var staticDir string
