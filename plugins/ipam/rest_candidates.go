@@ -34,6 +34,9 @@ type ReleaseCandidate struct {
 	IPs          []string `json:"ips"`
 	MissingSince string   `json:"missingSince"` // RFC 3339, UTC
 	ReleaseAt    string   `json:"releaseAt"`
+	// SandboxLives: the container runtime's last list (criSocket) has a
+	// sandbox of it; it is kept until a newer list lacks it.
+	SandboxLives bool `json:"sandboxLives,omitempty"`
 }
 
 func (p *Plugin) registerCandidatesHandler() {
@@ -49,7 +52,8 @@ func (p *Plugin) candidatesHandler(f *rest.Formatter) http.HandlerFunc {
 			Candidates: make([]ReleaseCandidate, 0, len(cands))}
 		for _, c := range cands {
 			rc := ReleaseCandidate{Pod: c.Pod.String(), UID: c.UID, IPs: []string{},
-				MissingSince: c.MissingSince.UTC().Format(time.RFC3339), ReleaseAt: c.ReleaseAt.UTC().Format(time.RFC3339)}
+				MissingSince: c.MissingSince.UTC().Format(time.RFC3339), ReleaseAt: c.ReleaseAt.UTC().Format(time.RFC3339),
+				SandboxLives: c.SandboxLives}
 			for _, a := range c.Addrs {
 				rc.IPs = append(rc.IPs, a.String())
 			}

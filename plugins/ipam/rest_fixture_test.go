@@ -24,6 +24,8 @@ type restOpts struct {
 	noSync bool              // no first resync
 	db     kvdb.Broker       // nil: memory only
 	ks     api.KubeStateData // the first resync's Kubernetes state (nil: empty)
+	// runtime makes the container runtime a witness (no GC).
+	runtime bool
 }
 
 // restFixture is IPAM served by a real REST plugin on 127.0.0.1:0.
@@ -66,6 +68,11 @@ func newRESTFixture(t *testing.T, o restOpts) *restFixture {
 	f.beater = beater{p: f.ipam, clock: o.clock}
 	if err := f.ipam.Init(); err != nil {
 		t.Fatal(err)
+	}
+	if o.runtime {
+		if err := f.ipam.UseRuntime(0); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := f.ipam.AfterInit(); err != nil {
 		t.Fatal(err)

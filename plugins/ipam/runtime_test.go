@@ -3,6 +3,7 @@ package ipam_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -134,4 +135,34 @@ func TestTheGCAgainstTheRuntimeNeedsTwoListsAPeriodApart(t *testing.T) {
 	look(g, f.ipam, sandbox("c1", pod1, uidOld), sandbox("c4", pod3, uidOld))
 	g.Expect(attIP(g, f.ipam, att("c4", "eth0"))).To(Equal(late), "its sandbox is listed now")
 	g.Expect(testutil.ToFloat64(ipam.Released(f.ipam, "runtime"))).To(Equal(1.0))
+}
+
+// The REST view of the witness: a candidate whose sandbox the runtime
+// still lists says so, and a runtime that cannot be asked is the reason
+// nothing is released.
+func TestReleaseCandidatesShowTheRuntime(t *testing.T) {
+	g := NewWithT(t)
+	clk := newFakeClock()
+	f := newRESTFixture(t, restOpts{clock: clk, runtime: true, ks: kubePods(bystander)})
+	ip := addPodUID(g, f.ipam, pod1, uidOld, att("c1", "eth0"))
+	kubeChange(g, f.ipam, pod1, uidOld, false)
+	f.beat(t)
+	kubeChange(g, f.ipam, pod1, uidOld, true)
+	got := candidates(g, f)
+	g.Expect(got.Running).To(BeFalse())
+	g.Expect(got.Blocked).To(ContainSubstring("the container runtime has not listed its pod sandboxes yet"))
+
+	look(g, f.ipam, sandbox("c1", pod1, uidOld))
+	got = candidates(g, f)
+	g.Expect(got.Running).To(BeTrue(), got.Blocked)
+	g.Expect(got.Candidates).To(HaveLen(1))
+	g.Expect(got.Candidates[0].SandboxLives).To(BeTrue())
+	g.Expect(got.Candidates[0].IPs).To(Equal([]string{strings.Split(ip, "/")[0]}))
+
+	lookFails(g, f.ipam)
+	g.Expect(candidates(g, f).Blocked).To(ContainSubstring("the container runtime cannot be asked"))
+	look(g, f.ipam)
+	got = candidates(g, f)
+	g.Expect(got.Running).To(BeTrue())
+	g.Expect(got.Candidates[0].SandboxLives).To(BeFalse())
 }

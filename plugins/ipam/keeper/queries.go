@@ -187,6 +187,9 @@ type Candidate struct {
 	Addrs        []netip.Addr // every address of its allocations
 	MissingSince time.Time
 	ReleaseAt    time.Time
+	// SandboxLives: the container runtime's last list has a sandbox of
+	// it (see runtime.go).
+	SandboxLives bool
 }
 
 // Evidence tells why the addresses of pods missing from Kubernetes are not
@@ -224,7 +227,8 @@ func (k *Keeper) Candidates() (cands []Candidate, blocked string) {
 			if len(keys) == 0 {
 				continue // released meanwhile (its DEL), or seen again; the sweep forgets it
 			}
-			c := Candidate{Pod: id, UID: sharedUID(t, keys), MissingSince: since, ReleaseAt: since.Add(k.cfg.AbsentPodGracePeriod)}
+			c := Candidate{Pod: id, UID: sharedUID(t, keys), MissingSince: since, ReleaseAt: since.Add(k.cfg.AbsentPodGracePeriod),
+				SandboxLives: k.sandboxLives(t, keys)}
 			for _, key := range keys {
 				if as, ok := t.lookupAll(key); ok {
 					c.Addrs = append(c.Addrs, as.List()...)

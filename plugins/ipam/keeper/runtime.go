@@ -144,6 +144,20 @@ func (k *Keeper) sandboxOf(t *table, key allocKey) bool {
 	return false
 }
 
+// sandboxLives tells whether the runtime's last list has a sandbox of
+// one of keys.
+func (k *Keeper) sandboxLives(t *table, keys []allocKey) bool {
+	if !k.rt.on || !k.rt.seen {
+		return false
+	}
+	for _, key := range keys {
+		if k.sandboxOf(t, key) {
+			return true
+		}
+	}
+	return false
+}
+
 // keptByRuntime tells whether the runtime keeps absent pod id, whose
 // allocations keys are missing: no list begun since its grace period
 // ended (wait for the next look), or a sandbox of one of keys in the
@@ -156,12 +170,10 @@ func (k *Keeper) keptByRuntime(id podmodel.ID, keys []allocKey) bool {
 	if !k.rt.seen || k.rt.err != "" || k.rt.started.Before(a.since.Add(k.cfg.AbsentPodGracePeriod)) {
 		return true
 	}
-	for _, key := range keys {
-		if k.sandboxOf(k.tab, key) {
-			a.keptBy = k.rt.lists
-			k.absent[id] = a
-			return true
-		}
+	if k.sandboxLives(k.tab, keys) {
+		a.keptBy = k.rt.lists
+		k.absent[id] = a
+		return true
 	}
 	return false
 }
