@@ -40,6 +40,7 @@ type candidate struct {
 	IPs          []string `json:"ips"`
 	MissingSince string   `json:"missingSince"`
 	ReleaseAt    string   `json:"releaseAt"`
+	SandboxLives bool     `json:"sandboxLives,omitempty"`
 }
 
 // nodeInfo is what contiv-netctl reads of ipam.NodeIPAMInfo, the reply
@@ -175,7 +176,11 @@ func printCandidates(w io.Writer, list *candidateList) error {
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
 	_, _ = fmt.Fprintln(tw, "POD\tIPS\tMISSING-SINCE\tRELEASE-AT")
 	for _, cd := range list.Candidates {
-		_, _ = fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", cell(cd.Pod), cell(strings.Join(cd.IPs, ",")), cell(cd.MissingSince), cell(cd.ReleaseAt))
+		at := cell(cd.ReleaseAt)
+		if cd.SandboxLives {
+			at += " (kept: the container runtime lists its sandbox)"
+		}
+		_, _ = fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", cell(cd.Pod), cell(strings.Join(cd.IPs, ",")), cell(cd.MissingSince), at)
 	}
 	return tw.Flush()
 }

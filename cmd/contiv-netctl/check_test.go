@@ -32,6 +32,11 @@ func TestCheckListsTheReleaseCandidates(t *testing.T) {
 			"1 release candidate(s); grace period 10m0s, paused: no contiv-ksr mirror marker\n" +
 				"POD            IPS       MISSING-SINCE         RELEASE-AT\n" +
 				"default/web-0  10.1.1.5  2026-11-28T12:00:00Z  2026-11-28T12:10:00Z\n"},
+		{"a sandbox lives", `{"running": true, "gracePeriod": "10m0s", "candidates": [
+			{"pod": "default/web-0", "ips": ["10.1.1.5"], "missingSince": "2026-11-28T12:00:00Z", "releaseAt": "2026-11-28T12:10:00Z", "sandboxLives": true}]}`,
+			"1 release candidate(s); grace period 10m0s, running\n" +
+				"POD            IPS       MISSING-SINCE         RELEASE-AT\n" +
+				"default/web-0  10.1.1.5  2026-11-28T12:00:00Z  2026-11-28T12:10:00Z (kept: the container runtime lists its sandbox)\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
