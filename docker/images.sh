@@ -74,14 +74,51 @@ done
 
 labels=(--label "org.opencontainers.image.version=$VERSION" --label "org.opencontainers.image.revision=$COMMIT")
 
+# under reports whether path $1 is $2 or below it.
+under() {
+	case "$1/" in "$2"/*) return 0 ;; esac
+	return 1
+}
+
 if [ "$ENGINE" = buildah ]; then
-	# Everything buildah keeps is under $IMAGES_DIR/storage; the machine's
-	# storage.conf, registries.conf and policy.json are not read.
+	# Everything buildah keeps is under $IMAGES_DIR/storage: the store, its
+	# temporary files, the network configuration it loads even with no RUN
+	# (CNI, in a directory of the store: netavark's would be
+	# /run/containers/networks); the machine's storage.conf,
+	# registries.conf, containers.conf and policy.json are not read.
 	store=$IMAGES_DIR/storage
+	rm -rf "$store"
+	mkdir -p "$store/tmp" "$store/cni" "$store/varlib"
+	printf '[network]\nnetwork_backend = "cni"\nnetwork_config_dir = "%s"\n' "$store/cni" >"$store/containers.conf"
+	export CONTAINERS_CONF=$store/containers.conf
 	export CONTAINERS_STORAGE_CONF=$PWD/docker/buildah/storage.conf
 	export CONTAINERS_REGISTRIES_CONF=$PWD/docker/buildah/registries.conf
-	bah() { buildah --root "$store/root" --runroot "$store/run" --storage-driver vfs "$@"; }
-	rm -rf "$store"
+	export TMPDIR=$store/tmp
+	# buildah 1.28's commit writes a blob-info cache into
+	# /var/lib/containers/cache whatever --root says. Where it can, each
+	# buildah runs in a private mount namespace in which /var/lib/containers
+	# is $store/varlib (bind) or, where it does not exist, /var/lib is an
+	# empty tmpfs (unless the repository or IMAGES_DIR are under /var/lib).
+	isolate=
+	if [ -d /var/lib/containers ]; then
+		under "$IMAGES_DIR" /var/lib/containers || isolate='mount --bind "$VARLIB" /var/lib/containers'
+	elif ! under "$IMAGES_DIR" /var/lib && ! under "$PWD" /var/lib; then
+		isolate='mount -t tmpfs -o size=16m,mode=0755 contiv-images /var/lib'
+	fi
+	if [ -n "$isolate" ] && ! VARLIB=$store/varlib unshare --mount --propagation private -- sh -c "$isolate" 2>/dev/null; then
+		isolate=
+	fi
+	if [ -z "$isolate" ]; then
+		echo "make images: no private mount namespace here (unshare --mount needs root): buildah may write /var/lib/containers/cache" >&2
+	fi
+	bah() {
+		if [ -n "$isolate" ]; then
+			VARLIB=$store/varlib unshare --mount --propagation private -- sh -c "$isolate"' && exec "$@"' sh \
+				buildah --root "$store/root" --runroot "$store/run" --storage-driver vfs "$@"
+		else
+			buildah --root "$store/root" --runroot "$store/run" --storage-driver vfs "$@"
+		fi
+	}
 fi
 
 for entry in "${images[@]}"; do
