@@ -19,10 +19,15 @@
 //  3. Each of those checks fails on a broken manifest (a table of
 //     mutations of the rendered objects).
 //  4. `make static` builds static binaries (no ELF interpreter, no
-//     DT_NEEDED), and `make images` builds with the Makefile's names or
-//     says that no container engine runs.
+//     DT_NEEDED), and `make images` builds the three images with buildah,
+//     without a registry or a daemon, as OCI archives named as the
+//     manifests name them (each archive opened and checked: entrypoint,
+//     user, files, static binaries that run, the install script's applets);
+//     with docker or podman chosen, it says when their daemon does not
+//     answer.
 //
-// Caller duties: `make kube-bins` first (`make test` does); the tests run
+// Caller duties: `make kube-bins` and `make image-tools` (buildah,
+// busybox-static) first (`make test` does both); the tests run
 // kubectl kustomize and make, and build the binaries once per run (about
 // 10 s with a warm Go cache, 2 to 3 min cold: CGO_ENABLED=0 and -trimpath
 // rebuild every dependency once).
