@@ -31,7 +31,8 @@ func agentComponent(b *bundle) (component, error) {
 // checkHostDirs: the directory of podmanager.conf's socketPath and of
 // bolt.conf's db-path are each mounted into the agent from the same
 // path of the host (contiv-cni, on the host, dials the socket by that
-// path; the bolt file must outlive the pod).
+// path; the bolt file must outlive the pod), and so is the directory of
+// the container runtime's socket (criSocket), when set.
 func checkHostDirs(_ *testing.T, b *bundle) []error {
 	c, err := agentComponent(b)
 	if err != nil {
@@ -46,6 +47,10 @@ func checkHostDirs(_ *testing.T, b *bundle) []error {
 		return []error{err}
 	}
 	errs := checkHostMount(c, c.main, filepath.Dir(pm.SocketPath), fmt.Sprintf("podmanager.conf socketPath %q", pm.SocketPath))
+	if pm.CRISocket != "" {
+		cri := strings.TrimPrefix(pm.CRISocket, "unix://")
+		errs = append(errs, checkHostMount(c, c.main, filepath.Dir(cri), fmt.Sprintf("podmanager.conf criSocket %q", pm.CRISocket))...)
+	}
 	return append(errs, checkHostMount(c, c.main, filepath.Dir(bc.DBPath), fmt.Sprintf("bolt.conf db-path %q", bc.DBPath))...)
 }
 

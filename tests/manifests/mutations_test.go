@@ -84,6 +84,11 @@ var mutations = []mutation{
 	{"socket moved", "host dirs", func(b *bundle) {
 		setConf(b, "contiv-agent-config", "podmanager.conf", "socketPath: /run/contiv-agent/cni.sock\n")
 	}, []string{`no mountPath "/run/contiv-agent"`, `socketPath "/run/contiv-agent/cni.sock"`}},
+	{"runtime socket moved", "host dirs", func(b *bundle) {
+		setConf(b, "contiv-agent-config", "podmanager.conf", "criSocket: unix:///var/run/crio/crio.sock\n")
+	}, []string{`no mountPath "/var/run/crio"`, `criSocket "unix:///var/run/crio/crio.sock"`}},
+	{"runtime socket's host dir", "host dirs", func(b *bundle) { hostPathOf(b, "/run/containerd").Path = "/var/run/containerd" },
+		[]string{"volumes[cri-socket-dir].hostPath.path is \"/var/run/containerd\"", "criSocket"}},
 	{"bolt file moved", "host dirs", func(b *bundle) {
 		setConf(b, "contiv-agent-config", "bolt.conf", "db-path: /var/lib/contiv-agent/bolt.db\n")
 	}, []string{`no mountPath "/var/lib/contiv-agent"`, `db-path "/var/lib/contiv-agent/bolt.db"`}},
