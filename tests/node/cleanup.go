@@ -358,3 +358,90 @@ func (n *Node) Leftovers() []string {
 	}
 	return out
 }
+
+// ownerFile, in a node's RunDir, names the process that runs the node
+// (its PID and start time) and the node's Dir, so that a later Start can
+// tell the leftovers of a process that died without its Stop (SIGKILL,
+// a test binary's timeout) from a node another process runs now.
+const ownerFile = "owner"
+
+// runDirGlob matches the run directories of every node on the machine.
+const runDirGlob = "/run/contiv-node-*"
+
+// writeOwner writes the owner file of this process into the run
+// directory.
+func (n *Node) writeOwner() error {
+	start, err := procStartTime(os.Getpid())
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(n.RunDir, ownerFile), fmt.Appendf(nil, "%d %s\n%s\n", os.Getpid(), start, n.Dir), 0o600)
+}
+
+// procStartTime is field 22 of /proc/<pid>/stat, the process's start
+// time since boot (a PID used again has another).
+func procStartTime(pid int) (string, error) {
+	data, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return "", err
+	}
+	s := string(data)
+	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(fields) < 20 {
+		return "", fmt.Errorf("/proc/%d/stat: %d fields after the command", pid, len(fields))
+	}
+	return fields[19], nil
+}
+
+// staleAfter is how old a run directory without an owner file must be
+// to be taken for a leftover (the file is written right after the
+// directory).
+const staleAfter = time.Minute
+
+// SweepStale removes the leftovers of nodes whose process is gone
+// without stopping them: for each run directory whose owner process no
+// longer runs, it kills the node's remaining processes by PID and removes
+// its mounts, network namespace, cgroups, log links, CNI cache entries
+// and run directory (the node's Dir, the dead test's, stays). Start calls
+// it; it returns the run directories it swept.
+func SweepStale() ([]string, error) {
+	dirs, err := filepath.Glob(runDirGlob)
+	if err != nil {
+		return nil, err
+	}
+	var swept []string
+	var errs []error
+	for _, runDir := range dirs {
+		n, stale := staleNode(runDir)
+		if !stale {
+			continue
+		}
+		errs = append(errs, n.killStragglers(), n.cleanup())
+		swept = append(swept, runDir)
+	}
+	return swept, errors.Join(errs...)
+}
+
+// staleNode rebuilds the names of the node of runDir, and tells whether
+// its owner is gone.
+func staleNode(runDir string) (*Node, bool) {
+	id := strings.TrimPrefix(filepath.Base(runDir), "contiv-node-")
+	n := &Node{ID: id, RunDir: runDir, NetNS: "contiv-node-" + id, Network: "contiv-" + id, CgroupRoot: "/contiv-node-" + id}
+	data, err := os.ReadFile(filepath.Join(runDir, ownerFile))
+	if err != nil {
+		st, serr := os.Stat(runDir)
+		return n, serr == nil && time.Since(st.ModTime()) > staleAfter
+	}
+	lines := strings.SplitN(strings.TrimSpace(string(data)), "\n", 2)
+	var pid int
+	var start string
+	if _, err := fmt.Sscanf(lines[0], "%d %s", &pid, &start); err != nil {
+		return n, false // not ours to judge
+	}
+	if len(lines) == 2 && filepath.IsAbs(lines[1]) {
+		n.Dir = lines[1]
+		n.Kubelet = &Kubelet{PodLogsDir: filepath.Join(n.Dir, "kubelet", "pod-logs")}
+	}
+	now, err := procStartTime(pid)
+	return n, err != nil || now != start
+}

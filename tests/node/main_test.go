@@ -3,9 +3,17 @@
 package node
 
 import (
+	"os"
 	"testing"
 
 	"github.com/contiv-ipam/agent/tests/testenv"
 )
 
-func TestMain(m *testing.M) { testenv.Main(m) }
+// TestMain builds the binaries (testenv.Main), except in the child
+// process of TestSweepAfterKill, which uses its parent's.
+func TestMain(m *testing.M) {
+	if os.Getenv(envKilledNode) != "" {
+		os.Exit(m.Run())
+	}
+	testenv.Main(m)
+}

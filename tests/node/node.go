@@ -208,8 +208,14 @@ func (n *Node) prepareHost() error {
 			n.absent = append(n.absent, d)
 		}
 	}
+	if swept, err := SweepStale(); err != nil || len(swept) > 0 {
+		n.logf("node: swept the leftovers of nodes whose process is gone: %v (%v)", swept, err)
+	}
 	if err := os.Mkdir(n.RunDir, 0o700); err != nil {
 		return fmt.Errorf("node: %w", err)
+	}
+	if err := n.writeOwner(); err != nil {
+		return err
 	}
 	if out, err := exec.Command("ip", "netns", "add", n.NetNS).CombinedOutput(); err != nil {
 		return fmt.Errorf("node: ip netns add %s: %w: %s (run as root)", n.NetNS, err, out)
