@@ -23,6 +23,16 @@ CONTROLLER_GEN := $(BIN)/controller-gen
 KUBE_VERSION := v1.36.3-etcd3.6.16
 KUBE_BINS   := $(CURDIR)/_cache/kube/$(KUBE_VERSION)
 export KUBEBUILDER_ASSETS ?= $(KUBE_BINS)
+# The container runtime of tests/node (`make node-bins`), built with
+# CGO_ENABLED=0 from the module proxy into a directory keyed by the
+# versions (tests/node checks NODE_VERSION); CONTIV_NODE_BINS points the
+# tests at it.
+CONTAINERD_VERSION := v2.4.2
+CRICTL_VERSION := v1.37.0
+PTP_VERSION := v1.9.1
+NODE_VERSION := containerd-$(CONTAINERD_VERSION)-crictl-$(CRICTL_VERSION)-ptp-$(PTP_VERSION)
+NODE_BINS   := $(CURDIR)/_cache/node/$(NODE_VERSION)
+export CONTIV_NODE_BINS ?= $(NODE_BINS)
 # The container images `make images` builds from docker/, under the names
 # k8s/kustomization.yaml deploys (tests/manifests checks that they agree).
 IMAGE_REPO  ?= ghcr.io/contiv-ipam
@@ -101,7 +111,7 @@ test:
 	$(call timed,test-unit)
 	$(call timed,test-race)
 
-test-unit: test-deps test-nodeipam-diff test-cilium-diff test-bench
+test-unit: test-deps test-nodeipam-diff test-cilium-diff test-bench test-node
 	$(GO) test -count=1 -timeout 15m $(PKGS)
 	$(GO) test -tags faults -count=1 ./infra/kvdb/bolt/
 
@@ -126,14 +136,44 @@ test-bench:
 test-race: test-deps
 	$(GO) test -race -count=1 -timeout 20m $(PKGS)
 
-## test-deps: what the suites of tests/ run: cnitool (go install into ./bin), Debian's containernetworking-plugins (ptp, host-local in /usr/lib/cni; apt-get), and kube-apiserver, kubectl and etcd (make kube-bins)
-test-deps: $(CNITOOL) cni-plugins kube-bins
+## test-deps: what the suites of tests/ run: cnitool (go install into ./bin), Debian's containernetworking-plugins (ptp, host-local in /usr/lib/cni; apt-get), kube-apiserver, kubectl and etcd (make kube-bins), and the node of tests/node (make node-bins)
+test-deps: $(CNITOOL) cni-plugins kube-bins node-bins
 
 ## kube-bins: build kube-apiserver, kubectl and etcd into _cache/kube/<version>/ (once: 6 to 8 min on 2 cores with an empty Go cache)
 kube-bins: $(KUBE_BINS)/.complete
 
 $(KUBE_BINS)/.complete:
 	tests/kubebin/build.sh $(KUBE_BINS)
+
+## node-bins: what tests/node runs beside kube-bins: kubelet, kube-scheduler and kube-controller-manager into _cache/kube/<version>/ (tests/kubebin); containerd, containerd-shim-runc-v2, ctr, crictl and ptp (go install, CGO_ENABLED=0) into _cache/node/<versions>/; Debian's runc and busybox-static (apt-get, when missing)
+.PHONY: node-bins
+node-bins: kube-bins $(KUBE_BINS)/.node-complete $(NODE_BINS)/.complete
+	@if [ ! -x /usr/sbin/runc ] || [ ! -x /usr/bin/busybox ]; then \
+	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq runc busybox-static; \
+	fi
+
+$(KUBE_BINS)/.node-complete: | $(KUBE_BINS)/.complete
+	tests/kubebin/build.sh $(KUBE_BINS) node
+
+$(NODE_BINS)/.complete:
+	@mkdir -p $(NODE_BINS)
+	CGO_ENABLED=0 GOBIN=$(NODE_BINS) $(GO) install github.com/containerd/containerd/v2/cmd/containerd@$(CONTAINERD_VERSION) \
+	  github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2@$(CONTAINERD_VERSION) github.com/containerd/containerd/v2/cmd/ctr@$(CONTAINERD_VERSION)
+	CGO_ENABLED=0 GOBIN=$(NODE_BINS) $(GO) install sigs.k8s.io/cri-tools/cmd/crictl@$(CRICTL_VERSION)
+	CGO_ENABLED=0 GOBIN=$(NODE_BINS) $(GO) install github.com/containernetworking/plugins/plugins/main/ptp@$(PTP_VERSION)
+	touch $@
+
+## test-node: the real node of tests/node (containerd, runc and kubelet calling contiv-cni; root): its scenarios and its cleanup (a few minutes); make test-unit runs it
+.PHONY: test-node
+test-node: test-deps
+	$(GO) test -tags node -count=1 -timeout 25m ./tests/node/
+
+## node-demo: bring up a real node (tests/node), run a Deployment of 20 pods on it, print the node, the pods with their IPs (kubectl get pods -o wide) beside the agent's allocations, then stop everything and remove what it left
+.PHONY: node-demo
+node-demo: build node-bins
+	$(GO) build -tags node -o $(BIN)/contiv-node-demo ./tests/node/cmd/node-demo
+	$(BIN)/contiv-node-demo -bin $(BIN)
 
 $(CNITOOL):
 	GOBIN=$(BIN) $(GO) install github.com/containernetworking/cni/cnitool@v1.3.1
@@ -157,10 +197,12 @@ check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	  if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
+	$(GO) vet -tags node ./tests/node/...
 
 ## lint: check plus staticcheck and errcheck (installed into ./bin)
 lint: check tools
 	$(STATICCHECK) $(PKGS)
+	$(STATICCHECK) -tags node ./tests/node/...
 	$(ERRCHECK) -blank=false -ignoretests $(PKGS)
 	cd tests/bench && $(STATICCHECK) ./... && $(ERRCHECK) -blank=false -ignoretests ./...
 
