@@ -35,7 +35,7 @@ func startProc(name, dir, bin string, args, env []string) (*proc, error) {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	defer func() { _ = logf.Close() }() // the child holds its own copy
-	fmt.Fprintf(logf, "=== %s: %s %s\n", time.Now().Format(time.RFC3339Nano), bin, strings.Join(args, " "))
+	_, _ = fmt.Fprintf(logf, "=== %s: %s %s\n", time.Now().Format(time.RFC3339Nano), bin, strings.Join(args, " "))
 	p.cmd = exec.Command(bin, args...)
 	p.cmd.Dir, p.cmd.Env = dir, env
 	p.cmd.Stdout, p.cmd.Stderr = logf, logf
