@@ -38,6 +38,10 @@ type Options struct {
 	// is called once the node's paths are known (n.Containerd.Socket)
 	// and before the agent starts.
 	AgentConf func(n *Node) map[string]string
+	// AgentFiles replace (or add) whole config files of the agent by name
+	// ({"ipam.conf": "absentPodGracePeriod: 10s\n"}: the keys not
+	// written take their defaults); AgentConf then appends to them.
+	AgentFiles map[string]string
 	// AgentEnv adds environment variables to the agent.
 	AgentEnv []string
 	// KSR is contiv-ksr's ksr.conf (zero fields: the defaults).
@@ -243,8 +247,8 @@ func (n *Node) startContiv(ctx context.Context) error {
 	return n.StartAgent(ctx)
 }
 
-// agentOptions are the agent's options: contiv.conf and the files
-// AgentConf appends to.
+// agentOptions are the agent's options: contiv.conf, AgentFiles and the
+// files AgentConf appends to.
 func (n *Node) agentOptions() (cluster.AgentOptions, error) {
 	o := cluster.AgentOptions{Node: n.Name, Conf: map[string]string{}, Env: n.opts.AgentEnv}
 	// The directory and socket tests/cluster gives the agent of a node.
@@ -256,6 +260,10 @@ func (n *Node) agentOptions() (cluster.AgentOptions, error) {
 	if n.opts.ContivConf != "" {
 		defaults["contiv.conf"] = n.opts.ContivConf
 		o.Conf["contiv.conf"] = n.opts.ContivConf
+	}
+	for name, content := range n.opts.AgentFiles {
+		defaults[name] = content
+		o.Conf[name] = content
 	}
 	if n.opts.AgentConf != nil {
 		for name, extra := range n.opts.AgentConf(n) {
