@@ -4,14 +4,22 @@ package node
 
 import (
 	"context"
+	"os"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/contiv-ipam/agent/tests/testenv"
 )
 
+// EnvKeep, when set, makes StartT keep the node's directory (every
+// process's log and data) in the system's temporary directory instead of
+// t.TempDir(); the machine is cleaned up all the same.
+const EnvKeep = "CONTIV_NODE_KEEP"
+
 // StartT is Start for a test: the binaries of testenv.Main and the make
-// targets, the node in t.TempDir(), progress in the test log. At cleanup
+// targets, the node in t.TempDir() (see EnvKeep), progress in the test
+// log. At cleanup
 // the node is stopped (if the test has not done it), the test fails if
 // anything of it is left on the machine, and after a failure the end of
 // each log is printed.
@@ -24,9 +32,16 @@ func StartT(t testing.TB, opts Options) *Node {
 	if opts.Logf == nil {
 		opts.Logf = t.Logf
 	}
+	dir := t.TempDir()
+	if os.Getenv(EnvKeep) != "" {
+		if dir, err = os.MkdirTemp("", "contiv-node-"+strings.ReplaceAll(t.Name(), "/", "_")+"-"); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%s is set: the node's directory %s stays after the test", EnvKeep, dir)
+	}
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	defer cancel()
-	n, err := Start(ctx, t.TempDir(), bins, opts)
+	n, err := Start(ctx, dir, bins, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
