@@ -61,5 +61,8 @@
 //     add one) and must not pull (imagePullPolicy Never).
 //  4. Call Stop once (StartT does it at cleanup and fails the test if
 //     Leftovers is not empty): it stops every process and removes what
-//     they left; it may be called again and then does nothing.
+//     they left; it may be called again and then does nothing. A process
+//     killed before its Stop leaves its node behind: the next Start
+//     sweeps it (SweepStale). With CONTIV_NODE_KEEP set, StartT keeps
+//     the node's directory, with every log, after the test.
 package node
