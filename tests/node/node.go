@@ -46,6 +46,11 @@ type Options struct {
 	AgentEnv []string
 	// KSR is contiv-ksr's ksr.conf (zero fields: the defaults).
 	KSR ksr.Config
+	// IPAM, when set, returns the ipam section of the conflist's ptp
+	// (another IPAM plugin of the CNI bin directory, e.g. host-local with
+	// its dataDir under n.Dir, for a comparison); nil: contiv-cni on the
+	// agent's socket.
+	IPAM func(n *Node) map[string]any
 	// Logf, when set, reports each step as it ends.
 	Logf func(format string, args ...any)
 }
@@ -303,7 +308,7 @@ func (n *Node) StopAgent() error {
 // writeCNI fills the CNI directories: ptp v1.9.1 (Debian's stops at CNI
 // 1.0.0, and containerd sends STATUS only to a 1.1.0 conflist),
 // contiv-cni, Debian's loopback and host-local; one conflist, ptp with
-// contiv-cni as its IPAM on the agent's socket.
+// contiv-cni as its IPAM on the agent's socket (or Options.IPAM's).
 func (n *Node) writeCNI() error {
 	for _, d := range []string{n.CNIBinDir, n.CNIConfDir} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
@@ -315,8 +320,12 @@ func (n *Node) writeCNI() error {
 			return err
 		}
 	}
+	ipam := map[string]any{"type": "contiv-cni", "grpcServer": n.Agent.Socket}
+	if n.opts.IPAM != nil {
+		ipam = n.opts.IPAM(n)
+	}
 	conf, err := json.MarshalIndent(map[string]any{"cniVersion": "1.1.0", "name": n.Network, "plugins": []any{
-		map[string]any{"type": "ptp", "ipMasq": false, "ipam": map[string]any{"type": "contiv-cni", "grpcServer": n.Agent.Socket}},
+		map[string]any{"type": "ptp", "ipMasq": false, "ipam": ipam},
 	}}, "", "  ")
 	if err != nil {
 		return err
