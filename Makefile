@@ -136,8 +136,8 @@ test-bench:
 test-race: test-deps
 	$(GO) test -race -count=1 -timeout 20m $(PKGS)
 
-## test-deps: what the suites of tests/ run: cnitool (go install into ./bin), Debian's containernetworking-plugins (ptp, host-local in /usr/lib/cni; apt-get), kube-apiserver, kubectl and etcd (make kube-bins), and the node of tests/node (make node-bins)
-test-deps: $(CNITOOL) cni-plugins kube-bins node-bins
+## test-deps: what the suites of tests/ run: cnitool (go install into ./bin), Debian's containernetworking-plugins (ptp, host-local in /usr/lib/cni; apt-get), kube-apiserver, kubectl and etcd (make kube-bins), the node of tests/node (make node-bins), and buildah and busybox-static for the image tests (make image-tools)
+test-deps: $(CNITOOL) cni-plugins kube-bins node-bins image-tools
 
 ## kube-bins: build kube-apiserver, kubectl and etcd into _cache/kube/<version>/ (once: 6 to 8 min on 2 cores with an empty Go cache)
 kube-bins: $(KUBE_BINS)/.complete
