@@ -51,7 +51,9 @@ type Config struct {
 	// CRIListPeriod is how often the runtime's sandboxes are listed.
 	CRIListPeriod time.Duration `json:"criListPeriod"`
 	// CRIGCPeriod is the CNI GC's period: an attachment whose sandbox
-	// two lists at least this far apart lack is released. 0: no GC.
+	// two lists at least this far apart lack is released. 0: no GC. It
+	// must exceed the longest RunPodSandbox: containerd lists a sandbox
+	// only once it is started, after its CNI ADD.
 	CRIGCPeriod time.Duration `json:"criGCPeriod"`
 }
 
@@ -67,7 +69,7 @@ func DefaultConfig() Config {
 		IdleTimeout:      2 * time.Minute,
 		CRITimeout:       2 * time.Second,
 		CRIListPeriod:    10 * time.Second,
-		CRIGCPeriod:      time.Minute,
+		CRIGCPeriod:      5 * time.Minute,
 	}
 }
 

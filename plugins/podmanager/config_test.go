@@ -84,7 +84,7 @@ func TestConfigFile(t *testing.T) {
 		{"defaults fill the rest", "requestTimeout: 1s\n",
 			Config{SocketPath: DefaultSocketPath, RequestTimeout: time.Second,
 				MaxConnections: 1024, HandshakeTimeout: time.Second, IdleTimeout: 2 * time.Minute,
-				CRITimeout: 2 * time.Second, CRIListPeriod: 10 * time.Second, CRIGCPeriod: time.Minute}, nil},
+				CRITimeout: 2 * time.Second, CRIListPeriod: 10 * time.Second, CRIGCPeriod: 5 * time.Minute}, nil},
 		{"bad runtime keys", "criSocket: tcp://127.0.0.1:1\ncriTimeout: 0s\ncriListPeriod: -1s\ncriGCPeriod: -1s\n", Config{},
 			[]string{`criSocket "tcp://127.0.0.1:1": want a unix socket`, "criTimeout 0s", "criListPeriod -1s", "criGCPeriod -1s"}},
 		{"relative runtime socket", "criSocket: run/containerd.sock\n", Config{},
