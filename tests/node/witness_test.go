@@ -5,23 +5,31 @@ package node
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/contiv-ipam/agent/plugins/ipam"
 	"github.com/contiv-ipam/agent/plugins/ksr"
+	"github.com/contiv-ipam/agent/plugins/podmanager/cni"
 	"github.com/contiv-ipam/agent/tests/cluster"
 )
 
-// The witness node: the agent asks containerd (criSocket) and releases
-// the address of a pod missing from Kubernetes after a short grace
-// period; contiv-ksr beats every second.
+// The witness node: the agent asks containerd (criSocket) every second
+// and releases the address of a pod missing from Kubernetes after a short
+// grace period; contiv-ksr beats every second. The GC's period (15 s)
+// stays well above a sandbox's start under load: containerd lists a
+// sandbox only once RunPodSandbox is done, after its CNI ADD.
 const (
 	witnessGrace = 10 * time.Second
 	witnessBeat  = time.Second
@@ -30,7 +38,7 @@ const (
 func witnessNode(t *testing.T) *Node {
 	return StartT(t, Options{
 		AgentConf: func(n *Node) map[string]string {
-			return map[string]string{"podmanager.conf": fmt.Sprintf("criSocket: %s\ncriListPeriod: 1s\ncriGCPeriod: 5s\n", n.Containerd.Socket)}
+			return map[string]string{"podmanager.conf": fmt.Sprintf("criSocket: %s\ncriListPeriod: 1s\ncriGCPeriod: 15s\n", n.Containerd.Socket)}
 		},
 		AgentFiles: map[string]string{"ipam.conf": fmt.Sprintf("absentPodGracePeriod: %s\n", witnessGrace)},
 		KSR:        ksr.Config{MirrorHeartbeat: witnessBeat},
@@ -51,6 +59,7 @@ func TestRuntimeWitness(t *testing.T) {
 		{"a force-deleted pod keeps its address while its sandbox runs", forceDeleted},
 		{"contiv-ksr stopped for three grace periods releases no running pod", ksrStopped},
 		{"the agent killed in a burst of 30 pods", agentKilledInABurst},
+		{"the agent's GC frees an ADD whose sandbox the runtime never had", leakedAdd},
 	} {
 		if !t.Run(step.name, func(t *testing.T) { step.run(t, n) }) {
 			return
@@ -267,4 +276,71 @@ func agentKilledInABurst(t *testing.T, n *Node) {
 	g.Expect(n.WaitNoPods(ctx, ns, "", 2*time.Minute)).To(Succeed())
 	g.Eventually(func() (map[string][]string, error) { return n.AllocatedIPs(ctx) }, 30*time.Second, 200*time.Millisecond).
 		Should(BeEmpty(), "no allocation once the burst is deleted")
+}
+
+// leakedAdd: a CNI ADD reaches the agent for a pod of the API, but the
+// runtime never records its sandbox (it died mid-RunPodSandbox): no DEL
+// ever comes, and the pod is not missing from Kubernetes (it waits,
+// unscheduled here), so only the agent's GC against containerd's list
+// frees it, two lists a criGCPeriod apart. A running pod keeps its own.
+func leakedAdd(t *testing.T, n *Node) {
+	g := NewWithT(t)
+	ctx := t.Context()
+	g.Expect(n.CreatePod(ctx, BusyboxPod(ns, "alive"))).To(Succeed())
+	_, err := n.WaitPodsRunning(ctx, ns, LabelApp+"=alive", 1, time.Minute)
+	g.Expect(err).NotTo(HaveOccurred())
+	ghost := BusyboxPod(ns, "ghost")
+	ghost.Spec.NodeName = "elsewhere" // in the API, never run here
+	g.Expect(n.CreatePod(ctx, ghost)).To(Succeed())
+	p, err := n.Kube.Client.CoreV1().Pods(ns).Get(ctx, "ghost", metav1.GetOptions{})
+	g.Expect(err).NotTo(HaveOccurred())
+
+	conn, err := grpc.NewClient("unix://"+n.Agent.Socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	g.Expect(err).NotTo(HaveOccurred())
+	defer func() { _ = conn.Close() }()
+	reply, err := cni.NewRemoteCNIClient(conn).Add(ctx, &cni.CNIRequest{
+		Version: "1.1.0", ContainerId: "leaked-sandbox", NetworkNamespace: "/var/run/netns/leaked", InterfaceName: "eth0",
+		ExtraNwConfig:  `{"cniVersion":"1.1.0","name":"` + n.Network + `","type":"contiv-cni"}`,
+		ExtraArguments: fmt.Sprintf("IgnoreUnknown=1;K8S_POD_NAMESPACE=%s;K8S_POD_NAME=ghost;K8S_POD_UID=%s", ns, p.UID),
+		NetworkName:    n.Network,
+	})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(reply.GetResult()).To(Equal(cni.CNIReply_OK), reply.GetError())
+	g.Expect(n.AllocatedIPs(ctx)).To(HaveKey(ns + "/ghost"))
+
+	t0 := time.Now()
+	g.Eventually(func() (map[string][]string, error) { return n.AllocatedIPs(ctx) }, time.Minute, 200*time.Millisecond).
+		ShouldNot(HaveKey(ns+"/ghost"), "no sandbox at two lists a GC period apart")
+	t.Logf("the leaked ADD freed by the agent's GC %s later", time.Since(t0).Round(time.Millisecond))
+	g.Expect(metricValue(ctx, n, `contiv_ipam_pod_ips_released_total{reason="runtime"}`)).To(Equal(1.0))
+	g.Expect(n.AllocatedIPs(ctx)).To(HaveKey(ns+"/alive"), "the running pod keeps its address")
+
+	g.Expect(n.DeletePod(ctx, ns, "alive")).To(Succeed())
+	zero := int64(0) // no kubelet runs "elsewhere" to finish a graceful delete
+	g.Expect(n.Kube.Client.CoreV1().Pods(ns).Delete(ctx, "ghost", metav1.DeleteOptions{GracePeriodSeconds: &zero})).To(Succeed())
+	g.Expect(n.WaitNoPods(ctx, ns, "", time.Minute)).To(Succeed())
+}
+
+// metricValue reads one sample of the agent's /metrics ("name{labels}"
+// as the text format writes it); -1 when it is not there.
+func metricValue(ctx context.Context, n *Node, sample string) (float64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, n.Agent.REST+"/metrics", nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(body), "\n") {
+		if v, ok := strings.CutPrefix(line, sample+" "); ok {
+			return strconv.ParseFloat(strings.TrimSpace(v), 64)
+		}
+	}
+	return -1, nil
 }
