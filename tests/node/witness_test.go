@@ -4,9 +4,11 @@ package node
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -264,6 +266,10 @@ func agentKilledInABurst(t *testing.T, n *Node) {
 	t.Logf("agent killed -9 with %d of 30 pods allocated", allocs)
 	time.Sleep(2 * time.Second) // kubelet's ADDs fail meanwhile (code 11) and are retried
 	g.Expect(n.StartAgent(ctx)).To(Succeed())
+	rebuilt, err := lastRebuild(n.Agent.Log)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(rebuilt["sandboxes"]).To(BeNumerically(">", 0), "the restarted agent listed containerd's sandboxes: %v", rebuilt)
+	t.Logf("the restarted agent rebuilt its local pods from containerd: %v sandboxes, %v ready pods", rebuilt["sandboxes"], rebuilt["pods"])
 
 	t0 := time.Now()
 	pods, err := n.WaitPodsRunning(ctx, ns, LabelApp+"=burst", 30, podsTimeout)
@@ -343,4 +349,23 @@ func metricValue(ctx context.Context, n *Node, sample string) (float64, error) {
 		}
 	}
 	return -1, nil
+}
+
+// lastRebuild is the agent's last "local pods rebuilt" log record.
+func lastRebuild(logPath string) (map[string]any, error) {
+	data, err := os.ReadFile(logPath)
+	if err != nil {
+		return nil, err
+	}
+	var last map[string]any
+	for _, line := range strings.Split(string(data), "\n") {
+		var rec map[string]any
+		if json.Unmarshal([]byte(line), &rec) == nil && rec["msg"] == "local pods rebuilt from the container runtime's sandboxes" {
+			last = rec
+		}
+	}
+	if last == nil {
+		return nil, fmt.Errorf("%s: no record of local pods rebuilt from the container runtime", logPath)
+	}
+	return last, nil
 }
