@@ -88,7 +88,8 @@ func (n *Node) cgroupDirs() []string {
 
 // Stop stops everything Start started and removes what kubelet,
 // containerd and the CNI plugins leave on the machine; it may be called
-// again (it does nothing then). Order: kubelet; every sandbox stopped and
+// again (it does nothing then). Order: kubelet (and the bridges of
+// Options.NoContiv); every sandbox stopped and
 // removed through containerd while the agent still answers (each is a
 // CNI DEL); containerd; any process still in the node's cgroups or
 // naming its run directory (shims, containers), by PID; the agent,
@@ -108,6 +109,7 @@ func (n *Node) Stop() error {
 	if n.Kubelet != nil {
 		errs = append(errs, n.Kubelet.Stop())
 	}
+	errs = append(errs, n.closeBridges())
 	if n.Containerd != nil && n.Containerd.proc != nil && n.Containerd.proc.running() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		errs = append(errs, n.Containerd.RemoveSandboxes(ctx))

@@ -99,7 +99,10 @@ type Kubelet struct {
 
 	dir, node, kubeconfig string
 	bin                   string
-	proc                  *proc
+	// netns, when set, is the network namespace kubelet runs in
+	// (Options.NoContiv); "": the machine's.
+	netns string
+	proc  *proc
 }
 
 // newKubelet writes kubelet's config and wrapper into dir.
@@ -154,7 +157,11 @@ func (k *Kubelet) Start() error {
 	args := []string{"-m", "--propagation", "private", "/bin/sh", script, k.bin,
 		"--config=" + filepath.Join(k.dir, "config.yaml"), "--kubeconfig=" + k.kubeconfig, "--root-dir=" + k.RootDir,
 		"--hostname-override=" + k.node, "--node-ip=127.0.0.1"}
-	p, err := startProc("kubelet", k.dir, "unshare", args,
+	bin := "unshare"
+	if k.netns != "" {
+		bin, args = "nsenter", append([]string{"--net=" + k.netns, "unshare"}, args...)
+	}
+	p, err := startProc("kubelet", k.dir, bin, args,
 		append(os.Environ(), "LIBMOUNT_UTAB="+filepath.Join(k.dir, "utab")))
 	if err != nil {
 		return err

@@ -53,6 +53,16 @@ type Options struct {
 	IPAM func(n *Node) map[string]any
 	// Logf, when set, reports each step as it ends.
 	Logf func(format string, args ...any)
+	// NoContiv leaves out the Contiv etcd, contiv-ksr, contiv-agent,
+	// contiv-cni and the conflist, for k8s/ deployed on the node to bring
+	// them (Deploy): the CNI bin directory gets ptp, loopback and
+	// host-local only. The node's network namespace is then its host
+	// network: kubelet runs in it too (it probes the host-network pods
+	// there), the API server's address answers in it (a Bridge), and
+	// kubelet's ports answer on the machine's loopback (logs, exec).
+	// Start returns once the Node object exists: NotReady until a CNI
+	// config appears.
+	NoContiv bool
 }
 
 // Timings are how long each step of Start took.
@@ -103,6 +113,9 @@ type Node struct {
 
 	opts    Options
 	control *controlPlane
+	// bridges carry the API server into the network namespace and
+	// kubelet's ports out of it (Options.NoContiv); Stop closes them.
+	bridges []*Bridge
 	// absent are the machine's directories that did not exist before
 	// Start (kubelet or the CNI cache may create them); Stop removes
 	// those that are empty then.
@@ -176,11 +189,13 @@ func (n *Node) start(ctx context.Context) error {
 	if n.Containerd, err = newContainerd(n.Bins, filepath.Join(n.Dir, "containerd"), n.RunDir, n.NetNSPath(), n.CNIBinDir, n.CNIConfDir); err != nil {
 		return err
 	}
-	if err := n.startContiv(ctx); err != nil {
-		return err
+	if !n.opts.NoContiv {
+		if err := n.startContiv(ctx); err != nil {
+			return err
+		}
+		n.Timings.Contiv = time.Since(t0)
+		n.logf("node %s: Contiv etcd, contiv-ksr and contiv-agent (%s) ready in %s", n.Name, n.Agent.REST, n.Timings.Contiv.Round(time.Millisecond))
 	}
-	n.Timings.Contiv = time.Since(t0)
-	n.logf("node %s: Contiv etcd, contiv-ksr and contiv-agent (%s) ready in %s", n.Name, n.Agent.REST, n.Timings.Contiv.Round(time.Millisecond))
 
 	if err := n.writeCNI(); err != nil {
 		return err
@@ -197,9 +212,23 @@ func (n *Node) start(ctx context.Context) error {
 		n.Containerd.Socket); err != nil {
 		return err
 	}
+	if n.opts.NoContiv {
+		if err := n.hostNetwork(); err != nil {
+			return err
+		}
+	}
 	t0 = time.Now()
 	if err := n.Kubelet.Start(); err != nil {
 		return err
+	}
+	if n.opts.NoContiv {
+		if err := n.waitRegistered(ctx, 2*time.Minute); err != nil {
+			return err
+		}
+		n.Timings.KubeletReady = time.Since(t0)
+		n.logf("node %s: registered %s after kubelet's start (NotReady until a CNI config appears)", n.Name,
+			n.Timings.KubeletReady.Round(time.Millisecond))
+		return nil
 	}
 	if err := n.WaitReady(ctx, true, 2*time.Minute); err != nil {
 		return err
@@ -315,10 +344,17 @@ func (n *Node) writeCNI() error {
 			return err
 		}
 	}
-	for _, src := range []string{n.Bins.PTP(), n.Bins.CNI, filepath.Join(debianCNI, "loopback"), filepath.Join(debianCNI, "host-local")} {
+	plugins := []string{n.Bins.PTP(), filepath.Join(debianCNI, "loopback"), filepath.Join(debianCNI, "host-local")}
+	if !n.opts.NoContiv {
+		plugins = append(plugins, n.Bins.CNI)
+	}
+	for _, src := range plugins {
 		if err := copyFile(src, filepath.Join(n.CNIBinDir, filepath.Base(src))); err != nil {
 			return err
 		}
+	}
+	if n.opts.NoContiv {
+		return nil // the deployment's init container installs contiv-cni and the conflist
 	}
 	ipam := map[string]any{"type": "contiv-cni", "grpcServer": n.Agent.Socket}
 	if n.opts.IPAM != nil {
