@@ -270,7 +270,10 @@ func resyncLoop(i *ipam.Plugin, m *model, stop <-chan struct{}) error {
 		if n%2 == 1 {
 			ev = &api.HealingResync{Type: api.AfterError}
 		}
-		if err := i.Resync(ev, ks, n, nil); err != nil {
+		// A resync whose store read outlasted storeTimeout (a loaded
+		// machine, the race detector) is not fatal: the controller's
+		// healing resync tries again, as this loop does.
+		if err := i.Resync(ev, ks, n, nil); err != nil && api.IsFatal(err) {
 			return err
 		}
 	}
