@@ -9,14 +9,15 @@ import (
 )
 
 // controllers are the controllers kube-controller-manager runs: what a
-// Deployment, a ReplicaSet or a DaemonSet needs (and the garbage
+// Deployment, a ReplicaSet, a DaemonSet or a StatefulSet (k8s/'s
+// contiv-etcd) needs (and the garbage
 // collector that deletes a Deployment's pods), namespace deletion, and
 // the node lifecycle controller, which lifts the not-ready taint the API
 // server puts on a new Node (TaintNodesByCondition) once kubelet reports
 // it Ready: without it the scheduler never places a pod. The service
 // account token controller is left out (it needs the signing key), and
 // so is every cloud, IPAM and volume controller.
-const controllers = "deployment,replicaset,daemonset,garbagecollector,namespace,nodelifecycle"
+const controllers = "deployment,replicaset,daemonset,statefulset,garbagecollector,namespace,nodelifecycle"
 
 // controlPlane is kube-scheduler and kube-controller-manager on the API
 // server's admin kubeconfig, without leader election and without a

@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"net/url"
+	"os/exec"
 	"strconv"
 	"time"
 
@@ -15,27 +17,36 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
+// HostNetworkIP is the node's address with Options.NoContiv: an address
+// of TEST-NET-1 (RFC 5737, never routed) on the loopback of the node's
+// network namespace, kubelet's --node-ip, so the host-network pods'
+// status.podIP. kubelet refuses 127.0.0.1 as a node address (the Node
+// then has none, and a host-network pod no status.podIP).
+const HostNetworkIP = "192.0.2.1"
+
 // hostNetwork makes the node's network namespace its host network
-// (Options.NoContiv): kubelet is to run in it, the API server's address
-// (127.0.0.1:<port>, the name its serving certificate holds) answers in
-// it through a Bridge to the API server on the machine's loopback, and
-// kubelet's port and healthz port answer on the machine's loopback (the
-// ports were chosen free there) through Bridges into the namespace, for
-// the API server (logs, exec) and WaitHealthy.
+// (Options.NoContiv): kubelet is to run in it with HostNetworkIP as its
+// node address; the API server's address (127.0.0.1:<port>, the name its
+// serving certificate holds) answers in it through a Bridge to the API
+// server on the machine's loopback, and kubelet's healthz port on the
+// machine's loopback (it was chosen free there) through a Bridge into
+// the namespace, for WaitHealthy. Nothing makes kubelet's own port
+// reachable from the API server (logs, exec): the API server would dial
+// the Node's address, which is only inside the namespace.
 func (n *Node) hostNetwork() error {
 	u, err := url.Parse(n.Kube.Config.Host)
 	if err != nil {
 		return fmt.Errorf("node: API server address %q: %w", n.Kube.Config.Host, err)
 	}
-	api := u.Host
 	ns := n.NetNSPath()
-	n.Kubelet.netns = ns
-	routes := []struct{ from, to Endpoint }{
-		{Endpoint{ns, api}, Endpoint{"", api}},
+	if err := addLoopbackAddr(ns, netip.MustParseAddr(HostNetworkIP)); err != nil {
+		return fmt.Errorf("node: %w", err)
 	}
-	for _, port := range []int{n.Kubelet.Port, n.Kubelet.HealthzPort} {
-		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-		routes = append(routes, struct{ from, to Endpoint }{Endpoint{"", addr}, Endpoint{ns, addr}})
+	n.Kubelet.netns, n.Kubelet.nodeIP = ns, HostNetworkIP
+	healthz := net.JoinHostPort("127.0.0.1", strconv.Itoa(n.Kubelet.HealthzPort))
+	routes := []struct{ from, to Endpoint }{
+		{Endpoint{ns, u.Host}, Endpoint{"", u.Host}},
+		{Endpoint{"", healthz}, Endpoint{ns, healthz}},
 	}
 	for _, r := range routes {
 		b, err := NewBridge(r.from, r.to)
@@ -43,6 +54,17 @@ func (n *Node) hostNetwork() error {
 			return fmt.Errorf("node: %w", err)
 		}
 		n.bridges = append(n.bridges, b)
+	}
+	return nil
+}
+
+// addLoopbackAddr adds ip/32 (or /128) to lo in the network namespace
+// netns.
+func addLoopbackAddr(netns string, ip netip.Addr) error {
+	prefix := netip.PrefixFrom(ip, ip.BitLen())
+	out, err := exec.Command("nsenter", "--net="+netns, "ip", "addr", "add", prefix.String(), "dev", "lo").CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("add %s to lo in %s: %w: %s", prefix, netns, err, out)
 	}
 	return nil
 }

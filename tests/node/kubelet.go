@@ -99,10 +99,11 @@ type Kubelet struct {
 
 	dir, node, kubeconfig string
 	bin                   string
-	// netns, when set, is the network namespace kubelet runs in
-	// (Options.NoContiv); "": the machine's.
-	netns string
-	proc  *proc
+	// netns, when set, is the network namespace kubelet runs in, and
+	// nodeIP the node's address there (Options.NoContiv); "": the
+	// machine's, and 127.0.0.1.
+	netns, nodeIP string
+	proc          *proc
 }
 
 // newKubelet writes kubelet's config and wrapper into dir.
@@ -156,11 +157,16 @@ func (k *Kubelet) Start() error {
 	}
 	args := []string{"-m", "--propagation", "private", "/bin/sh", script, k.bin,
 		"--config=" + filepath.Join(k.dir, "config.yaml"), "--kubeconfig=" + k.kubeconfig, "--root-dir=" + k.RootDir,
-		"--hostname-override=" + k.node, "--node-ip=127.0.0.1"}
+		"--hostname-override=" + k.node}
 	bin := "unshare"
 	if k.netns != "" {
 		bin, args = "nsenter", append([]string{"--net=" + k.netns, "unshare"}, args...)
 	}
+	nodeIP := "127.0.0.1"
+	if k.nodeIP != "" {
+		nodeIP = k.nodeIP
+	}
+	args = append(args, "--node-ip="+nodeIP)
 	p, err := startProc("kubelet", k.dir, bin, args,
 		append(os.Environ(), "LIBMOUNT_UTAB="+filepath.Join(k.dir, "utab")))
 	if err != nil {

@@ -58,8 +58,9 @@ type Options struct {
 	// them (Deploy): the CNI bin directory gets ptp, loopback and
 	// host-local only. The node's network namespace is then its host
 	// network: kubelet runs in it too (it probes the host-network pods
-	// there), the API server's address answers in it (a Bridge), and
-	// kubelet's ports answer on the machine's loopback (logs, exec).
+	// there) with HostNetworkIP as the node's address, the API server's
+	// address answers in it (a Bridge), and kubelet's healthz port on
+	// the machine's loopback.
 	// Start returns once the Node object exists: NotReady until a CNI
 	// config appears.
 	NoContiv bool
@@ -114,7 +115,8 @@ type Node struct {
 	opts    Options
 	control *controlPlane
 	// bridges carry the API server into the network namespace and
-	// kubelet's ports out of it (Options.NoContiv); Stop closes them.
+	// kubelet's healthz port out of it (Options.NoContiv); Stop closes
+	// them.
 	bridges []*Bridge
 	// absent are the machine's directories that did not exist before
 	// Start (kubelet or the CNI cache may create them); Stop removes
