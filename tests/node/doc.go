@@ -58,7 +58,10 @@
 //  3. Create pods and Deployments of BusyboxImage through the helpers or
 //     n.Kube.Client; the scheduler places them. Pods need no service
 //     account token (no token controller runs; the API server does not
-//     add one) and must not pull (imagePullPolicy Never).
+//     add one) and must not pull (imagePullPolicy Never). Projected,
+//     secret and downwardAPI volumes appear empty in the containers
+//     (kubelet's tmpfs mounts stay in its private mount namespace): use
+//     configMap, disk-backed emptyDir or hostPath volumes.
 //  4. Call Stop once (StartT does it at cleanup and fails the test if
 //     Leftovers is not empty): it stops every process and removes what
 //     they left; it may be called again and then does nothing. A process
