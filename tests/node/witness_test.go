@@ -33,7 +33,7 @@ import (
 // stays well above a sandbox's start under load: containerd lists a
 // sandbox only once RunPodSandbox is done, after its CNI ADD.
 const (
-	witnessGrace = 10 * time.Second
+	witnessGrace = 5 * time.Second
 	witnessBeat  = time.Second
 )
 
