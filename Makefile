@@ -273,6 +273,11 @@ NODEIPAM_SCALE_QPS ?=
 bench-nodeipam-scale: kube-bins
 	NODEIPAM_SCALE_NODES=$(NODEIPAM_SCALE_NODES) NODEIPAM_SCALE_QPS=$(NODEIPAM_SCALE_QPS) $(GO) test -count=1 -run '^TestNodeIPAMScale$$' -v -timeout 60m ./tests/e2e/
 
+## bench-node: the node scenario of make bench alone (root; make node-bins): 30 and then 110 pods created at once on a real node (tests/node BenchmarkPodStartup), contiv-cni against Debian's host-local under the same ptp: create to Running p50/p99/max, the agent's CPU, peak RSS and Add times, where the CPU went; keeps the go test output in docs/bench/raw/node.txt and rewrites BENCHMARKS.md (8 min on 2 cores, up to 20 when other work loads them: each burst waits up to a minute for a quiet machine)
+.PHONY: bench-node
+bench-node: node-bins cni-plugins
+	cd tests/bench && $(GO) run ./cmd/benchreport -only node
+
 ## figure-force-delete: the time from a pod's force deletion (no CNI DEL) to its address being free, with the shipped defaults (absentPodGracePeriod 10m, mirrorHeartbeat 10s) on a real API server, contiv-ksr and agent (tests/e2e TestForceDeletedPodIsFreeAfterTheGracePeriod; about 11 minutes)
 .PHONY: figure-force-delete
 figure-force-delete: kube-bins

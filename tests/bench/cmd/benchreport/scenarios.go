@@ -40,4 +40,5 @@ var scenarios = []report.Scenario{
 	capiScenario(),
 	startupScenario(),
 	elasticScenario(),
+	nodeScenario(),
 }
