@@ -418,7 +418,7 @@ func SweepStale() ([]string, error) {
 		if !stale {
 			continue
 		}
-		errs = append(errs, n.killStragglers(), n.cleanup())
+		errs = append(errs, killEnvtest(runDir), n.killStragglers(), n.cleanup())
 		swept = append(swept, runDir)
 	}
 	return swept, errors.Join(errs...)

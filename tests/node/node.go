@@ -179,6 +179,9 @@ func (n *Node) start(ctx context.Context) error {
 		return err
 	}
 	n.Kube = kube
+	if err := n.recordEnvtest(); err != nil {
+		return err
+	}
 	if n.control, err = startControlPlane(n.Bins, kubeDir, kube.Kubeconfig); err != nil {
 		return err
 	}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -88,6 +89,8 @@ func TestSweepAfterKill(t *testing.T) {
 
 	n, stale := staleNode(runDir)
 	g.Expect(stale).To(BeTrue(), "the node of a killed process is stale")
+	envtest := envtestPIDs(t, runDir)
+	g.Expect(envtest).To(HaveLen(2), "the killed child's kube-apiserver and etcd, recorded")
 	g.Eventually(func() []string { return n.Leftovers() }, 10*time.Second, 200*time.Millisecond).
 		Should(ContainElement(HavePrefix("network namespace")), "what the killed process left")
 	kinds := map[string]int{}
@@ -101,7 +104,40 @@ func TestSweepAfterKill(t *testing.T) {
 	g.Expect(swept).To(ContainElement(runDir))
 	g.Expect(swept).NotTo(ContainElement(live.RunDir), "the node of this process runs")
 	g.Expect(n.Leftovers()).To(BeEmpty())
+	for _, pid := range envtest {
+		g.Eventually(func() bool { return processGone(pid) }, 10*time.Second, 100*time.Millisecond).
+			Should(BeTrue(), "envtest's process %d of the killed child", pid)
+	}
 	ready, _, err := live.NodeReady(t.Context())
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(ready).To(BeTrue(), "the live node after the sweep")
+}
+
+// envtestPIDs are the PIDs envtestFile of runDir lists.
+func envtestPIDs(t *testing.T, runDir string) []int {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(runDir, envtestFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pids []int
+	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		var pid int
+		var start string
+		if _, err := fmt.Sscanf(line, "%d %s", &pid, &start); err == nil {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// processGone tells whether pid no longer runs (a zombie counts as gone).
+func processGone(pid int) bool {
+	data, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return true
+	}
+	s := string(data)
+	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	return len(fields) > 0 && fields[0] == "Z"
 }
