@@ -122,6 +122,7 @@ func (a *ContivAgent) addControllerAndHandlers(reg *logging.Registry) {
 			d.LogRegistry = reg
 			d.RemoteDB, d.LocalDB = a.ETCD, a.Bolt
 			d.HTTP, d.Metrics, d.StatusCheck = a.HTTP, a.Metrics, a.Health
+			d.NodeName = a.ServiceLabel.GetAgentLabel
 		}))
 }
 

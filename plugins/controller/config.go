@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/contiv-ipam/agent/plugins/controller/dbresources"
 )
 
 // Config is controller.conf. Key names follow the original Contiv
@@ -59,6 +61,12 @@ type Config struct {
 	// EventHistoryMaxConcurrentReads bounds the event-history requests
 	// answered at a time; the others get 503 with Retry-After.
 	EventHistoryMaxConcurrentReads int `json:"eventHistoryMaxConcurrentReads"`
+	// PodLayout is where contiv-ksr writes pods, so what the DB watcher
+	// lists and watches: "node" (this node's pods alone, under
+	// k8s/node-pods/<node>/) or "cluster" (every pod, under k8s/pod/:
+	// contiv-ksr older than the per-node layout, or its podLayout
+	// "cluster").
+	PodLayout string `json:"podLayout"`
 }
 
 // DefaultConfig returns the defaults of the original controller.
@@ -82,6 +90,7 @@ func DefaultConfig() Config {
 		EventHistoryDefaultLimit:       100,
 		EventHistoryMaxLimit:           1000,
 		EventHistoryMaxConcurrentReads: 4,
+		PodLayout:                      dbresources.PodLayoutNode,
 	}
 }
 
@@ -120,6 +129,9 @@ func (c *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("maxHistoryRecords %d: want at least 1", c.MaxHistoryRecords))
 	}
 	errs = append(errs, c.validateHistoryReads()...)
+	if c.PodLayout != dbresources.PodLayoutNode && c.PodLayout != dbresources.PodLayoutCluster {
+		errs = append(errs, fmt.Errorf("podLayout %q: want %q or %q", c.PodLayout, dbresources.PodLayoutNode, dbresources.PodLayoutCluster))
+	}
 	return errors.Join(errs...)
 }
 

@@ -39,6 +39,7 @@ func TestConfigErrorsNameTheKey(t *testing.T) {
 			"eventHistoryDefaultLimit 2000: want 1..eventHistoryMaxLimit (1000)"},
 		"reads": {func(c *Config) { c.EventHistoryMaxConcurrentReads = 0 }, "eventHistoryMaxConcurrentReads 0"},
 		"stuck": {func(c *Config) { c.StuckEventTimeout = 0 }, "stuckEventTimeout 0s"},
+		"pod layout": {func(c *Config) { c.PodLayout = "nodes" }, `podLayout "nodes": want "node" or "cluster"`},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

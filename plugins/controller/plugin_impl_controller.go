@@ -33,6 +33,10 @@ type Deps struct {
 	Metrics    metrics.API       // optional
 	// StatusCheck receives the loop's health; optional.
 	StatusCheck health.Reporter
+	// NodeName names this node (the agent label): the DB watcher reads
+	// its pods alone (config podLayout). Optional: nil reads the whole
+	// Kubernetes state.
+	NodeName func() string
 }
 
 // Plugin is the controller: the event loop, the DB watcher, the event

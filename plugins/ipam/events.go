@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"strings"
 
 	"google.golang.org/protobuf/types/known/structpb"
 
@@ -330,7 +331,8 @@ func (p *Plugin) podChange(e *api.KubeStateChange) (string, error) {
 	}
 	if e.NewValue != nil {
 		if pod, ok := e.NewValue.(*podmodel.Pod); ok {
-			return "", p.keeper.Do(&keeper.Request{Kind: keeper.ReqPodSeen, Pod: podmodel.GetID(pod), UID: pod.GetUid()}).Err
+			return "", p.keeper.Do(&keeper.Request{Kind: keeper.ReqPodSeen, Pod: podmodel.GetID(pod), UID: pod.GetUid(),
+				NodeScoped: strings.HasPrefix(e.Key, podmodel.NodeKeyPrefix)}).Err
 		}
 		return "", nil
 	}

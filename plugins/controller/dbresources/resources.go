@@ -24,8 +24,16 @@ type Resource struct {
 	// KeyPrefix is the prefix of the resource's keys, relative to
 	// codec.KSRPrefix; it ends with "/".
 	KeyPrefix string
+	// Also are further prefixes of the resource's keys (pods: the
+	// per-node layout, pod.NodeKeyPrefix), relative to codec.KSRPrefix.
+	Also []string
 	// New returns an empty value to decode one stored value into.
 	New func() proto.Message
+}
+
+// Prefixes are the resource's KeyPrefix and Also.
+func (r Resource) Prefixes() []string {
+	return append([]string{r.KeyPrefix}, r.Also...)
 }
 
 // ErrUnknownKey is wrapped by Decode when no resource's prefix matches the
@@ -37,7 +45,7 @@ var ErrUnknownKey = errors.New("key of no known resource")
 var resources = []Resource{
 	{Keyword: vppnode.Keyword, KeyPrefix: vppnode.KeyPrefix, New: func() proto.Message { return new(vppnode.VppNode) }},
 	{Keyword: node.Keyword, KeyPrefix: node.KeyPrefix, New: func() proto.Message { return new(node.Node) }},
-	{Keyword: pod.Keyword, KeyPrefix: pod.KeyPrefix, New: func() proto.Message { return new(pod.Pod) }},
+	{Keyword: pod.Keyword, KeyPrefix: pod.KeyPrefix, Also: []string{pod.NodeKeyPrefix}, New: func() proto.Message { return new(pod.Pod) }},
 	structResource("nodeconfig", "k8s/nodeconfig/"),
 	{Keyword: namespace.Keyword, KeyPrefix: namespace.KeyPrefix, New: func() proto.Message { return new(namespace.Namespace) }},
 	structResource("policy", "k8s/policy/"),
@@ -81,13 +89,55 @@ func ByKey(key string) (Resource, bool) {
 
 func byKey(rs []Resource, key string) (Resource, bool) {
 	var best Resource
-	found := false
+	bestLen, found := 0, false
 	for _, r := range rs {
-		if strings.HasPrefix(key, r.KeyPrefix) && (!found || len(r.KeyPrefix) > len(best.KeyPrefix)) {
-			best, found = r, true
+		for _, p := range r.Prefixes() {
+			if strings.HasPrefix(key, p) && (!found || len(p) > bestLen) {
+				best, bestLen, found = r, len(p), true
+			}
 		}
 	}
 	return best, found
+}
+
+// Pod layouts: where contiv-ksr writes pods, and so what an agent lists
+// and watches.
+const (
+	// PodLayoutNode: under pod.NodePrefix(node) of the node each pod is
+	// scheduled to. An agent reads its own node's pods alone.
+	PodLayoutNode = "node"
+	// PodLayoutCluster: under pod.KeyPrefix, every pod of the cluster
+	// (Contiv's layout). Every agent reads every pod.
+	PodLayoutCluster = "cluster"
+)
+
+// WatchPrefixes returns the prefixes (relative to codec.KSRPrefix) that an
+// agent of node lists and watches: every resource's, but of pods only
+// pod.NodePrefix(node) (layout PodLayoutNode) or pod.KeyPrefix
+// (PodLayoutCluster). No prefix is a prefix of another, so each key is
+// read once. An unknown layout is an error naming it.
+func WatchPrefixes(node, podLayout string) ([]string, error) {
+	var pods string
+	switch podLayout {
+	case PodLayoutNode:
+		if node == "" || strings.Contains(node, "/") {
+			return nil, fmt.Errorf("pod layout %q: node name %q: want a non-empty name without \"/\"", podLayout, node)
+		}
+		pods = pod.NodePrefix(node)
+	case PodLayoutCluster:
+		pods = pod.KeyPrefix
+	default:
+		return nil, fmt.Errorf("pod layout %q: want %q or %q", podLayout, PodLayoutNode, PodLayoutCluster)
+	}
+	var out []string
+	for _, r := range resources {
+		if r.Keyword == pod.Keyword {
+			out = append(out, pods)
+			continue
+		}
+		out = append(out, r.Prefixes()...)
+	}
+	return out, nil
 }
 
 // Decode finds the resource of key (relative to codec.KSRPrefix) and

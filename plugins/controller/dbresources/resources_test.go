@@ -266,3 +266,43 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+// An agent reads its own node's pods alone in the node layout, every
+// pod in the cluster layout, and every other resource in both; no
+// prefix covers another (each key comes from one list and one watch).
+func TestWatchPrefixes(t *testing.T) {
+	t.Parallel()
+	g := NewWithT(t)
+	nodeLayout, err := WatchPrefixes("n1", PodLayoutNode)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(nodeLayout).To(ContainElement(pod.NodePrefix("n1")))
+	g.Expect(nodeLayout).NotTo(ContainElements(pod.KeyPrefix, pod.NodeKeyPrefix))
+	clusterLayout, err := WatchPrefixes("n1", PodLayoutCluster)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(clusterLayout).To(ContainElement(pod.KeyPrefix))
+	g.Expect(clusterLayout).NotTo(ContainElements(pod.NodeKeyPrefix, pod.NodePrefix("n1")))
+	for _, ps := range [][]string{nodeLayout, clusterLayout} {
+		g.Expect(ps).To(HaveLen(len(All())))
+		for i, a := range ps {
+			for j, b := range ps {
+				g.Expect(i != j && strings.HasPrefix(a, b)).To(BeFalse(), "%q covers %q", b, a)
+			}
+		}
+		for _, r := range All() {
+			if r.Keyword != pod.Keyword {
+				g.Expect(ps).To(ContainElement(r.KeyPrefix))
+			}
+		}
+	}
+	for _, key := range []string{pod.NodeKey("n1", "web", "default"), pod.Key("web", "default")} {
+		r, ok := ByKey(key)
+		g.Expect(ok).To(BeTrue(), key)
+		g.Expect(r.Keyword).To(Equal(pod.Keyword), key)
+	}
+	_, err = WatchPrefixes("", PodLayoutNode)
+	g.Expect(err).To(MatchError(ContainSubstring(`node name ""`)))
+	_, err = WatchPrefixes("a/b", PodLayoutNode)
+	g.Expect(err).To(MatchError(ContainSubstring(`node name "a/b"`)))
+	_, err = WatchPrefixes("n1", "nodes")
+	g.Expect(err).To(MatchError(`pod layout "nodes": want "node" or "cluster"`))
+}

@@ -12,14 +12,14 @@ import (
 
 // handleEvent turns one watch event into a KubeStateChange: it drops stale
 // and no-op events, updates the state and the mirror, then pushes.
-func (s *syncer) handleEvent(ctx context.Context, ev kvdb.WatchEvent) {
-	if s.stale(ev) {
+func (s *syncer) handleEvent(ctx context.Context, st *stream, ev kvdb.WatchEvent) {
+	if st.stale(ev) {
 		s.w.stats.droppedStale.Add(1)
 		s.log.Debug("stale watch event dropped", "key", ev.Key, "revision", ev.Revision,
-			"snapshot-revision", s.snapRev, "last-revision", s.lastRev)
+			"snapshot-revision", st.snapRev, "last-revision", st.lastRev)
 		return
 	}
-	s.processed(ev)
+	st.processed(ev)
 	resource, value, ok := s.decodeEvent(ev)
 	if !ok {
 		return

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/contiv-ipam/agent/infra/kvdb"
@@ -58,6 +59,11 @@ type Config struct {
 	// MirrorPrefix is the key prefix of the mirror in Local; "" means
 	// DefaultMirrorPrefix.
 	MirrorPrefix string
+	// Prefixes are the prefixes (relative to codec.KSRPrefix) listed and
+	// watched, one list and one watch each (dbresources.WatchPrefixes
+	// gives an agent's); none may be a prefix of another. Empty means
+	// the whole of codec.KSRPrefix, one list and one watch.
+	Prefixes []string
 }
 
 // normalize fills the defaults of zero fields.
@@ -70,6 +76,9 @@ func (c *Config) normalize() {
 	}
 	if c.MirrorPrefix == "" {
 		c.MirrorPrefix = DefaultMirrorPrefix
+	}
+	if len(c.Prefixes) == 0 {
+		c.Prefixes = []string{""}
 	}
 }
 
@@ -87,6 +96,13 @@ func (c *Config) validate() error {
 	}
 	if c.RetryInterval < 0 {
 		errs = append(errs, fmt.Errorf("RetryInterval: %s is negative", c.RetryInterval))
+	}
+	for i, a := range c.Prefixes {
+		for j, b := range c.Prefixes {
+			if i != j && strings.HasPrefix(a, b) {
+				errs = append(errs, fmt.Errorf("Prefixes: %q covers %q (each key must be read by one watch)", b, a))
+			}
+		}
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("dbwatcher config: %w", errors.Join(errs...))

@@ -20,16 +20,23 @@
 //
 // One goroutine does all the work, so events reach the loop in the order
 // etcd made the changes (a resync's decoding alone fans out over the
-// cores and is joined before anything is applied):
+// cores and is joined before anything is applied). What it reads is
+// Config.Prefixes: an agent's are dbresources.WatchPrefixes (its own
+// node's pods, every Node, the rest), so that etcd sends it no other
+// node's pod changes; empty means the whole of codec.KSRPrefix.
 //
 //  1. Remote resync, on etcd's first connection, on every reconnect, when
-//     the watch breaks, when etcd reports the store replaced (below) and on
-//     RequestResync: one List of the prefix (one snapshot revision),
-//     decoded by dbresources.Decode. The state has an
+//     a watch breaks, when etcd reports the store replaced (below) and on
+//     RequestResync: one List per prefix, decoded by dbresources.Decode.
+//     The state has an
 //     entry, possibly empty, for every keyword of dbresources.Keywords().
 //     The mirror is then made identical to it, and the state is pushed as
-//     DBResync{Local: false}. The watch then continues from the snapshot's
-//     revision + 1, so no change is lost or seen twice.
+//     DBResync{Local: false}. Each prefix's watch then continues from its
+//     own snapshot's revision + 1, so no change is lost or seen twice.
+//     One goroutine per watch relays its events to the run goroutine;
+//     the changes of one prefix arrive in etcd's order, those of
+//     different prefixes are not ordered with each other (no handler
+//     relates a pod's change to another resource's by revision).
 //  2. Changes: one KubeStateChange per watch event that changes the state.
 //     PrevValue is the value the watcher last passed to the loop for that
 //     key (nil for a creation), NewValue is nil for a deletion. Events
@@ -112,8 +119,10 @@
 //
 // # State and owners
 //
-//   - The syncer (state last pushed, revisions processed, the watch, the
-//     timers): the run goroutine alone.
+//   - The syncer (state last pushed, revisions processed per prefix, the
+//     watches, the timers): the run goroutine alone. The relays (one per
+//     watch) own nothing: they pass events on, and end when the run
+//     goroutine cancels the watches (it waits for them).
 //   - The resync request (a channel of one): written by RequestResync from
 //     any goroutine (the store's callbacks among them), read by the run
 //     goroutine.

@@ -460,6 +460,7 @@ type breakableStore struct {
 }
 
 type breakableWatch struct {
+	prefix string
 	inject chan kvdb.WatchEvent
 	broken chan struct{}
 	once   sync.Once
@@ -476,6 +477,17 @@ func (s *breakableStore) breakAll() {
 	defer s.mu.Unlock()
 	for _, w := range s.watches {
 		w.once.Do(func() { close(w.broken) })
+	}
+}
+
+// breakPrefix closes the channels of the watches of prefix made so far.
+func (s *breakableStore) breakPrefix(prefix string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, w := range s.watches {
+		if w.prefix == prefix {
+			w.once.Do(func() { close(w.broken) })
+		}
 	}
 }
 
@@ -519,7 +531,7 @@ func (b *breakableBroker) Watch(ctx context.Context, prefix string, fromRev int6
 		cancel()
 		return nil, err
 	}
-	w := &breakableWatch{inject: make(chan kvdb.WatchEvent), broken: make(chan struct{})}
+	w := &breakableWatch{prefix: prefix, inject: make(chan kvdb.WatchEvent), broken: make(chan struct{})}
 	b.s.mu.Lock()
 	b.s.watches = append(b.s.watches, w)
 	b.s.mu.Unlock()

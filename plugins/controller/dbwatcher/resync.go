@@ -19,38 +19,88 @@ import (
 	"github.com/contiv-ipam/agent/plugins/ksr/model/codec"
 )
 
-// remoteResync lists etcd once, mirrors the result into Local, pushes it
-// as a DBResync and watches from the snapshot's next revision. Nothing is
-// kept when the push is refused: the retry lists again rather than push a
-// stale snapshot.
+// remoteResync lists every prefix once, mirrors the result into Local,
+// pushes it as a DBResync and watches each prefix from its snapshot's
+// next revision. Nothing is kept when the push is refused: the retry
+// lists again rather than push a stale snapshot.
 func (s *syncer) remoteResync(ctx context.Context) error {
 	start := time.Now()
 	s.stopWatch()
-	kvs, rev, err := s.w.remote.List(ctx, "")
+	kvs, revs, err := s.listAll(ctx)
 	if err != nil {
-		return fmt.Errorf("list %q: %w", codec.KSRPrefix, err)
+		return err
 	}
 	state, raw, skipped := s.decodeAll(kvs, "etcd")
+	kvs = nil // the decoded state and raw hold what is kept
 	s.keepLastGood(ctx, state, raw)
 	s.syncMirror(ctx, raw)
 	if err := s.w.cfg.Loop.PushEventWait(ctx, &api.DBResync{KubeState: state.Clone()}); err != nil {
-		return fmt.Errorf("push of the DB resync at revision %d: %w", rev, err)
+		return fmt.Errorf("push of the DB resync at revision %d: %w", slices.Max(revs), err)
 	}
 	s.w.stats.remoteResyncs.Add(1)
-	s.state, s.snapRev, s.lastRev, s.remoteDone = state, rev, rev, true
-	clear(s.atLast)
-	stopTimer(&s.local)
-	s.log.Info("remote resync pushed", "revision", rev, "keys", state.Len(), "skipped", skipped,
-		"duration", time.Since(start))
-
-	wctx, cancel := context.WithCancel(ctx)
-	ch, err := s.w.remote.Watch(wctx, "", rev+1)
-	if err != nil {
-		cancel()
-		return fmt.Errorf("watch %q from revision %d: %w", codec.KSRPrefix, rev+1, err)
+	s.state, s.remoteDone = state, true
+	for i, st := range s.streams {
+		st.reset(revs[i])
 	}
-	s.watch, s.cancelWatch = ch, cancel
+	stopTimer(&s.local)
+	s.log.Info("remote resync pushed", "revision", slices.Max(revs), "prefixes", len(s.streams), "keys", state.Len(),
+		"skipped", skipped, "duration", time.Since(start))
+	return s.startWatches(ctx, revs)
+}
+
+// listAll lists every stream's prefix: the keys of all, and the revision
+// of each stream's snapshot.
+func (s *syncer) listAll(ctx context.Context) ([]kvdb.KeyValue, []int64, error) {
+	var kvs []kvdb.KeyValue
+	revs := make([]int64, len(s.streams))
+	for i, st := range s.streams {
+		part, rev, err := s.w.remote.List(ctx, st.prefix)
+		if err != nil {
+			return nil, nil, fmt.Errorf("list %q: %w", codec.KSRPrefix+st.prefix, err)
+		}
+		kvs, revs[i] = append(kvs, part...), rev
+	}
+	return kvs, revs, nil
+}
+
+// startWatches watches each stream's prefix from revs[i]+1 and merges the
+// watches into s.watch: one goroutine per watch relays its events in its
+// order, and stops when stopWatch cancels them.
+func (s *syncer) startWatches(ctx context.Context, revs []int64) error {
+	wctx, cancel := context.WithCancel(ctx)
+	merged := make(chan streamEvent)
+	s.watch, s.cancelWatch = merged, cancel
+	for i, st := range s.streams {
+		ch, err := s.w.remote.Watch(wctx, st.prefix, revs[i]+1)
+		if err != nil {
+			s.stopWatch()
+			return fmt.Errorf("watch %q from revision %d: %w", codec.KSRPrefix+st.prefix, revs[i]+1, err)
+		}
+		s.relays.Go(func() { relay(wctx, i, ch, merged) })
+	}
 	return nil
+}
+
+// relay passes stream i's watch events to out until ctx ends, then the
+// end of the watch (closed) if it ended first.
+func relay(ctx context.Context, i int, in <-chan kvdb.WatchEvent, out chan<- streamEvent) {
+	for {
+		var se streamEvent
+		select {
+		case <-ctx.Done():
+			return
+		case ev, ok := <-in:
+			se = streamEvent{i: i, ev: ev, closed: !ok}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case out <- se:
+		}
+		if se.closed {
+			return
+		}
+	}
 }
 
 // localFallback resyncs from the mirror when no remote resync has been

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/contiv-ipam/agent/infra/kvdb"
@@ -22,15 +23,13 @@ type syncer struct {
 	// bad are the keys of known resources whose listed values did not
 	// decode, from decodeAll to keepLastGood.
 	bad []badKey
-	// snapRev is the revision of the last remote resync's List; lastRev the
-	// highest revision processed since, and atLast the keys processed at
-	// lastRev (the ops of one etcd transaction share a revision).
-	snapRev int64
-	lastRev int64
-	atLast  map[string]struct{}
+	// streams are the lists and watches, one per prefix (cfg.Prefixes),
+	// in that order.
+	streams []*stream
 
-	watch       <-chan kvdb.WatchEvent // nil while not watching
+	watch       <-chan streamEvent // the streams' watches merged; nil while not watching
 	cancelWatch context.CancelFunc
+	relays      sync.WaitGroup // the goroutines that merge the watches
 
 	remoteDone bool // a remote resync has been pushed
 	pending    bool // a remote resync is due
@@ -39,8 +38,34 @@ type syncer struct {
 	local *time.Timer // the local fallback; nil once done or disabled
 }
 
+// stream is the list and watch of one prefix. Each watch delivers its
+// prefix's changes in revision order; watches of different prefixes are
+// not ordered with each other, so revisions are tracked per stream.
+type stream struct {
+	prefix string
+	// snapRev is the revision of the last remote resync's List of prefix;
+	// lastRev the highest revision processed since, and atLast the keys
+	// processed at lastRev (the ops of one etcd transaction share a
+	// revision).
+	snapRev int64
+	lastRev int64
+	atLast  map[string]struct{}
+}
+
+// streamEvent is one event of stream i's watch; closed says the watch
+// ended (ev is zero).
+type streamEvent struct {
+	i      int
+	ev     kvdb.WatchEvent
+	closed bool
+}
+
 func newSyncer(w *Watcher) *syncer {
-	return &syncer{w: w, log: w.cfg.Log, atLast: map[string]struct{}{}}
+	s := &syncer{w: w, log: w.cfg.Log}
+	for _, p := range w.cfg.Prefixes {
+		s.streams = append(s.streams, &stream{prefix: p, atLast: map[string]struct{}{}})
+	}
+	return s
 }
 
 // run processes requests, timers and watch events until ctx ends.
@@ -64,12 +89,12 @@ func (s *syncer) run(ctx context.Context) {
 		case <-timerC(s.local):
 			s.local = nil
 			s.localFallback(ctx)
-		case ev, ok := <-s.watch:
-			if !ok {
-				s.watchClosed(ctx)
+		case se := <-s.watch:
+			if se.closed {
+				s.watchClosed(ctx, s.streams[se.i])
 				break
 			}
-			s.handleEvent(ctx, ev)
+			s.handleEvent(ctx, s.streams[se.i], se.ev)
 		}
 		if s.pending && ctx.Err() == nil {
 			s.tryRemoteResync(ctx)
@@ -120,46 +145,55 @@ func (s *syncer) failed(ctx context.Context, msg string, err error) {
 	}
 }
 
-// watchClosed handles the end of the watch channel: unless the watcher is
-// stopping, the watch broke (compaction, a slow consumer, etcd restart) and
-// only a fresh List can tell what was missed.
-func (s *syncer) watchClosed(ctx context.Context) {
+// watchClosed handles the end of a stream's watch: unless the watcher is
+// stopping, the watch broke (compaction, a slow consumer, etcd restart)
+// and only a fresh List can tell what was missed. Every stream is listed
+// again: the resync is one state.
+func (s *syncer) watchClosed(ctx context.Context, st *stream) {
 	s.stopWatch()
 	if ctx.Err() != nil {
 		return
 	}
-	s.log.Warn("watch closed; resyncing from etcd", "last-revision", s.lastRev)
+	s.log.Warn("watch closed; resyncing from etcd", "prefix", st.prefix, "last-revision", st.lastRev)
 	s.pending = true
 }
 
+// stopWatch ends every watch and waits for their relays.
 func (s *syncer) stopWatch() {
 	if s.cancelWatch != nil {
 		s.cancelWatch()
 	}
+	s.relays.Wait()
 	s.watch, s.cancelWatch = nil, nil
 }
 
-// stale reports whether ev was already processed: it is part of the last
-// snapshot, older than the last processed revision, or a key already seen
-// at that revision.
-func (s *syncer) stale(ev kvdb.WatchEvent) bool {
+// stale reports whether ev was already processed: it is part of the
+// stream's last snapshot, older than its last processed revision, or a
+// key already seen at that revision.
+func (st *stream) stale(ev kvdb.WatchEvent) bool {
 	switch {
-	case ev.Revision <= s.snapRev, ev.Revision < s.lastRev:
+	case ev.Revision <= st.snapRev, ev.Revision < st.lastRev:
 		return true
-	case ev.Revision == s.lastRev:
-		_, seen := s.atLast[ev.Key]
+	case ev.Revision == st.lastRev:
+		_, seen := st.atLast[ev.Key]
 		return seen
 	}
 	return false
 }
 
 // processed records ev's key and revision for stale.
-func (s *syncer) processed(ev kvdb.WatchEvent) {
-	if ev.Revision > s.lastRev {
-		s.lastRev = ev.Revision
-		clear(s.atLast)
+func (st *stream) processed(ev kvdb.WatchEvent) {
+	if ev.Revision > st.lastRev {
+		st.lastRev = ev.Revision
+		clear(st.atLast)
 	}
-	s.atLast[ev.Key] = struct{}{}
+	st.atLast[ev.Key] = struct{}{}
+}
+
+// reset starts the stream again from the snapshot at rev.
+func (st *stream) reset(rev int64) {
+	st.snapRev, st.lastRev = rev, rev
+	clear(st.atLast)
 }
 
 // timerC returns t's channel, or nil (blocks forever) for no timer.

@@ -44,7 +44,7 @@ type mirrorView struct {
 func (k *Keeper) note(r *Request) {
 	switch r.Kind {
 	case ReqPodSeen:
-		k.seen(r.Pod, r.UID)
+		k.seen(r.Pod, r.UID, r.NodeScoped)
 	case ReqPodGone:
 		k.gone(r.Pod, r.UID)
 	case ReqMirror:
@@ -95,11 +95,15 @@ func (k *Keeper) restartAbsences() {
 
 // evidence tells why absence is no evidence now ("": it is), for the
 // current state.
-func (k *Keeper) evidence() string { return k.evidenceOf(k.view.live, len(k.view.pods)) }
+func (k *Keeper) evidence() string {
+	return k.evidenceOf(k.view.live, len(k.view.pods), k.view.nodeScoped)
+}
 
 // evidenceOf tells why absence is no evidence now ("": it is), for a
-// state (live: from etcd) of pods pods.
-func (k *Keeper) evidenceOf(live bool, pods int) string {
+// state (live: from etcd) of pods pods. The marker counts the pods of the
+// cluster: a state of this node's pods alone (nodeScoped, the per-node
+// layout) is not compared with it.
+func (k *Keeper) evidenceOf(live bool, pods int, nodeScoped bool) string {
 	m := &k.mir
 	switch {
 	case !live:
@@ -111,7 +115,7 @@ func (k *Keeper) evidenceOf(live bool, pods int) string {
 	case k.clock.Now().Sub(m.changed) > k.staleAfter():
 		return fmt.Sprintf("contiv-ksr's mirror marker has not changed for %s (its heartbeat is %s): contiv-ksr stopped or is cut off",
 			k.clock.Now().Sub(m.changed).Round(time.Second), m.last.Interval)
-	case pods < m.last.Pods/2:
+	case !nodeScoped && pods < m.last.Pods/2:
 		return fmt.Sprintf("the Kubernetes state holds %d pods, contiv-ksr's mirror marker says %d: the store is emptier than the mirror", pods, m.last.Pods)
 	}
 	return ""
@@ -188,10 +192,11 @@ func (t *table) newest(id podmodel.ID) time.Time {
 
 // seen notes a pod of the Kubernetes state: it is not absent (unless
 // the pod holding addresses under its name has another UID).
-func (k *Keeper) seen(id podmodel.ID, uid string) {
+func (k *Keeper) seen(id podmodel.ID, uid string, nodeScoped bool) {
 	if k.view.pods == nil {
 		k.view.pods = map[podmodel.ID]string{}
 	}
+	k.view.nodeScoped = nodeScoped && (k.view.nodeScoped || len(k.view.pods) == 0)
 	k.view.pods[id] = uid
 	k.view.empty = false
 	if k.tab == nil || !k.podMissing(id) {

@@ -78,6 +78,10 @@ type kubeView struct {
 	// evidence that a pod is gone; no grace period runs until a pod is
 	// seen (a resync with pods, or a pod event).
 	empty bool
+	// nodeScoped: the last resync's pods were all of the per-node layout
+	// (podmodel.NodeKeyPrefix): the state holds this node's pods, not
+	// the cluster's.
+	nodeScoped bool
 }
 
 // ReqKind is what a request asks.
@@ -152,6 +156,9 @@ type Request struct {
 	// or of a pod of the Kubernetes state (ReqPodSeen, ReqPodGone); ""
 	// when unknown.
 	UID string
+	// NodeScoped: the pod of a ReqPodSeen came under the per-node layout
+	// (podmodel.NodeKeyPrefix): the state holds this node's pods alone.
+	NodeScoped bool
 	// Mirror is the marker of a ReqMirror (nil: the marker was deleted).
 	Mirror *mirror.Marker
 }

@@ -101,6 +101,9 @@ type plan struct {
 	reclaim   map[podmodel.ID]string  // pods to release now (every allocation), with the reason
 	absent    map[podmodel.ID]absence // held pods in their grace period
 	inKube    map[podmodel.ID]string  // the pods of the new state, with their UIDs
+	// nodeScoped: every pod key of the new state is of the per-node
+	// layout (and there is one).
+	nodeScoped bool
 }
 
 // resync rebuilds the table from the store and the Kubernetes state. It
@@ -128,6 +131,7 @@ func (k *Keeper) resync(in *ResyncInput) error {
 	p := &plan{t: t, learned: map[podmodel.ID]Addrs{}, reclaim: map[podmodel.ID]string{},
 		absent: map[podmodel.ID]absence{}, inKube: map[podmodel.ID]string{}}
 	kube := k.kubePods(in, t)
+	p.nodeScoped = nodeScoped(in.KubeState[podResource])
 	k.claimRecords(p, recs, kube)
 	k.claimKube(p, kube)
 	k.applyExclusions(t, in)
@@ -138,7 +142,8 @@ func (k *Keeper) resync(in *ResyncInput) error {
 	if live {
 		k.planAbsent(p, len(in.KubeState[podmodel.Keyword]))
 	}
-	k.tab, k.view, k.absent, k.retry = t, kubeView{live: live, pods: p.inKube, empty: len(in.KubeState[podmodel.Keyword]) == 0},
+	k.tab, k.view, k.absent, k.retry = t, kubeView{live: live, pods: p.inKube, empty: len(in.KubeState[podmodel.Keyword]) == 0,
+		nodeScoped: p.nodeScoped},
 		p.absent, map[string]struct{}{}
 	for id := range k.young {
 		if len(t.byPod[id]) == 0 {
@@ -186,7 +191,8 @@ func (k *Keeper) kubePods(in *ResyncInput, t *table) []kubePod {
 			continue
 		}
 		kp := kubePod{id: podmodel.GetID(pod), uid: pod.GetUid()}
-		if CheckPodID(kp.id) != nil || podmodel.Key(kp.id.Name, kp.id.Namespace) != key {
+		_, name, ns, err := podmodel.ParseAnyKey(key)
+		if CheckPodID(kp.id) != nil || err != nil || name != kp.id.Name || ns != kp.id.Namespace {
 			k.log.Warn("skipping a pod of the Kubernetes state whose key and value disagree", "key", key, "pod", kp.id.String())
 			continue
 		}
@@ -194,6 +200,17 @@ func (k *Keeper) kubePods(in *ResyncInput, t *table) []kubePod {
 		out = append(out, kp)
 	}
 	return out
+}
+
+// nodeScoped tells whether pods holds pods and only keys of the per-node
+// layout.
+func nodeScoped(pods api.KubeResourceData) bool {
+	for key := range pods {
+		if !strings.HasPrefix(key, podmodel.NodeKeyPrefix) {
+			return false
+		}
+	}
+	return len(pods) > 0
 }
 
 // kubeAddrs are the pod's addresses (status.podIPs, else status.podIP)
@@ -401,7 +418,7 @@ func (k *Keeper) planAbsent(p *plan, podsInState int) {
 			delete(k.young, id)
 		}
 	}
-	why := k.evidenceOf(true, len(p.inKube))
+	why := k.evidenceOf(true, len(p.inKube), p.nodeScoped)
 	paused := 0
 	for id := range p.t.byPod {
 		keys := missingKeys(p.inKube, p.t, id)

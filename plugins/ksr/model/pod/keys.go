@@ -48,3 +48,53 @@ func ParseKey(key string) (name, namespace string, err error) {
 	}
 	return name, namespace, nil
 }
+
+// NodeKeyPrefix is the prefix of the per-node layout of pod keys,
+// relative to codec.KSRPrefix: a pod scheduled to node is stored at
+// NodeKey(node, name, namespace), so that an agent lists and watches
+// NodePrefix(its node) alone.
+const NodeKeyPrefix = "k8s/node-pods/"
+
+// NodePrefix is the prefix of the pods of node: NodeKeyPrefix + node +
+// "/". The trailing "/" keeps node "a" from seeing the pods of node "ab".
+func NodePrefix(node string) string {
+	return NodeKeyPrefix + node + "/"
+}
+
+// NodeKey returns the per-node key of the pod name in namespace on node:
+// NodePrefix(node) + name + "/namespace/" + namespace. Like Key, it does
+// not validate its arguments; ParseNodeKey reverses it for every non-empty
+// node, name and namespace without "/".
+func NodeKey(node, name, namespace string) string {
+	return NodePrefix(node) + name + namespaceTag + namespace
+}
+
+// ParseNodeKey returns the node, pod name and namespace of a per-node key.
+// It rejects keys without NodeKeyPrefix, keys of another shape, and empty
+// parts. Errors wrap ErrInvalidKey and quote key.
+func ParseNodeKey(key string) (node, name, namespace string, err error) {
+	rest, ok := strings.CutPrefix(key, NodeKeyPrefix)
+	if !ok {
+		return "", "", "", fmt.Errorf("%w %q: want prefix %q", ErrInvalidKey, key, NodeKeyPrefix)
+	}
+	parts := strings.Split(rest, "/")
+	if len(parts) != 4 || parts[2] != "namespace" {
+		return "", "", "", fmt.Errorf("%w %q: want %q", ErrInvalidKey, key, NodeKeyPrefix+"<node>/<name>/namespace/<namespace>")
+	}
+	for i, what := range []string{"node name", "pod name", "", "namespace"} {
+		if what != "" && parts[i] == "" {
+			return "", "", "", fmt.Errorf("%w %q: empty %s", ErrInvalidKey, key, what)
+		}
+	}
+	return parts[0], parts[1], parts[3], nil
+}
+
+// ParseAnyKey returns the pod name and namespace of a key of either
+// layout: Key's (node "") or NodeKey's.
+func ParseAnyKey(key string) (node, name, namespace string, err error) {
+	if strings.HasPrefix(key, NodeKeyPrefix) {
+		return ParseNodeKey(key)
+	}
+	name, namespace, err = ParseKey(key)
+	return "", name, namespace, err
+}

@@ -77,3 +77,69 @@ func FuzzParseKey(f *testing.F) {
 		}
 	})
 }
+
+func TestNodeKey(t *testing.T) {
+	t.Parallel()
+	g := NewWithT(t)
+	g.Expect(pod.NodeKey("n1", "web-0", "default")).To(Equal("k8s/node-pods/n1/web-0/namespace/default"))
+	g.Expect(pod.NodeKey("n1", "web-0", "default")).To(HavePrefix(pod.NodePrefix("n1")))
+	g.Expect(pod.NodeKey("n1x", "web-0", "default")).NotTo(HavePrefix(pod.NodePrefix("n1")), "node n1 must not see n1x's pods")
+	g.Expect(pod.NodePrefix("n1")).To(HavePrefix(pod.NodeKeyPrefix))
+	g.Expect(pod.NodeKeyPrefix).NotTo(HavePrefix(pod.KeyPrefix), "the two layouts are disjoint")
+}
+
+func TestParseNodeKey(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, key                  string
+		wantNode, wantName, wantNS string
+		wantErr                    string
+	}{
+		{name: "plain", key: "k8s/node-pods/n1/web-0/namespace/default", wantNode: "n1", wantName: "web-0", wantNS: "default"},
+		{name: "cluster layout", key: "k8s/pod/web-0/namespace/default", wantErr: `want prefix "k8s/node-pods/"`},
+		{name: "no node", key: "k8s/node-pods/web-0/namespace/default", wantErr: `want "k8s/node-pods/<node>/<name>/namespace/<namespace>"`},
+		{name: "wrong tag", key: "k8s/node-pods/n1/web-0/ns/default", wantErr: `want "k8s/node-pods/<node>`},
+		{name: "extra part", key: "k8s/node-pods/n1/web-0/namespace/default/x", wantErr: `want "k8s/node-pods/<node>`},
+		{name: "empty node", key: "k8s/node-pods//web-0/namespace/default", wantErr: `empty node name`},
+		{name: "empty name", key: "k8s/node-pods/n1//namespace/default", wantErr: `empty pod name`},
+		{name: "empty namespace", key: "k8s/node-pods/n1/web-0/namespace/", wantErr: `empty namespace`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			n, name, ns, err := pod.ParseNodeKey(tc.key)
+			if tc.wantErr != "" {
+				g.Expect(err).To(MatchError(pod.ErrInvalidKey))
+				g.Expect(err.Error()).To(ContainSubstring(tc.wantErr))
+				return
+			}
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect([]string{n, name, ns}).To(Equal([]string{tc.wantNode, tc.wantName, tc.wantNS}))
+			g.Expect(pod.NodeKey(n, name, ns)).To(Equal(tc.key))
+			_, name2, ns2, err := pod.ParseAnyKey(tc.key)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect([]string{name2, ns2}).To(Equal([]string{name, ns}))
+		})
+	}
+}
+
+func TestParseAnyKeyReadsTheClusterLayout(t *testing.T) {
+	t.Parallel()
+	g := NewWithT(t)
+	n, name, ns, err := pod.ParseAnyKey(pod.Key("web-0", "default"))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect([]string{n, name, ns}).To(Equal([]string{"", "web-0", "default"}))
+	_, _, _, err = pod.ParseAnyKey("k8s/node/n1")
+	g.Expect(err).To(MatchError(pod.ErrInvalidKey))
+}
+
+func FuzzParseNodeKey(f *testing.F) {
+	f.Add("k8s/node-pods/n1/web-0/namespace/default")
+	f.Add("k8s/node-pods//x/namespace/")
+	f.Fuzz(func(t *testing.T, key string) {
+		n, name, ns, err := pod.ParseNodeKey(key)
+		if err == nil && pod.NodeKey(n, name, ns) != key {
+			t.Fatalf("ParseNodeKey(%q) = %q %q %q, which NodeKey builds as %q", key, n, name, ns, pod.NodeKey(n, name, ns))
+		}
+	})
+}

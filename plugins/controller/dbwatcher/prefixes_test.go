@@ -1,0 +1,98 @@
+package dbwatcher_test
+
+import (
+	"testing"
+
+	. "github.com/onsi/gomega"
+
+	"github.com/contiv-ipam/agent/plugins/controller/dbresources"
+	"github.com/contiv-ipam/agent/plugins/controller/dbwatcher"
+	"github.com/contiv-ipam/agent/plugins/ksr/model/node"
+	"github.com/contiv-ipam/agent/plugins/ksr/model/pod"
+	"github.com/contiv-ipam/agent/plugins/ksr/model/vppnode"
+)
+
+// nodePrefixes are the prefixes of an agent of node "a" in the per-node
+// pod layout.
+func nodePrefixes(t *testing.T) []string {
+	ps, err := dbresources.WatchPrefixes("a", dbresources.PodLayoutNode)
+	NewWithT(t).Expect(err).NotTo(HaveOccurred())
+	return ps
+}
+
+// An agent of node a lists and watches a's pods, the nodes and the rest,
+// never another node's pods nor the cluster layout: they reach neither
+// the loop nor the mirror.
+func TestOnlyTheNodesPodsAreRead(t *testing.T) {
+	g := NewWithT(t)
+	_, remote := startEtcd(t)
+	local := tempBolt(t)
+	put(t, remote, node.Key("a"), nodeA)
+	put(t, remote, vppnode.Key(1), vppNode)
+	put(t, remote, pod.NodeKey("a", "web", "default"), podWeb)
+	put(t, remote, pod.NodeKey("ab", "other", "default"), podWeb) // "a" is a prefix of "ab"
+	put(t, remote, pod.NodeKey("b", "far", "default"), podWeb)
+	put(t, remote, pod.Key("web", "default"), podWeb) // the cluster layout
+
+	loop := &fakeLoop{}
+	w := startWatcher(t, dbwatcher.Config{Remote: remote, Local: local, Loop: loop, Prefixes: nodePrefixes(t)})
+	first := loop.nthResync(g, 1)
+	g.Expect(first.KubeState.Len()).To(Equal(3))
+	expectValue(g, first.KubeState, "pod", pod.NodeKey("a", "web", "default"), podWeb)
+	expectValue(g, first.KubeState, "node", node.Key("a"), nodeA)
+	expectValue(g, first.KubeState, "vppnode", vppnode.Key(1), vppNode)
+	g.Expect(mirrorContent(g, local)).To(HaveLen(3))
+	g.Expect(mirrorContent(g, local)).To(HaveKey(pod.NodeKey("a", "web", "default")))
+
+	put(t, remote, pod.NodeKey("b", "far2", "default"), podWeb)
+	put(t, remote, pod.Key("web2", "default"), podWeb)
+	put(t, remote, pod.NodeKey("a", "web2", "default"), podWeb)
+	put(t, remote, node.Key("b"), nodeB)
+	c := loop.nthChange(g, 1)
+	g.Expect(c.Key).To(Equal(pod.NodeKey("a", "web2", "default")), "the other nodes' pods and the cluster layout are not watched")
+	g.Expect(c.Resource).To(Equal(pod.Keyword))
+	g.Expect(loop.nthChange(g, 2).Key).To(Equal(node.Key("b")))
+	g.Consistently(loop.count).WithTimeout(waitShort).Should(Equal(3))
+	g.Expect(w.Stats().DecodeErrors).To(BeZero())
+	g.Expect(mirrorContent(g, local)).To(HaveLen(5))
+}
+
+// One prefix's watch breaking lists every prefix again (one state) and
+// watches them all again; changes of every prefix flow after it, none
+// twice.
+func TestOneBrokenWatchResyncsEveryPrefix(t *testing.T) {
+	g := NewWithT(t)
+	_, etcdPlugin := startEtcd(t)
+	remote := &breakableStore{Store: etcdPlugin}
+	loop := &fakeLoop{}
+	prefixes := nodePrefixes(t)
+	w := startWatcher(t, dbwatcher.Config{Remote: remote, Loop: loop, Prefixes: prefixes})
+	loop.nthResync(g, 1)
+	g.Eventually(remote.watchCount).Should(Equal(len(prefixes)))
+
+	put(t, etcdPlugin, pod.NodeKey("a", "web", "default"), podWeb)
+	loop.nthChange(g, 1)
+	remote.breakPrefix(pod.NodePrefix("a"))
+	second := loop.nthResync(g, 2)
+	expectValue(g, second.KubeState, "pod", pod.NodeKey("a", "web", "default"), podWeb)
+	g.Eventually(remote.watchCount).Should(Equal(2 * len(prefixes)))
+
+	put(t, etcdPlugin, node.Key("a"), nodeA)
+	put(t, etcdPlugin, pod.NodeKey("a", "web", "default"), podWeb2)
+	g.Expect(loop.nthChange(g, 2).Key).To(Equal(node.Key("a")))
+	c := loop.nthChange(g, 3)
+	g.Expect(c.PrevValue).To(equalProto(podWeb))
+	g.Expect(c.NewValue).To(equalProto(podWeb2))
+	g.Consistently(loop.count).WithTimeout(waitShort).Should(Equal(5))
+	g.Expect(w.Stats().RemoteResyncs).To(BeEquivalentTo(2))
+}
+
+// Overlapping prefixes would read a key twice: New refuses them, naming
+// both.
+func TestOverlappingPrefixesAreRefused(t *testing.T) {
+	_, remote := startEtcd(t)
+	_, err := dbwatcher.New(dbwatcher.Config{Remote: remote, Loop: &fakeLoop{}, Prefixes: []string{"k8s/", "k8s/pod/"}})
+	NewWithT(t).Expect(err).To(MatchError(ContainSubstring(`Prefixes: "k8s/" covers "k8s/pod/"`)))
+}
+
+var podWeb2 = &pod.Pod{Name: "web", Namespace: "default", IpAddress: "10.1.1.6"}
