@@ -44,6 +44,12 @@ type Config struct {
 	// release pods missing from the mirror only while it is fresh (three
 	// heartbeats).
 	MirrorHeartbeat time.Duration `json:"mirrorHeartbeat"`
+	// PodLayout is where pods are written: "node" (each scheduled pod
+	// under the node it runs on, k8s/node-pods/<node>/<name>/namespace/
+	// <namespace>), "cluster" (k8s/pod/<name>/namespace/<namespace>,
+	// Contiv's layout) or "both" (while agents of the cluster layout are
+	// upgraded). A resync deletes the keys of a layout not written.
+	PodLayout string `json:"podLayout"`
 	// NodeIDGracePeriod is how long a Kubernetes Node must have been gone
 	// before the leader frees its node ID (allocatedIDs/<id>).
 	NodeIDGracePeriod time.Duration `json:"nodeIDGracePeriod"`
@@ -69,6 +75,7 @@ func DefaultConfig() Config {
 		KubeBurst:         DefaultKubeBurst,
 		ResyncPeriod:      DefaultResyncPeriod,
 		MirrorHeartbeat:   DefaultMirrorHeartbeat,
+		PodLayout:         PodLayoutNode,
 		NodeIDGracePeriod: DefaultNodeIDGracePeriod,
 		ElectionPrefix:    DefaultElectionPrefix,
 		ElectionTTL:       DefaultElectionTTL,
@@ -91,6 +98,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MirrorHeartbeat < 100*time.Millisecond {
 		errs = append(errs, fmt.Errorf("mirrorHeartbeat %s: want at least 100ms", c.MirrorHeartbeat))
+	}
+	if c.PodLayout != PodLayoutNode && c.PodLayout != PodLayoutCluster && c.PodLayout != PodLayoutBoth {
+		errs = append(errs, fmt.Errorf("podLayout %q: want %q, %q or %q", c.PodLayout, PodLayoutNode, PodLayoutCluster, PodLayoutBoth))
 	}
 	if c.NodeIDGracePeriod < time.Second {
 		errs = append(errs, fmt.Errorf("nodeIDGracePeriod %s: want at least 1s", c.NodeIDGracePeriod))

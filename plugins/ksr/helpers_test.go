@@ -47,8 +47,12 @@ func newDB(t testing.TB, srv *etcdtest.Server) *etcd.Plugin {
 
 // testConfig is ksr.conf for tests: long periods (tests trigger resyncs
 // themselves), a short election TTL.
+// testConfig is the config of the tests of the mirror's mechanics: pods in
+// the cluster layout (every pod at one key, scheduled or not);
+// layout_test.go covers the per-node layout.
 func testConfig() Config {
 	c := DefaultConfig()
+	c.PodLayout = PodLayoutCluster
 	c.ResyncPeriod = time.Hour
 	c.ElectionTTL = 2 * time.Second
 	c.NodeIDGracePeriod = time.Minute

@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
+	"strings"
 
 	"github.com/contiv-ipam/agent/infra/kvdb"
 	"github.com/contiv-ipam/agent/plugins/ksr/model/codec"
@@ -67,6 +69,10 @@ type mirror struct {
 	// left it; nil until a resync succeeds, and nil again after a write
 	// whose outcome is unknown.
 	held map[string][]byte
+	// keysOf indexes held by object: the keys of each (a pod has one per
+	// layout written, and its per-node key names its node, which the
+	// store no longer tells once the pod is gone). Kept with held.
+	keysOf map[dirtyKey][]string
 }
 
 // valid reports whether held can be trusted (else a resync must run).
@@ -76,13 +82,17 @@ func (m *mirror) valid() bool { return m.held != nil }
 // writes the keys etcd lacks or holds with another value, and deletes the
 // keys the stores do not have (mark and sweep).
 func (m *mirror) resync(ctx context.Context, fence kvdb.Cmp) (Fixes, error) {
-	m.held = nil
+	m.held, m.keysOf = nil, nil
 	held := make(map[string][]byte)
 	var changes []change
 	for _, r := range m.res {
-		kvs, _, err := m.db.List(ctx, codec.KSRPrefix+r.prefix)
-		if err != nil {
-			return nil, fmt.Errorf("ksr: resync %s: %w", r.keyword, err)
+		var kvs []kvdb.KeyValue
+		for _, prefix := range r.prefixes {
+			part, _, err := m.db.List(ctx, codec.KSRPrefix+prefix)
+			if err != nil {
+				return nil, fmt.Errorf("ksr: resync %s: %w", r.keyword, err)
+			}
+			kvs = append(kvs, part...)
 		}
 		want, errs := r.desired()
 		for _, err := range errs {
@@ -90,7 +100,10 @@ func (m *mirror) resync(ctx context.Context, fence kvdb.Cmp) (Fixes, error) {
 		}
 		changes = append(changes, diff(r, kvs, want, held)...)
 	}
-	m.held = held
+	m.held, m.keysOf = held, make(map[dirtyKey][]string, len(held))
+	for key := range held {
+		m.index(key, true)
+	}
 	fixes := make(Fixes)
 	if err := m.apply(ctx, fence, changes); err != nil {
 		return nil, err
@@ -130,32 +143,66 @@ func diff(r *resource, kvs []kvdb.KeyValue, want map[string][]byte, held map[str
 }
 
 // sync writes the objects marked dirty whose value differs from what etcd
-// holds: a changed or new object is put, a gone object deleted; an object
-// whose mirrored fields did not change costs nothing. held must be valid.
+// holds: a changed or new object is put at each of its keys, a gone
+// object's keys deleted, and so is a key the object no longer has (a
+// name reused on another node); an object whose mirrored fields did not
+// change costs nothing. held must be valid.
 func (m *mirror) sync(ctx context.Context, fence kvdb.Cmp, dirty map[dirtyKey]struct{}) error {
 	var changes []change
 	for d := range dirty {
 		r := m.res[d.res]
-		key, err := r.keyOfStoreKey(d.storeKey)
+		keys, val, err := r.lookup(d.storeKey)
 		if err != nil {
-			m.log.Error("changed object skipped", "err", err)
+			m.log.Error("object left out of the mirror", "resource", r.keyword, "object", d.storeKey, "err", err)
 			continue
 		}
-		val, found, err := r.lookup(d.storeKey)
-		if err != nil {
-			m.log.Error("object left out of the mirror", "resource", r.keyword, "key", key, "err", err)
-			continue
+		for _, key := range keys {
+			if cur, held := m.held[key]; !held || !bytes.Equal(cur, val) {
+				changes = append(changes, change{res: r, key: key, value: val})
+			}
 		}
-		cur, held := m.held[key]
-		switch {
-		case found && (!held || !bytes.Equal(cur, val)):
-			changes = append(changes, change{res: r, key: key, value: val})
-		case !found && held:
-			changes = append(changes, change{res: r, key: key})
+		for _, key := range m.keysOf[d] {
+			if !slices.Contains(keys, key) {
+				changes = append(changes, change{res: r, key: key})
+			}
 		}
 	}
 	sort.Slice(changes, func(i, j int) bool { return changes[i].key < changes[j].key })
 	return m.apply(ctx, fence, changes)
+}
+
+// index adds key to keysOf (present) or removes it.
+func (m *mirror) index(key string, present bool) {
+	for i, r := range m.res {
+		if !r.owns(key) {
+			continue
+		}
+		sk, ok := r.storeKey(key)
+		if !ok {
+			return
+		}
+		d := dirtyKey{res: i, storeKey: sk}
+		keys := slices.DeleteFunc(m.keysOf[d], func(k string) bool { return k == key })
+		if present {
+			keys = append(keys, key)
+		}
+		if len(keys) == 0 {
+			delete(m.keysOf, d)
+			return
+		}
+		m.keysOf[d] = keys
+		return
+	}
+}
+
+// owns tells whether key is under one of r's prefixes.
+func (r *resource) owns(key string) bool {
+	for _, p := range r.prefixes {
+		if strings.HasPrefix(key, p) {
+			return true
+		}
+	}
+	return false
 }
 
 // apply commits changes in fenced transactions of at most kvdb.MaxTxnOps
@@ -177,11 +224,11 @@ func (m *mirror) apply(ctx context.Context, fence kvdb.Cmp, changes []change) er
 		}
 		ok, err := m.db.Txn(ctx, []kvdb.Cmp{fence}, ops)
 		if err != nil {
-			m.held = nil
+			m.held, m.keysOf = nil, nil
 			return fmt.Errorf("ksr: write %d keys: %w", len(ops), err)
 		}
 		if !ok {
-			m.held = nil
+			m.held, m.keysOf = nil, nil
 			return errLostLead
 		}
 		m.applied(batch)
@@ -192,6 +239,7 @@ func (m *mirror) apply(ctx context.Context, fence kvdb.Cmp, changes []change) er
 // applied records committed changes in held and in the metrics.
 func (m *mirror) applied(batch []change) {
 	for _, c := range batch {
+		m.index(c.key, c.value != nil)
 		if c.value == nil {
 			delete(m.held, c.key)
 			m.metrics.writes.WithLabelValues(c.res.keyword, "delete").Inc()
@@ -202,18 +250,15 @@ func (m *mirror) applied(batch []change) {
 	}
 }
 
-// counts returns the number of keys held per resource keyword.
+// counts returns the number of objects held per resource keyword (a pod
+// written in two layouts counts once).
 func (m *mirror) counts() map[string]int {
 	out := make(map[string]int, len(m.res))
 	for _, r := range m.res {
 		out[r.keyword] = 0
 	}
-	for key := range m.held {
-		for _, r := range m.res {
-			if len(key) > len(r.prefix) && key[:len(r.prefix)] == r.prefix {
-				out[r.keyword]++
-			}
-		}
+	for d := range m.keysOf {
+		out[m.res[d.res].keyword]++
 	}
 	return out
 }

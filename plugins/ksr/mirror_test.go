@@ -177,7 +177,7 @@ func TestAFencedWriteOfALostLeadershipIsRefused(t *testing.T) {
 	db := newDB(t, srv)
 	lead, err := db.Campaign(t.Context(), "/test/election", []byte("a"), 2*time.Second)
 	g.Expect(err).NotTo(HaveOccurred())
-	m := &mirror{db: db, res: newResources(informersFor(t)), metrics: newKSRMetrics(), log: testLog(t), held: map[string][]byte{}}
+	m := &mirror{db: db, res: newResources(informersFor(t), PodLayoutNode), metrics: newKSRMetrics(), log: testLog(t), held: map[string][]byte{}, keysOf: map[dirtyKey][]string{}}
 	g.Expect(lead.Resign(t.Context())).To(Succeed())
 	err = m.apply(t.Context(), lead.Fence(), []change{{res: m.res[0], key: node.Key("n1"), value: []byte(`{"name":"n1"}`)}})
 	g.Expect(err).To(MatchError(errLostLead))

@@ -138,7 +138,7 @@ func (p *Plugin) Init() error {
 		return err
 	}
 	p.factory = informers.NewSharedInformerFactory(p.client, 0)
-	p.res = newResources(p.factory)
+	p.res = newResources(p.factory, p.cfg.PodLayout)
 	for i, r := range p.res {
 		if _, err := r.informer.AddEventHandler(p.handler(i)); err != nil {
 			return fmt.Errorf("ksr: %s informer: %w", r.keyword, err)

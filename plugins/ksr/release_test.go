@@ -114,7 +114,7 @@ func TestARecordRewrittenAfterTheListingIsNotFreed(t *testing.T) {
 	putID(t, cli, 7, "n7")
 	lead, err := db.Campaign(t.Context(), "/test/election", []byte("a"), 2*time.Second)
 	g.Expect(err).NotTo(HaveOccurred())
-	r := &releaser{db: db, nodes: newResources(informersFor(t))[0].informer.GetStore(), absence: newAbsence(),
+	r := &releaser{db: db, nodes: newResources(informersFor(t), PodLayoutNode)[0].informer.GetStore(), absence: newAbsence(),
 		grace: time.Minute, clock: testingclock.NewFakeClock(time.Now()), metrics: newKSRMetrics(), log: testLog(t)}
 	records, err := r.records(t.Context())
 	g.Expect(err).NotTo(HaveOccurred())
