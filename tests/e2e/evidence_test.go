@@ -77,7 +77,7 @@ func TestAStoppedMirrorReleasesNothingAndCatchesUp(t *testing.T) {
 		ips["default/"+name] = cniAdd(t, a, "default", name, createPod(t, kube, "default", name, "node-a", ""))
 	}
 	g.Eventually(mirrored).WithContext(ctx).WithArguments(cli).WithTimeout(15 * time.Second).Should(And(
-		HaveKey(pod.Key("run-1", "default")), HaveKey(pod.Key("run-2", "default"))))
+		HaveKey(pod.NodeKey("node-a", "run-1", "default")), HaveKey(pod.NodeKey("node-a", "run-2", "default"))))
 
 	g.Expect(k1.Kill()).To(Succeed()) // contiv-ksr is gone: its marker goes stale
 	for _, name := range []string{"new-1", "new-2"} {
@@ -125,7 +125,7 @@ func TestForceDeletedPodIsFreeAfterTheGracePeriod(t *testing.T) {
 	a := c.AddAgentT(t, cluster.AgentOptions{Node: "node-a",
 		Conf: map[string]string{"ipam.conf": fmt.Sprintf("absentPodGracePeriod: %s\n", grace)}})
 	ip := cniAdd(t, a, "default", "web", createPod(t, kube, "default", "web", "node-a", ""))
-	g.Eventually(mirrored).WithContext(ctx).WithArguments(cli).WithTimeout(15 * time.Second).Should(HaveKey(pod.Key("web", "default")))
+	g.Eventually(mirrored).WithContext(ctx).WithArguments(cli).WithTimeout(15 * time.Second).Should(HaveKey(pod.NodeKey("node-a", "web", "default")))
 	time.Sleep(3 * beat) // a heartbeat after the allocation: the mirror has seen it
 
 	deleted := time.Now()

@@ -90,9 +90,9 @@ func TestLeaderFailoverCatchesUpWithTheGap(t *testing.T) {
 		"etcd equals the API after the failover")
 	api, err := inAPI(ctx, kube.Client)
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(api).To(And(HaveKeyWithValue(pod.Key("moved", "default"), "10.1.1.21"),
-		HaveKeyWithValue(pod.Key("new", "default"), "10.1.1.13"), HaveKeyWithValue(node.Key("fo-2"), "10.1.2.0/24"),
-		Not(HaveKey(pod.Key("deleted", "default")))),
+	g.Expect(api).To(And(HaveKeyWithValue(pod.NodeKey("fo-1", "moved", "default"), "10.1.1.21"),
+		HaveKeyWithValue(pod.NodeKey("fo-1", "new", "default"), "10.1.1.13"), HaveKeyWithValue(node.Key("fo-2"), "10.1.2.0/24"),
+		Not(HaveKey(pod.NodeKey("fo-1", "deleted", "default")))),
 		"the changes reached the API")
 }
 

@@ -43,7 +43,7 @@ func TestTwoAgentsOwnSubnetsAndPods(t *testing.T) {
 	createPod(t, kube, "default", "pod-a", "node-a", ipA)
 	createPod(t, kube, "default", "pod-b", "node-b", ipB)
 	g.Eventually(mirrored).WithContext(t.Context()).WithArguments(cli).WithTimeout(15*time.Second).Should(And(
-		HaveKeyWithValue(pod.Key("pod-a", "default"), ipA), HaveKeyWithValue(pod.Key("pod-b", "default"), ipB)),
+		HaveKeyWithValue(pod.NodeKey("node-a", "pod-a", "default"), ipA), HaveKeyWithValue(pod.NodeKey("node-b", "pod-b", "default"), ipB)),
 		"contiv-ksr mirrors both pods with their IPs")
 
 	g.Expect(a.Resync(t.Context())).To(Succeed())

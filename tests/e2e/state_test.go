@@ -45,7 +45,7 @@ func mirrored(ctx context.Context, cli *clientv3.Client) (state, error) {
 // keys of other resources.
 func keyField(key string, value []byte) (field string, mirroredKey bool, err error) {
 	switch {
-	case strings.HasPrefix(key, pod.KeyPrefix):
+	case strings.HasPrefix(key, pod.KeyPrefix), strings.HasPrefix(key, pod.NodeKeyPrefix):
 		var p pod.Pod
 		err := codec.Unmarshal(value, &p)
 		return p.GetIpAddress(), true, err
@@ -74,7 +74,9 @@ func inAPI(ctx context.Context, client kubernetes.Interface) (state, error) {
 		return nil, err
 	}
 	for _, p := range pods.Items {
-		out[pod.Key(p.Name, p.Namespace)] = p.Status.PodIP
+		if p.Spec.NodeName != "" { // contiv-ksr's per-node layout: scheduled pods alone
+			out[pod.NodeKey(p.Spec.NodeName, p.Name, p.Namespace)] = p.Status.PodIP
+		}
 	}
 	nss, err := client.CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
 	if err != nil {
