@@ -323,7 +323,7 @@ func BenchmarkKeyHash(b *testing.B) {
 			b.ResetTimer()
 			clock := startCPU()
 			for n := range b.N {
-				sum += t.tag(keys[idx[n&(len(idx)-1)]])
+				sum += t.tag(&keys[idx[n&(len(idx)-1)]])
 			}
 			clock.report(b)
 			_ = sum

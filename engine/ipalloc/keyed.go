@@ -53,7 +53,7 @@ func (k *Keyed[K]) Assign(key K) (addr netip.Addr, existed bool, err error) {
 		_, err := k.Pool().AllocateOffset()
 		return netip.Addr{}, false, err
 	}
-	id, at := k.keys.find(key)
+	id, tag, slot := k.keys.find(&key)
 	if id != 0 {
 		return k.pool.AddrAt(k.keys.ents[id].off), true, nil
 	}
@@ -64,7 +64,7 @@ func (k *Keyed[K]) Assign(key K) (addr netip.Addr, existed bool, err error) {
 	if err != nil {
 		return netip.Addr{}, false, err
 	}
-	k.record(key, off, at)
+	k.record(&key, off, tag, slot)
 	return k.pool.AddrAt(off), false, nil
 }
 
@@ -79,7 +79,7 @@ func (k *Keyed[K]) AssignAddr(key K, a netip.Addr) error {
 		return k.Pool().AllocateAddr(a)
 	}
 	off, inPrefix := k.pool.OffsetOf(a)
-	id, at := k.keys.find(key)
+	id, tag, slot := k.keys.find(&key)
 	if id != 0 {
 		cur := k.keys.ents[id].off
 		if inPrefix && cur == off {
@@ -98,7 +98,7 @@ func (k *Keyed[K]) AssignAddr(key K, a netip.Addr) error {
 	if err := k.pool.AllocateAddr(a); err != nil {
 		return fmt.Errorf("assign to %v: %w", key, err)
 	}
-	k.record(key, off, at)
+	k.record(&key, off, tag, slot)
 	return nil
 }
 
@@ -108,12 +108,12 @@ func (k *Keyed[K]) Unassign(key K) (netip.Addr, bool) {
 	if k == nil {
 		return netip.Addr{}, false
 	}
-	id, at := k.keys.find(key)
+	id, _, slot := k.keys.find(&key)
 	if id == 0 {
 		return netip.Addr{}, false
 	}
 	off := k.keys.ents[id].off
-	k.keys.remove(id, at.slot)
+	k.keys.remove(id, slot)
 	k.owners.clear(off - k.pool.lo)
 	// It fails only if the address was released through Pool() already.
 	_ = k.pool.ReleaseOffset(off)
@@ -125,7 +125,7 @@ func (k *Keyed[K]) Lookup(key K) (netip.Addr, bool) {
 	if k == nil {
 		return netip.Addr{}, false
 	}
-	id, _ := k.keys.find(key)
+	id, _, _ := k.keys.find(&key)
 	if id == 0 {
 		return netip.Addr{}, false
 	}
@@ -185,10 +185,10 @@ func (k *Keyed[K]) owner(off uint64) (K, bool) {
 	return k.keys.ents[id].key, true
 }
 
-// record makes key, which holds nothing, the owner of off, which the pool
-// just allocated; at is where find(key) ended.
-func (k *Keyed[K]) record(key K, off uint64, at probe) {
-	id := k.keys.add(key, off, at)
+// record makes *key, which holds nothing, the owner of off, which the
+// pool just allocated; tag and slot are what find(key) returned.
+func (k *Keyed[K]) record(key *K, off uint64, tag uint32, slot uint64) {
+	id := k.keys.add(key, off, tag, slot)
 	k.owners.set(off-k.pool.lo, id)
 }
 

@@ -24,43 +24,52 @@ type keyEntry[K comparable] struct {
 // from the one its tag points to, and compares only the keys whose tag
 // matches. A removal shifts the slots after it back instead of leaving a
 // tombstone, so probe sequences stay short under any churn.
+//
+// Keys go by pointer inside the package: a key is copied once, into its
+// entry, and hashed in place.
 type keyTable[K comparable] struct {
-	seed   maphash.Seed
-	seeded bool
-	slots  []uint64      // tag<<32 | id; 0 is empty; len 0 or a power of two
-	ents   []keyEntry[K] // by id; ents[0] is never used
-	free   uint32        // the first free id, 0 when none
-	n      int           // keys held
+	seed  maphash.Seed  // made by the first add
+	slots []uint64      // tag<<32 | id; 0 is empty; len 0 or a power of two
+	ents  []keyEntry[K] // by id; ents[0] is never used
+	free  uint32        // the first free id, 0 when none
+	n     int           // keys held
+	// hash, when not nil, replaces the key's hash: a test hook that
+	// forces collisions.
+	hash func(K) uint64
 }
 
-// probe is where find ended: the hash tag of the key (when hashed) and its
-// slot, or the empty slot where it would go.
-type probe struct {
-	tag    uint32
-	slot   uint64
-	hashed bool
-}
-
-func (t *keyTable[K]) tag(key K) uint32 {
-	h := maphash.Comparable(t.seed, key)
+// tag returns the 32 bits of the hash of *key that the table keeps.
+func (t *keyTable[K]) tag(key *K) uint32 {
+	var h uint64
+	if t.hash != nil {
+		h = t.hash(*key)
+	} else {
+		h = maphash.Comparable(t.seed, *key)
+	}
 	return uint32(h ^ h>>32)
 }
 
-// find returns the id of key (0 if it holds nothing) and where the search
-// ended.
-func (t *keyTable[K]) find(key K) (uint32, probe) {
+// unhashed is the slot find returns when it did not hash the key: the
+// table was empty.
+const unhashed = ^uint64(0)
+
+// find returns the id of *key (0 if it holds nothing), its tag and the
+// slot where the search ended: the key's, or the empty slot where it
+// would go (unhashed when the table is empty).
+func (t *keyTable[K]) find(key *K) (id, tag uint32, slot uint64) {
 	if t.n == 0 {
-		return 0, probe{}
+		return 0, 0, unhashed
 	}
-	p := probe{tag: t.tag(key), hashed: true}
-	mask := uint64(len(t.slots) - 1)
-	for p.slot = uint64(p.tag) & mask; ; p.slot = (p.slot + 1) & mask {
-		s := t.slots[p.slot]
+	tag = t.tag(key)
+	slots, ents := t.slots, t.ents
+	mask := uint64(len(slots) - 1)
+	for i := uint64(tag) & mask; ; i = (i + 1) & mask {
+		s := slots[i]
 		if s == 0 {
-			return 0, p
+			return 0, tag, i
 		}
-		if uint32(s>>32) == p.tag && t.ents[uint32(s)].key == key {
-			return uint32(s), p
+		if uint32(s>>32) == tag && ents[uint32(s)].key == *key {
+			return uint32(s), tag, i
 		}
 	}
 }
@@ -68,36 +77,35 @@ func (t *keyTable[K]) find(key K) (uint32, probe) {
 // full reports whether no other key fits.
 func (t *keyTable[K]) full() bool { return t.n >= maxKeys }
 
-// add stores key, which holds nothing, with off and returns its id. p is
-// what find(key) returned, with no change to the table since; the caller
-// checked full.
-func (t *keyTable[K]) add(key K, off uint64, p probe) uint32 {
-	if !t.seeded {
-		t.seed, t.seeded = maphash.MakeSeed(), true
+// add stores *key, which holds nothing, with off and returns its id. tag
+// and slot are what find(key) returned, with no change to the table since;
+// the caller checked full.
+func (t *keyTable[K]) add(key *K, off uint64, tag uint32, slot uint64) uint32 {
+	if slot == unhashed {
+		if t.seed == (maphash.Seed{}) {
+			t.seed = maphash.MakeSeed()
+		}
+		tag = t.tag(key)
 	}
 	if (t.n+1)*4 > len(t.slots)*3 {
 		t.resize(max(minSlots, 2*len(t.slots)))
-		if p.hashed { // the slot is stale, the tag is not
-			p.slot = t.emptySlot(p.tag)
-		}
+		slot = t.emptySlot(tag)
+	} else if slot == unhashed {
+		slot = t.emptySlot(tag)
 	}
-	if !p.hashed {
-		p.tag = t.tag(key)
-		p.slot = t.emptySlot(p.tag)
-	}
-	var id uint32
-	if t.free != 0 {
-		id = t.free
+	id := t.free
+	if id != 0 {
 		t.free = uint32(t.ents[id].off)
-		t.ents[id] = keyEntry[K]{key: key, off: off}
 	} else {
 		if len(t.ents) == 0 {
 			t.ents = append(t.ents, keyEntry[K]{})
 		}
 		id = uint32(len(t.ents))
-		t.ents = append(t.ents, keyEntry[K]{key: key, off: off})
+		t.ents = append(t.ents, keyEntry[K]{})
 	}
-	t.slots[p.slot] = uint64(p.tag)<<32 | uint64(id)
+	e := &t.ents[id]
+	e.key, e.off = *key, off
+	t.slots[slot] = uint64(tag)<<32 | uint64(id)
 	t.n++
 	return id
 }
@@ -126,18 +134,19 @@ func (t *keyTable[K]) remove(id uint32, slot uint64) {
 // unslot empties slot i and moves back the slots after it that may take
 // its place: a slot whose home lies cyclically in (i, j] must stay.
 func (t *keyTable[K]) unslot(i uint64) {
-	mask := uint64(len(t.slots) - 1)
+	slots := t.slots
+	mask := uint64(len(slots) - 1)
 	for j := i; ; {
-		t.slots[i] = 0
+		slots[i] = 0
 		for {
 			j = (j + 1) & mask
-			s := t.slots[j]
+			s := slots[j]
 			if s == 0 {
 				return
 			}
 			home := uint64(uint32(s>>32)) & mask
 			if (j-home)&mask >= (j-i)&mask {
-				t.slots[i] = s
+				slots[i] = s
 				i = j
 				break
 			}
