@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -37,29 +38,48 @@ const addCallers = 16
 // (cold-mirror-ms); each timed op is one more restart: exec to /readiness
 // 200, after which the 250 allocations must be there.
 func BenchmarkAgentRestart(b *testing.B) {
-	b.Run("etcd=external", func(b *testing.B) {
-		env := newRestartEnv(b, big)
-		var starts, resyncs, lists time.Duration
-		var peak float64
-		for b.Loop() {
-			a, took := env.start(b)
-			b.StopTimer()
-			starts += took
-			r, l, rss := env.measure(b, a)
-			resyncs, lists, peak = resyncs+r, lists+l, max(peak, rss)
-			if err := a.Stop(); err != nil {
-				b.Fatal(err)
-			}
-			b.StartTimer()
+	for _, s := range []shape{big, bigCluster, small} {
+		b.Run(fmt.Sprintf("etcd=external,pods=%d,nodes=%d,layout=%s", s.pods, s.nodes, s.layout), func(b *testing.B) {
+			benchRestart(b, s)
+		})
+	}
+}
+
+// benchRestart is one case of BenchmarkAgentRestart.
+func benchRestart(b *testing.B, s shape) {
+	env := newRestartEnv(b, s)
+	var starts, resyncs, lists time.Duration
+	var peak float64
+	for b.Loop() {
+		a, took := env.start(b)
+		b.StopTimer()
+		starts += took
+		r, l, rss := env.measure(b, a)
+		resyncs, lists, peak = resyncs+r, lists+l, max(peak, rss)
+		if err := a.Stop(); err != nil {
+			b.Fatal(err)
 		}
-		n := float64(b.N)
-		b.ReportMetric(ms(starts)/n, "ms")
-		b.ReportMetric(ms(resyncs)/n, "resync-ms")
-		b.ReportMetric(ms(lists)/n, "list-ms")
-		b.ReportMetric(peak, "MiB")
-		b.ReportMetric(ms(env.coldMirror), "cold-mirror-ms")
-		b.ReportMetric(env.coldPeak, "cold-MiB")
-	})
+		b.StartTimer()
+	}
+	n := float64(b.N)
+	b.ReportMetric(ms(starts)/n, "ms")
+	b.ReportMetric(ms(resyncs)/n, "resync-ms")
+	b.ReportMetric(ms(lists)/n, "list-ms")
+	b.ReportMetric(peak, "MiB")
+	b.ReportMetric(ms(env.coldMirror), "cold-mirror-ms")
+	b.ReportMetric(env.coldPeak, "cold-MiB")
+}
+
+// withPodLayout is the controller.conf conf with its podLayout key set
+// to layout.
+func withPodLayout(conf, layout string) string {
+	var out []string
+	for _, line := range strings.Split(conf, "\n") {
+		if !strings.HasPrefix(line, "podLayout:") {
+			out = append(out, line)
+		}
+	}
+	return strings.Join(out, "\n") + "\npodLayout: " + layout + "\n"
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
@@ -92,6 +112,7 @@ func newRestartEnv(b *testing.B, s shape) *restartEnv {
 	}
 	files["etcd.conf"] = fmt.Sprintf("endpoints: [%q]\n", srv.Endpoint())
 	files["contiv.conf"] = benchContivConf
+	files["controller.conf"] = withPodLayout(files["controller.conf"], s.layout)
 	if err := testenv.WriteConfig(env.dir, files); err != nil {
 		b.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/contiv-ipam/agent/infra/kvdb/etcd/etcdtest"
+	"github.com/contiv-ipam/agent/plugins/controller/dbresources"
 	"github.com/contiv-ipam/agent/plugins/ipam"
 	podmodel "github.com/contiv-ipam/agent/plugins/ksr/model/pod"
 )
@@ -18,7 +19,7 @@ import (
 // the next allocation is a new address.
 func TestRestartRestoresLocalPods(t *testing.T) {
 	g := NewWithT(t)
-	s := shape{nodes: 5, pods: 60, local: 12}
+	s := shape{nodes: 5, pods: 60, local: 12, layout: dbresources.PodLayoutNode}
 	f, err := newInProc(t, s, t.TempDir())
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(f.local).To(HaveLen(s.local))
@@ -72,11 +73,11 @@ func BenchmarkResync(b *testing.B) {
 		}
 		putAll(b, srv.Client(b), append(nodes, pods...))
 		remote := newEtcdStore(b, srv)
-		watcherResync(b, f, remote) // fills the mirror
+		watcherResync(b, f, remote, big) // fills the mirror
 		b.ReportAllocs()
 		for b.Loop() {
-			if n := watcherResync(b, f, remote); n != len(nodes)+len(pods) {
-				b.Fatalf("DB resync of %d values, want %d", n, len(nodes)+len(pods))
+			if n := watcherResync(b, f, remote, big); n != big.visible() {
+				b.Fatalf("DB resync of %d values, want %d (this node's pods and every node)", n, big.visible())
 			}
 		}
 		reportMS(b)

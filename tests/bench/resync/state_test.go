@@ -4,16 +4,17 @@ import (
 	"fmt"
 	"net/netip"
 
+	"github.com/contiv-ipam/agent/plugins/controller/dbresources"
 	"github.com/contiv-ipam/agent/plugins/ksr/model/codec"
 	"github.com/contiv-ipam/agent/plugins/ksr/model/node"
 	"github.com/contiv-ipam/agent/plugins/ksr/model/pod"
 	"github.com/contiv-ipam/agent/plugins/ksr/model/vppnode"
 )
 
-// The Kubernetes state of the benchmarks: 100,000 pods over 1,000 nodes,
+// The Kubernetes state of the benchmarks: 100,000 pods over 5,000 nodes,
 // 250 of them on this node.
 const (
-	bigNodes     = 1000
+	bigNodes     = 5000
 	bigPods      = 100000
 	bigLocalPods = 250
 )
@@ -42,12 +43,39 @@ const (
 	otherNamespaces = 50
 )
 
-// shape is the size of a Kubernetes state.
+// shape is the size of a Kubernetes state and contiv-ksr's pod layout.
 type shape struct {
 	nodes, pods, local int
+	layout             string // dbresources.PodLayoutNode or PodLayoutCluster
 }
 
-var big = shape{nodes: bigNodes, pods: bigPods, local: bigLocalPods}
+// The states: big in the per-node layout (contiv-ksr's default), the same
+// in the cluster layout (Contiv's, every agent reads every pod), and a
+// small cluster of 1,000 pods over 4 nodes with as many on this node.
+var (
+	big        = shape{nodes: bigNodes, pods: bigPods, local: bigLocalPods, layout: dbresources.PodLayoutNode}
+	bigCluster = shape{nodes: bigNodes, pods: bigPods, local: bigLocalPods, layout: dbresources.PodLayoutCluster}
+	small      = shape{nodes: 4, pods: 1000, local: bigLocalPods, layout: dbresources.PodLayoutNode}
+)
+
+// podKey is the key of the pod name in ns on the node with ID id, in the
+// shape's layout.
+func (s shape) podKey(id int, name, ns string) string {
+	if s.layout == dbresources.PodLayoutCluster {
+		return pod.Key(name, ns)
+	}
+	return pod.NodeKey(nodeName(id), name, ns)
+}
+
+// visible is the number of keys an agent of this node reads: every node
+// record, and the pods of the cluster layout or its own.
+func (s shape) visible() int {
+	pods := s.local
+	if s.layout == dbresources.PodLayoutCluster {
+		pods = s.pods
+	}
+	return 2*s.nodes - 1 + pods
+}
 
 // nodeName is the name of the node with ID id (1 is this node).
 func nodeName(id int) string { return fmt.Sprintf("bench-node-%04d", id) }
@@ -116,7 +144,7 @@ func (s shape) podKVs(local map[string]netip.Addr) ([]kv, error) {
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, kv{pod.Key(name, localNamespace), v})
+		out = append(out, kv{s.podKey(1, name, localNamespace), v})
 	}
 	others := s.pods - s.local
 	for i := 0; i < others; i++ {
@@ -128,7 +156,7 @@ func (s shape) podKVs(local map[string]netip.Addr) ([]kv, error) {
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, kv{pod.Key(name, ns), v})
+		out = append(out, kv{s.podKey(id, name, ns), v})
 	}
 	return out, nil
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/contiv-ipam/agent/infra/kvdb/etcd"
 	"github.com/contiv-ipam/agent/infra/kvdb/etcd/etcdtest"
 	"github.com/contiv-ipam/agent/plugins/controller/api"
+	"github.com/contiv-ipam/agent/plugins/controller/dbresources"
 	"github.com/contiv-ipam/agent/plugins/controller/dbwatcher"
 )
 
@@ -46,10 +47,14 @@ func newEtcdStore(tb testing.TB, srv *etcdtest.Server) *etcd.Plugin {
 // watcherResync starts a DB watcher on remote with f's bolt as its
 // mirror, waits for its remote DB resync and stops it; it returns the
 // number of values of the pushed state.
-func watcherResync(tb testing.TB, f *inProc, remote *etcd.Plugin) int {
+func watcherResync(tb testing.TB, f *inProc, remote *etcd.Plugin, s shape) int {
 	tb.Helper()
 	caught := make(resyncCatcher, 1)
-	w, err := dbwatcher.New(dbwatcher.Config{Remote: remote, Local: f.bolt, Loop: caught})
+	prefixes, err := dbresources.WatchPrefixes(thisNode, s.layout)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	w, err := dbwatcher.New(dbwatcher.Config{Remote: remote, Local: f.bolt, Loop: caught, Prefixes: prefixes})
 	if err != nil {
 		tb.Fatal(err)
 	}
