@@ -10,7 +10,10 @@
 //   - k8s/node/<name>: node.Node (name, spec.podCIDR as pod_CIDR,
 //     spec.podCIDRs as pod_CIDRs, spec.providerID, status.addresses,
 //     status.nodeInfo);
-//   - k8s/pod/<name>/namespace/<ns>: pod.Pod (name, namespace, labels in
+//   - k8s/node-pods/<node>/<name>/namespace/<ns> (podLayout "node", the
+//     default: scheduled pods alone, under spec.nodeName) and/or
+//     k8s/pod/<name>/namespace/<ns> ("cluster", or "both"): pod.Pod
+//     (name, namespace, labels in
 //     both forms, status.podIP as ip_address, status.podIPs as
 //     ip_addresses, status.hostIP as host_ip_address, containers with
 //     their ports, and the annotations

@@ -3,11 +3,15 @@
 // `make generate` after editing it), the key builder and parser, and
 // Keyword, the resource's name in the controller's Kubernetes state.
 //
-// A pod name in namespace ns is stored at codec.KSRPrefix + Key(name, ns),
-// that is ".../k8s/pod/<name>/namespace/<ns>". Callers:
+// A pod name in namespace ns running on node is stored at codec.KSRPrefix +
+// NodeKey(node, name, ns), ".../k8s/node-pods/<node>/<name>/namespace/<ns>"
+// (the per-node layout, contiv-ksr's default: an agent lists and watches
+// NodePrefix(its node)), or at codec.KSRPrefix + Key(name, ns),
+// ".../k8s/pod/<name>/namespace/<ns>" (Contiv's cluster layout). Callers:
 //
-//  1. build keys only with Key and read them only with ParseKey, which
-//     rejects keys of other resources and of any other shape;
+//  1. build keys only with Key and NodeKey and read them only with
+//     ParseKey, ParseNodeKey or ParseAnyKey, which reject keys of other
+//     resources and of any other shape;
 //  2. encode and decode values only with package codec, so that every
 //     writer and reader agrees on the JSON field names (ip_address,
 //     ip_addresses, host_ip_address, ...);
