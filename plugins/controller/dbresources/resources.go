@@ -46,7 +46,7 @@ var resources = []Resource{
 	{Keyword: vppnode.Keyword, KeyPrefix: vppnode.KeyPrefix, New: func() proto.Message { return new(vppnode.VppNode) }},
 	{Keyword: node.Keyword, KeyPrefix: node.KeyPrefix, New: func() proto.Message { return new(node.Node) }},
 	{Keyword: pod.Keyword, KeyPrefix: pod.KeyPrefix, Also: []string{pod.NodeKeyPrefix}, New: func() proto.Message { return new(pod.Pod) }},
-	structResource("nodeconfig", "k8s/nodeconfig/"),
+	structResource("nodeconfig", nodeConfigPrefix),
 	{Keyword: namespace.Keyword, KeyPrefix: namespace.KeyPrefix, New: func() proto.Message { return new(namespace.Namespace) }},
 	structResource("policy", "k8s/policy/"),
 	structResource("service", "k8s/service/"),
@@ -111,34 +111,41 @@ const (
 	PodLayoutCluster = "cluster"
 )
 
-// WatchPrefixes returns the prefixes (relative to codec.KSRPrefix) that an
-// agent of node lists and watches: every resource's, but of pods only
-// pod.NodePrefix(node) (layout PodLayoutNode) or pod.KeyPrefix
-// (PodLayoutCluster). No prefix is a prefix of another, so each key is
-// read once. An unknown layout is an error naming it.
-func WatchPrefixes(node, podLayout string) ([]string, error) {
+// WatchPrefixes returns what an agent of node lists and watches (relative
+// to codec.KSRPrefix): what its handlers read and nothing else. A prefix
+// ends with "/"; an entry without a trailing "/" is one exact key.
+//
+//   - vppnode.KeyPrefix and node.KeyPrefix: every node's ID record and
+//     Node (nodesync);
+//   - pods: pod.NodePrefix(node) (layout PodLayoutNode) or pod.KeyPrefix
+//     (PodLayoutCluster) (ipam);
+//   - this node's NodeConfig (contivconf), its pool grant (ipam's elastic
+//     pools) and contiv-ksr's mirror marker (ipam): exact keys.
+//
+// Namespaces, policies, services and the other resources of the registry
+// are read by no handler of ours: they are left to etcd. No entry covers
+// another, so each key is read once. An unknown layout or a node name
+// that cannot be in a key is an error naming it.
+func WatchPrefixes(nodeName, podLayout string) ([]string, error) {
+	if nodeName == "" || strings.Contains(nodeName, "/") {
+		return nil, fmt.Errorf("pod layout %q: node name %q: want a non-empty name without \"/\"", podLayout, nodeName)
+	}
 	var pods string
 	switch podLayout {
 	case PodLayoutNode:
-		if node == "" || strings.Contains(node, "/") {
-			return nil, fmt.Errorf("pod layout %q: node name %q: want a non-empty name without \"/\"", podLayout, node)
-		}
-		pods = pod.NodePrefix(node)
+		pods = pod.NodePrefix(nodeName)
 	case PodLayoutCluster:
 		pods = pod.KeyPrefix
 	default:
 		return nil, fmt.Errorf("pod layout %q: want %q or %q", podLayout, PodLayoutNode, PodLayoutCluster)
 	}
-	var out []string
-	for _, r := range resources {
-		if r.Keyword == pod.Keyword {
-			out = append(out, pods)
-			continue
-		}
-		out = append(out, r.Prefixes()...)
-	}
-	return out, nil
+	return []string{vppnode.KeyPrefix, node.KeyPrefix, pods, nodeConfigPrefix + nodeName,
+		poolblock.GrantKey(nodeName), mirror.Key}, nil
 }
+
+// nodeConfigPrefix is the prefix of the NodeConfig resource's keys, each
+// node's at nodeConfigPrefix + node.
+const nodeConfigPrefix = "k8s/nodeconfig/"
 
 // Decode finds the resource of key (relative to codec.KSRPrefix) and
 // decodes data into a new value of it with codec.Unmarshal. Errors quote

@@ -13,6 +13,9 @@ import (
 // handleEvent turns one watch event into a KubeStateChange: it drops stale
 // and no-op events, updates the state and the mirror, then pushes.
 func (s *syncer) handleEvent(ctx context.Context, st *stream, ev kvdb.WatchEvent) {
+	if !st.wants(ev.Key) {
+		return // a longer key under an exact key's name: not read
+	}
 	if st.stale(ev) {
 		s.w.stats.droppedStale.Add(1)
 		s.log.Debug("stale watch event dropped", "key", ev.Key, "revision", ev.Revision,

@@ -61,8 +61,9 @@ type Config struct {
 	MirrorPrefix string
 	// Prefixes are the prefixes (relative to codec.KSRPrefix) listed and
 	// watched, one list and one watch each (dbresources.WatchPrefixes
-	// gives an agent's); none may be a prefix of another. Empty means
-	// the whole of codec.KSRPrefix, one list and one watch.
+	// gives an agent's); an entry that does not end with "/" is one exact
+	// key. None may be a prefix of another. Empty means the whole of
+	// codec.KSRPrefix, one list and one watch.
 	Prefixes []string
 }
 

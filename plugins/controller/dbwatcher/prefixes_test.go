@@ -33,6 +33,8 @@ func TestOnlyTheNodesPodsAreRead(t *testing.T) {
 	put(t, remote, pod.NodeKey("ab", "other", "default"), podWeb) // "a" is a prefix of "ab"
 	put(t, remote, pod.NodeKey("b", "far", "default"), podWeb)
 	put(t, remote, pod.Key("web", "default"), podWeb) // the cluster layout
+	put(t, remote, "k8s/nodeconfig/ab", "{}")        // another node's, under a's exact key
+	put(t, remote, "k8s/namespace/default", "{}")    // read by no handler
 
 	loop := &fakeLoop{}
 	w := startWatcher(t, dbwatcher.Config{Remote: remote, Local: local, Loop: loop, Prefixes: nodePrefixes(t)})
@@ -47,14 +49,18 @@ func TestOnlyTheNodesPodsAreRead(t *testing.T) {
 	put(t, remote, pod.NodeKey("b", "far2", "default"), podWeb)
 	put(t, remote, pod.Key("web2", "default"), podWeb)
 	put(t, remote, pod.NodeKey("a", "web2", "default"), podWeb)
+	put(t, remote, "k8s/nodeconfig/ab", `{"x":1}`)
+	put(t, remote, "k8s/nodeconfig/a", "{}")
 	put(t, remote, node.Key("b"), nodeB)
 	c := loop.nthChange(g, 1)
 	g.Expect(c.Key).To(Equal(pod.NodeKey("a", "web2", "default")), "the other nodes' pods and the cluster layout are not watched")
 	g.Expect(c.Resource).To(Equal(pod.Keyword))
-	g.Expect(loop.nthChange(g, 2).Key).To(Equal(node.Key("b")))
-	g.Consistently(loop.count).WithTimeout(waitShort).Should(Equal(3))
+	// Two prefixes' changes: each in etcd's order, not with each other.
+	g.Expect([]string{loop.nthChange(g, 2).Key, loop.nthChange(g, 3).Key}).To(ConsistOf(node.Key("b"), "k8s/nodeconfig/a"),
+		"an exact key: its own, not a longer one")
+	g.Consistently(loop.count).WithTimeout(waitShort).Should(Equal(4))
 	g.Expect(w.Stats().DecodeErrors).To(BeZero())
-	g.Expect(mirrorContent(g, local)).To(HaveLen(5))
+	g.Expect(mirrorContent(g, local)).To(HaveLen(6))
 }
 
 // One prefix's watch breaking lists every prefix again (one state) and

@@ -58,7 +58,12 @@ func (s *syncer) listAll(ctx context.Context) ([]kvdb.KeyValue, []int64, error) 
 		if err != nil {
 			return nil, nil, fmt.Errorf("list %q: %w", codec.KSRPrefix+st.prefix, err)
 		}
-		kvs, revs[i] = append(kvs, part...), rev
+		for _, kv := range part {
+			if st.wants(kv.Key) {
+				kvs = append(kvs, kv)
+			}
+		}
+		revs[i] = rev
 	}
 	return kvs, revs, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -43,6 +44,9 @@ type syncer struct {
 // not ordered with each other, so revisions are tracked per stream.
 type stream struct {
 	prefix string
+	// exact: prefix is one key (it does not end with "/"): the list and
+	// the watch keep that key alone (etcd's are by prefix).
+	exact bool
 	// snapRev is the revision of the last remote resync's List of prefix;
 	// lastRev the highest revision processed since, and atLast the keys
 	// processed at lastRev (the ops of one etcd transaction share a
@@ -63,7 +67,7 @@ type streamEvent struct {
 func newSyncer(w *Watcher) *syncer {
 	s := &syncer{w: w, log: w.cfg.Log}
 	for _, p := range w.cfg.Prefixes {
-		s.streams = append(s.streams, &stream{prefix: p, atLast: map[string]struct{}{}})
+		s.streams = append(s.streams, &stream{prefix: p, exact: p != "" && !strings.HasSuffix(p, "/"), atLast: map[string]struct{}{}})
 	}
 	return s
 }
@@ -166,6 +170,9 @@ func (s *syncer) stopWatch() {
 	s.relays.Wait()
 	s.watch, s.cancelWatch = nil, nil
 }
+
+// wants tells whether key is one of the stream's.
+func (st *stream) wants(key string) bool { return !st.exact || key == st.prefix }
 
 // stale reports whether ev was already processed: it is part of the
 // stream's last snapshot, older than its last processed revision, or a
