@@ -37,8 +37,8 @@ func TestConfigErrorsNameTheKey(t *testing.T) {
 		"max limit": {func(c *Config) { c.EventHistoryMaxLimit = 0 }, "eventHistoryMaxLimit 0"},
 		"default limit": {func(c *Config) { c.EventHistoryDefaultLimit = 2000 },
 			"eventHistoryDefaultLimit 2000: want 1..eventHistoryMaxLimit (1000)"},
-		"reads": {func(c *Config) { c.EventHistoryMaxConcurrentReads = 0 }, "eventHistoryMaxConcurrentReads 0"},
-		"stuck": {func(c *Config) { c.StuckEventTimeout = 0 }, "stuckEventTimeout 0s"},
+		"reads":      {func(c *Config) { c.EventHistoryMaxConcurrentReads = 0 }, "eventHistoryMaxConcurrentReads 0"},
+		"stuck":      {func(c *Config) { c.StuckEventTimeout = 0 }, "stuckEventTimeout 0s"},
 		"pod layout": {func(c *Config) { c.PodLayout = "nodes" }, `podLayout "nodes": want "node" or "cluster"`},
 	}
 	for name, tc := range cases {

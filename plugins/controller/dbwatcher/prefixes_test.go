@@ -33,8 +33,8 @@ func TestOnlyTheNodesPodsAreRead(t *testing.T) {
 	put(t, remote, pod.NodeKey("ab", "other", "default"), podWeb) // "a" is a prefix of "ab"
 	put(t, remote, pod.NodeKey("b", "far", "default"), podWeb)
 	put(t, remote, pod.Key("web", "default"), podWeb) // the cluster layout
-	put(t, remote, "k8s/nodeconfig/ab", "{}")        // another node's, under a's exact key
-	put(t, remote, "k8s/namespace/default", "{}")    // read by no handler
+	put(t, remote, "k8s/nodeconfig/ab", "{}")         // another node's, under a's exact key
+	put(t, remote, "k8s/namespace/default", "{}")     // read by no handler
 
 	loop := &fakeLoop{}
 	w := startWatcher(t, dbwatcher.Config{Remote: remote, Local: local, Loop: loop, Prefixes: nodePrefixes(t)})
