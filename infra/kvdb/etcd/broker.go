@@ -88,25 +88,68 @@ func (p *Plugin) Get(ctx context.Context, key string) (kvdb.KeyValue, bool, erro
 	return keyValue(resp.Kvs[0]), true, nil
 }
 
-// List implements kvdb.Broker; rev is the response header's revision.
+// List implements kvdb.Broker; rev is the revision of the first page's
+// response. A prefix of more than listPageSize keys is read in pages, each
+// bounded by operation-timeout and read at that revision, so the result is
+// one snapshot; a compaction past it between two pages fails the List
+// (wrapping etcd's "required revision has been compacted"): list again.
 func (p *Plugin) List(ctx context.Context, prefix string) ([]kvdb.KeyValue, int64, error) {
 	cli, err := p.client("list", prefix)
 	if err != nil {
 		return nil, 0, err
 	}
+	var kvs []kvdb.KeyValue
+	var rev int64
+	from, end := prefix, clientv3.GetPrefixRangeEnd(prefix)
+	if from == "" {
+		from = "\x00" // every key: etcd refuses an empty one (end "\x00" is "to the last")
+	}
+	for {
+		resp, err := p.listPage(ctx, cli, from, end, rev)
+		if err != nil {
+			return nil, 0, p.wrap("list", prefix, err)
+		}
+		if rev == 0 {
+			rev = resp.Header.Revision
+		}
+		for _, kv := range resp.Kvs {
+			kvs = append(kvs, keyValue(kv))
+		}
+		if !resp.More || len(resp.Kvs) == 0 {
+			return kvs, rev, nil
+		}
+		from = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+		if listPageHook != nil {
+			listPageHook()
+		}
+	}
+}
+
+// listPageSize is the most keys one request of List reads: a big prefix is
+// listed in pages, each read at the first page's revision (one snapshot),
+// so that neither etcd nor the agent holds one response of every key.
+var listPageSize int64 = 2000
+
+// listPageHook, when set (tests), runs between two pages of a List.
+var listPageHook func()
+
+// listPage reads one page of [from, end) at revision rev (0: the latest),
+// in key order, bounded by operation-timeout.
+func (p *Plugin) listPage(ctx context.Context, cli *clientv3.Client, from, end string, rev int64) (*clientv3.GetResponse, error) {
 	ctx, cancel := p.opCtx(ctx)
 	defer cancel()
+	opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(listPageSize),
+		clientv3.WithSort(clientv3.SortByKey, clientv3.SortAscend)}
+	if rev > 0 {
+		opts = append(opts, clientv3.WithRev(rev))
+	}
 	m := p.ident.mark()
-	resp, err := cli.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByKey, clientv3.SortAscend))
+	resp, err := cli.Get(ctx, from, opts...)
 	if err != nil {
-		return nil, 0, p.wrap("list", prefix, err)
+		return nil, err
 	}
 	p.answered(m, resp.Header, true)
-	var kvs []kvdb.KeyValue
-	for _, kv := range resp.Kvs {
-		kvs = append(kvs, keyValue(kv))
-	}
-	return kvs, resp.Header.Revision, nil
+	return resp, nil
 }
 
 // Delete implements kvdb.Broker.
