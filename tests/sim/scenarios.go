@@ -120,9 +120,13 @@ type Churn struct {
 	Creates int `json:"creates"`
 	Deletes int `json:"deletes"`
 	Failed  int `json:"failed"` // ops that failed (errors in Errors)
-	// Latency is from the etcd write (just before the Put) to the
-	// KubeStateChange handled by the node's loop (after IPAM).
+	// Latency is from the etcd write (just before the Put that
+	// succeeded) to the KubeStateChange handled by the node's loop (after
+	// IPAM). Write is contiv-ksr's side: from the first attempt of a
+	// write until etcd acknowledged it (with the retries while etcd has
+	// no leader).
 	Latency Dist `json:"latency"`
+	Write   Dist `json:"write"`
 	Lost    int  `json:"lost"` // changes not seen within SeenTimeout
 	// Problems are broken invariants: a pod change seen by another node,
 	// a node's count of pod changes off its writes, an allocation that
@@ -151,6 +155,7 @@ type churner struct {
 	gone     []*simPod
 	writes   map[*Node]int64 // pod writes under each node's prefix
 	lat      []time.Duration
+	put      []time.Duration
 	lost     int
 	creates  int
 	deletes  int
@@ -181,8 +186,8 @@ func RunChurn(ctx context.Context, s *Sim, cfg ChurnConfig) (*Churn, error) {
 	}
 	before := s.take(ctx)
 	c.run(ctx)
-	out := &Churn{Creates: c.creates, Deletes: c.deletes, Failed: c.failed, Latency: dist(c.lat), Lost: c.lost,
-		Errors: c.errs}
+	out := &Churn{Creates: c.creates, Deletes: c.deletes, Failed: c.failed, Latency: dist(c.lat), Write: dist(c.put),
+		Lost: c.lost, Errors: c.errs}
 	out.Problems = c.check(own0)
 	out.Usage = usage(before, s.take(ctx), len(nodes))
 	// The churn's pods stay; the next churn starts from its own.
@@ -228,8 +233,15 @@ func (c *churner) run(ctx context.Context) {
 func (c *churner) op(ctx context.Context) {
 	c.mu.Lock()
 	target := c.cfg.PodsPerNode * len(c.nodesNow)
-	create := c.count == 0 || c.count < target/2 || (c.count < target*3/2 && c.rng.IntN(2) == 0)
+	create := c.count < target/2 || (c.count < target*3/2 && c.rng.IntN(2) == 0)
 	var p *simPod
+	if !create {
+		// Every pod may be in flight (being created or deleted): then
+		// this op creates one.
+		if p = c.takeLive(); p == nil {
+			create = true
+		}
+	}
 	if create {
 		n := c.nodesNow[c.rng.IntN(len(c.nodesNow))]
 		id := c.serial.Add(1)
@@ -238,8 +250,6 @@ func (c *churner) op(ctx context.Context) {
 			HostIP: NodeIP(n.Index)}, node: n,
 			key: podmanager.AttachmentKey{Network: "default", ContainerID: "c-" + name, IfName: "eth0"}}
 		c.count++
-	} else {
-		p = c.takeLive()
 	}
 	c.mu.Unlock()
 	var err error
@@ -273,8 +283,8 @@ func (c *churner) op(ctx context.Context) {
 	}
 }
 
-// takeLive removes and returns a random live pod; c.mu is held and
-// c.count > 0 (pods in flight may make the map empty: then nil).
+// takeLive removes and returns a random live pod, nil when none is
+// (every pod in flight); c.mu is held.
 func (c *churner) takeLive() *simPod {
 	var withPods []*Node
 	for _, n := range c.nodesNow {
@@ -316,9 +326,6 @@ func (c *churner) create(ctx context.Context, p *simPod) error {
 
 // delete is a pod's end: the CNI DEL, then contiv-ksr deletes the pod.
 func (c *churner) delete(ctx context.Context, p *simPod) error {
-	if p == nil {
-		return errors.New("delete: no live pod (every one in flight)")
-	}
 	ev := podmanager.NewDeletePod()
 	ev.Pod = podmodel.ID{Name: p.Name, Namespace: p.Namespace}
 	ev.Key, ev.NetworkNamespace = p.key, "/var/run/netns/"+p.Name
@@ -344,10 +351,13 @@ func pushAndWait(ctx context.Context, n *Node, ev api.Event, wait func(context.C
 // answer, as contiv-ksr retries) and waits until p's node handled it.
 func (c *churner) write(ctx context.Context, p *simPod, put func(context.Context) error) error {
 	rel := p.RelKey()
-	seen := c.s.expect(p.node, rel, time.Now())
+	seen := c.s.expect(p.node, rel)
 	var err error
+	var at time.Time // the start of the attempt that succeeded
+	first := time.Now()
 	for attempt := 0; ; attempt++ {
 		wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		at = time.Now()
 		err = put(wctx)
 		cancel()
 		if err == nil || ctx.Err() != nil || attempt == 20 {
@@ -361,13 +371,14 @@ func (c *churner) write(ctx context.Context, p *simPod, put func(context.Context
 	}
 	c.mu.Lock()
 	c.writes[p.node]++
+	c.put = append(c.put, time.Since(first))
 	c.mu.Unlock()
 	t := time.NewTimer(c.cfg.SeenTimeout)
 	defer t.Stop()
 	select {
-	case d := <-seen:
+	case when := <-seen:
 		c.mu.Lock()
-		c.lat = append(c.lat, d)
+		c.lat = append(c.lat, when.Sub(at))
 		c.mu.Unlock()
 	case <-t.C:
 		c.s.forget(rel)
@@ -414,9 +425,6 @@ func (c *churner) check(own0 map[*Node]int64) []string {
 		}
 	}
 	for _, p := range c.gone {
-		if p == nil {
-			continue
-		}
 		if got, ok, _ := p.node.IPAM().AttachmentIPs(p.key); ok {
 			add("%s: deleted pod %s still holds %v", p.Node, p.Name, got)
 		}

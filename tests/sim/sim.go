@@ -55,8 +55,7 @@ type Sim struct {
 // pendingWrite is a pod write whose KubeStateChange the writer awaits.
 type pendingWrite struct {
 	node *Node
-	at   time.Time
-	seen chan time.Duration // the latency, sent once
+	seen chan time.Time // when the node handled it, sent once
 }
 
 // Start raises RLIMIT_NOFILE to its hard limit, starts the etcd cluster
@@ -256,10 +255,9 @@ func WaitReady(ctx context.Context, nodes []*Node) (time.Duration, error) {
 }
 
 // expect registers a write of the pod key that node n should see; the
-// returned channel gets the latency from at to the KubeStateChange
-// handled by n's loop.
-func (s *Sim) expect(n *Node, relKey string, at time.Time) <-chan time.Duration {
-	w := &pendingWrite{node: n, at: at, seen: make(chan time.Duration, 1)}
+// returned channel gets the time n's loop handled its KubeStateChange.
+func (s *Sim) expect(n *Node, relKey string) <-chan time.Time {
+	w := &pendingWrite{node: n, seen: make(chan time.Time, 1)}
 	s.mu.Lock()
 	s.pending[relKey] = w
 	s.mu.Unlock()
@@ -282,7 +280,7 @@ func (s *Sim) podChange(n *Node, key string, at time.Time) {
 	}
 	s.mu.Unlock()
 	if ok && w.node == n {
-		w.seen <- at.Sub(w.at)
+		w.seen <- at
 	}
 }
 
