@@ -68,6 +68,31 @@ func benchRestart(b *testing.B, s shape) {
 	b.ReportMetric(peak, "MiB")
 	b.ReportMetric(ms(env.coldMirror), "cold-mirror-ms")
 	b.ReportMetric(env.coldPeak, "cold-MiB")
+	b.ReportMetric(env.idleRSS(b), "idle-MiB")
+}
+
+// idleSettle is how long the agent runs idle after ready before idleRSS
+// reads its resident set.
+const idleSettle = 5 * time.Second
+
+// idleRSS starts the agent once more (untimed) and returns its VmRSS in
+// MiB idleSettle after ready: what an idle agent holds.
+func (e *restartEnv) idleRSS(b *testing.B) float64 {
+	b.Helper()
+	b.StopTimer()
+	defer b.StartTimer()
+	a, _ := e.start(b)
+	defer func() {
+		if err := a.Stop(); err != nil {
+			b.Error(err)
+		}
+	}()
+	time.Sleep(idleSettle)
+	rss, err := a.RSS()
+	if err != nil {
+		b.Fatal(err)
+	}
+	return rss
 }
 
 // withPodLayout is the controller.conf conf with its podLayout key set

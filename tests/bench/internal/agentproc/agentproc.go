@@ -155,18 +155,24 @@ func (a *Proc) Logged(msg string) map[string]any {
 }
 
 // PeakRSS is the process's VmHWM (peak resident set) in MiB.
-func (a *Proc) PeakRSS() (float64, error) {
+func (a *Proc) PeakRSS() (float64, error) { return a.status("VmHWM:") }
+
+// RSS is the process's VmRSS (resident set now) in MiB.
+func (a *Proc) RSS() (float64, error) { return a.status("VmRSS:") }
+
+// status reads a field in kB of /proc/<pid>/status, in MiB.
+func (a *Proc) status(field string) (float64, error) {
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", a.cmd.Process.Pid))
 	if err != nil {
 		return 0, err
 	}
 	for _, line := range strings.Split(string(data), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+		if rest, ok := strings.CutPrefix(line, field); ok {
 			kb, err := strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 64)
 			return kb / 1024, err
 		}
 	}
-	return 0, errors.New("no VmHWM in /proc/<pid>/status")
+	return 0, fmt.Errorf("no %s in /proc/%d/status", field, a.cmd.Process.Pid)
 }
 
 // Stop sends SIGINT and waits for the exit (SIGKILL after stopTimeout).
