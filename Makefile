@@ -278,6 +278,16 @@ bench-nodeipam-scale: kube-bins
 bench-node: node-bins cni-plugins
 	cd tests/bench && $(GO) run ./cmd/benchreport -only node
 
+## sim: the cluster simulation (tests/sim): SIM_NODES (default 100,500,1000) simulated nodes in one process, each the agent's real plugins with its own etcd client and bolt file, on a fresh 3-member etcd per size; cold start, idle, pod churn, 1 % of the nodes replaced per minute, the etcd leader killed and restarted; prints a table (one column per size) and writes SIM_JSON (default _cache/sim/report.json); SIM_FLAGS passes more flags (go run ./tests/sim/cmd/sim -h); a size that fails stops the larger ones
+SIM_NODES ?= 100,500,1000
+SIM_JSON  ?= $(CURDIR)/_cache/sim/report.json
+SIM_FLAGS ?=
+.PHONY: sim
+sim: kube-bins
+	@mkdir -p $(dir $(SIM_JSON))
+	$(GO) build -o $(BIN)/contiv-sim ./tests/sim/cmd/sim
+	$(BIN)/contiv-sim -nodes $(SIM_NODES) -json $(SIM_JSON) $(SIM_FLAGS)
+
 ## figure-force-delete: the time from a pod's force deletion (no CNI DEL) to its address being free, with the shipped defaults (absentPodGracePeriod 10m, mirrorHeartbeat 10s) on a real API server, contiv-ksr and agent (tests/e2e TestForceDeletedPodIsFreeAfterTheGracePeriod; about 11 minutes)
 .PHONY: figure-force-delete
 figure-force-delete: kube-bins
