@@ -6,8 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"math/rand/v2"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/contiv-ipam/agent/infra/kvdb"
@@ -18,31 +18,24 @@ import (
 
 // DefaultMaxClaimAttempts bounds the transactions of one node ID claim. A
 // transaction is lost only when another writer created that very key
-// during the claim; since every loss doubles the window of candidates
-// (see window), a herd of 5,000 nodes starting at once needs at most
-// 25 to 40 in the benchmark, well below the bound.
+// during the claim; a herd of 5,000 nodes starting at once needs far
+// fewer (see tests/bench/nodeids), well below the bound.
 const DefaultMaxClaimAttempts = 100
 
-const (
-	// relistAfter lost transactions in a row make the claim list again.
-	// The lost IDs are known taken without a listing, and a listing reads
-	// every record (in a herd, thousands), so it is refreshed only after
-	// the window has grown past most of the IDs taken meanwhile.
-	relistAfter = 12
-	// claimPauseUnit scales the jittered pause before listing again:
-	// uniform in [0, unit × min(round, 8)).
-	claimPauseUnit = 2 * time.Millisecond
-	// claimDeadline bounds a whole claim (every request is also bounded by
-	// the store's own operation timeout).
-	claimDeadline = time.Minute
-)
+// claimDeadline bounds a whole claim (every request is also bounded by
+// the store's own operation timeout).
+const claimDeadline = time.Minute
 
 // claimStats count what one claim did.
 type claimStats struct {
-	Attempts  int // transactions sent
-	Conflicts int // transactions lost: the candidate was taken meanwhile
-	Listings  int // listings of allocatedIDs/
-	Decoded   int // record values decoded (those that may name this node)
+	Attempts  int    // transactions sent
+	Conflicts int    // transactions lost: the candidate was taken meanwhile
+	Reads     int    // single-key reads: the stored ID's record, the index, the indexed record
+	Listings  int    // listings of allocatedIDs/
+	Listed    int    // keys those listings returned
+	Decoded   int    // record values decoded (those that may name this node)
+	FoundBy   string // how this node's record was found; "" when created
+	Window    int    // the window of the last candidate (0: the stored ID only)
 }
 
 // idListing is one listing of allocatedIDs/.
@@ -51,6 +44,7 @@ type idListing struct {
 	own     []uint32                    // IDs whose record names this node, ascending
 	ownRec  map[uint32]*vppnode.VppNode // records of own
 	decoded int                         // values decoded
+	listed  int                         // keys returned
 }
 
 // claim is the first claim of this node's ID (see the package doc): the
@@ -96,10 +90,11 @@ func (p *Plugin) claimTimeout() time.Duration {
 	return claimDeadline + p.cfg.PresenceTTL + staleMargin
 }
 
-// claimNodeID finds this node's ID in etcd or creates one: preferred (the
-// stored ID, 0 for none) when it is free, else the smallest free ID, or
-// after lost transactions one of the smallest free IDs (see the package
-// doc). rec is the found record, nil when created.
+// claimNodeID finds this node's ID in etcd or creates one (see the
+// package doc): its record found by the stored ID (preferred, 0 for none),
+// the index or a listing; else preferred when it is free, else one of the
+// smallest free IDs of the listing's view. rec is the found record, nil
+// when created.
 func (p *Plugin) claimNodeID(ctx context.Context, preferred uint32) (id uint32, rec *vppnode.VppNode, err error) {
 	fail := func(format string, args ...any) error {
 		return fmt.Errorf("unable to allocate node ID for node %q: "+format, append([]any{p.name}, args...)...)
@@ -110,57 +105,80 @@ func (p *Plugin) claimNodeID(ctx context.Context, preferred uint32) (id uint32, 
 	var st claimStats
 	defer func() { p.setClaimStats(st) }()
 	start := time.Now()
+	found, err := p.findOwn(ctx, preferred, &st)
+	if err != nil {
+		return 0, nil, fail("cannot look up node IDs in the database: %w", err)
+	}
+	if found.rec != nil {
+		p.Log.Info("node ID found in etcd", "node", p.name, "node-id", found.id, "by", st.FoundBy,
+			"listings", st.Listings, "reads", st.Reads)
+		return found.id, found.rec, nil
+	}
+	c, err := p.createFree(ctx, newIDView(found.listing.taken), preferred, found.active, &st)
+	if err != nil {
+		return 0, nil, fail("%w", err)
+	}
+	p.Log.Info("node ID claimed", "node", p.name, "node-id", c, "preferred", preferred, "attempts", st.Attempts,
+		"conflicts", st.Conflicts, "listings", st.Listings, "keys-listed", st.Listed, "reads", st.Reads,
+		"first-window", window(found.active, 0), "took", time.Since(start))
+	return c, nil, nil
+}
+
+// createFree creates the record (and index) of a free ID: preferred when
+// the view has it free, else candidates picked among the window smallest
+// free IDs of the view, window(active, lost) for lost transactions lost
+// so far. A lost transaction marks its ID taken in the view; the claim
+// lists again only after relistAfter losses since its last listing, or
+// when the view has no free ID up to the bound left after a loss (a view
+// fresh from a listing that has none is exhaustion).
+func (p *Plugin) createFree(ctx context.Context, view *idView, preferred uint32, active int, st *claimStats) (uint32, error) {
+	bound := p.idBound()
+	pick := p.pick
+	if pick == nil {
+		pick = namePick(p.name)
+	}
+	tryPreferred := preferred != 0 && preferred <= bound && !view.isTaken(preferred)
 	var last uint32
 	var free []uint32
-	for round := 0; ; round++ {
-		if round > 0 {
-			if err := pause(ctx, round); err != nil {
-				return 0, nil, fail("after %d attempts: %w", st.Attempts, err)
-			}
+	lostSinceListing := 0
+	for {
+		if st.Attempts >= p.maxAttempts {
+			return 0, fmt.Errorf("%w after %d attempts, last candidate ID %d was taken", ErrClaimGaveUp, st.Attempts, last)
 		}
-		l, err := p.listIDs(ctx)
-		st.Listings++
-		st.Decoded += l.decoded
-		if err != nil {
-			return 0, nil, fail("cannot list node IDs in the database: %w", err)
-		}
-		if len(l.own) > 0 {
-			id := l.own[0]
-			p.Log.Info("node ID found in etcd", "node", p.name, "node-id", id)
-			return id, l.ownRec[id], nil
-		}
-		view := newIDView(l.taken)
-		bound := p.idBound()
-		tryPreferred := preferred != 0 && preferred <= bound && !view.isTaken(preferred)
-		for lost := 0; lost < relistAfter; lost++ {
-			if st.Attempts >= p.maxAttempts {
-				return 0, nil, fail("%w after %d attempts, last candidate ID %d was taken", ErrClaimGaveUp, st.Attempts, last)
-			}
-			var c uint32
-			if tryPreferred {
-				c, tryPreferred = preferred, false
-			} else {
-				free = view.firstFree(free[:0], cappedWindow(st.Conflicts, len(view.taken)), bound)
-				if len(free) == 0 {
-					return 0, nil, fail("every node ID up to %d is taken (the largest the node subnets of the IPAM config allow; contiv-ksr frees the IDs of deleted Nodes)", bound)
+		var c uint32
+		if tryPreferred {
+			c, tryPreferred = preferred, false
+		} else {
+			st.Window = cappedWindow(active, st.Conflicts, len(view.taken))
+			free = view.firstFree(free[:0], st.Window, bound)
+			if (len(free) == 0 && lostSinceListing > 0) || lostSinceListing >= relistAfter {
+				l, _, err := p.listIDs(ctx)
+				st.Listings++
+				st.Listed += l.listed
+				if err != nil {
+					return 0, fmt.Errorf("cannot list node IDs in the database: %w", err)
 				}
-				c = free[p.pick(len(free))]
+				view, lostSinceListing = newIDView(l.taken), 0
+				continue
 			}
-			last = c
-			st.Attempts++
-			created, err := p.createID(ctx, c)
-			if err != nil {
-				return 0, nil, fail("creating %q (if the write went through, the next claim finds it): %w", vppnode.Key(c), err)
+			if len(free) == 0 {
+				return 0, fmt.Errorf("every node ID up to %d is taken (the largest the node subnets of the IPAM config allow; contiv-ksr frees the IDs of deleted Nodes)", bound)
 			}
-			if created {
-				p.Log.Info("node ID claimed", "node", p.name, "node-id", c, "preferred", preferred, "attempts", st.Attempts,
-					"conflicts", st.Conflicts, "listings", st.Listings, "took", time.Since(start))
-				return c, nil, nil
-			}
-			st.Conflicts++
-			view.markTaken(c)
-			p.Log.Debug("node ID taken meanwhile", "node", p.name, "candidate", c, "attempt", st.Attempts)
+			c = free[pick(len(free))]
 		}
+		last = c
+		st.Attempts++
+		created, err := p.createID(ctx, c)
+		if err != nil {
+			return 0, fmt.Errorf("creating %q (if the write went through, the next claim finds it): %w", vppnode.Key(c), err)
+		}
+		if created {
+			return c, nil
+		}
+		st.Conflicts++
+		lostSinceListing++
+		view.markTaken(c)
+		p.Log.Debug("node ID taken meanwhile", "node", p.name, "candidate", c, "attempt", st.Attempts)
 	}
 }
 
@@ -175,24 +193,29 @@ func (p *Plugin) idBound() uint32 {
 	return math.MaxUint32
 }
 
-// createID creates the key of id with this node's record if it is absent.
+// createID creates the record of id naming this node if it is absent, and
+// in the same transaction points this node's index at id.
 func (p *Plugin) createID(ctx context.Context, id uint32) (bool, error) {
 	value, err := codec.Marshal(&vppnode.VppNode{Id: id, Name: p.name})
 	if err != nil {
 		return false, err
 	}
-	key := vppnode.Key(id)
-	return p.broker.Txn(ctx, []kvdb.Cmp{kvdb.IfAbsent(key)}, []kvdb.Op{kvdb.PutOp(key, value)})
+	key := recordKey(id)
+	return p.DB.Txn(ctx, []kvdb.Cmp{kvdb.IfAbsent(key)}, []kvdb.Op{
+		kvdb.PutOp(key, value),
+		kvdb.PutOp(p.indexKey(), []byte(strconv.FormatUint(uint64(id), 10))),
+	})
 }
 
-// listIDs lists allocatedIDs/ in etcd. The IDs come from the keys; a value
-// is decoded only when it may name this node (mayName).
-func (p *Plugin) listIDs(ctx context.Context) (idListing, error) {
-	kvs, _, err := p.broker.List(ctx, vppnode.KeyPrefix)
+// listIDs lists allocatedIDs/ in etcd, at store revision rev. The IDs
+// come from the keys; a value is decoded only when it may name this node
+// (mayName).
+func (p *Plugin) listIDs(ctx context.Context) (l idListing, rev int64, err error) {
+	kvs, rev, err := p.broker.List(ctx, vppnode.KeyPrefix)
 	if err != nil {
-		return idListing{}, err
+		return idListing{}, 0, err
 	}
-	l := idListing{taken: make([]uint32, 0, len(kvs)), ownRec: map[uint32]*vppnode.VppNode{}}
+	l = idListing{taken: make([]uint32, 0, len(kvs)), ownRec: map[uint32]*vppnode.VppNode{}, listed: len(kvs)}
 	for _, kv := range kvs {
 		id, err := vppnode.ParseKey(kv.Key)
 		if err != nil {
@@ -221,7 +244,7 @@ func (p *Plugin) listIDs(ctx context.Context) (idListing, error) {
 		p.Log.Warn("several node ID records name this node; keeping the smallest ID, leaving the others",
 			"node", p.name, "ids", l.own)
 	}
-	return l, nil
+	return l, rev, nil
 }
 
 // mayName reports whether the JSON record value may name the node name:
@@ -231,19 +254,6 @@ func (p *Plugin) listIDs(ctx context.Context) (idListing, error) {
 // bytes; anything else (an escaped or undecodable value) is decoded.
 func mayName(value []byte, name string) bool {
 	return bytes.Contains(value, []byte(name)) || bytes.IndexByte(value, '\\') >= 0
-}
-
-// pause waits a jittered time that grows with round, or until ctx ends.
-func pause(ctx context.Context, round int) error {
-	d := rand.N(claimPauseUnit * time.Duration(min(round, 8)))
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 func (p *Plugin) setClaimStats(st claimStats) {

@@ -108,7 +108,8 @@ func TestClaimGivesUpAfterTheAttemptBound(t *testing.T) {
 		last     uint32
 	}{
 		// Every listing is empty and the pick is the smallest candidate:
-		// 1..12 (each lost ID is known taken), list again, 1..12, ...
+		// 1..8 (each lost ID is known taken), list again after the eighth
+		// loss, 1..8, ...: the hundredth is 4.
 		{name: "default bound", attempts: nodesync.DefaultMaxClaimAttempts, last: 4},
 		{name: "option", opts: []nodesync.Option{nodesync.UseMaxClaimAttempts(7)}, attempts: 7, last: 7},
 	} {

@@ -50,31 +50,73 @@ func TestClaimAfterALostRaceTriesAnotherCandidate(t *testing.T) {
 	}
 }
 
-// Beyond MinClaimWindow the window grows only up to a quarter of the IDs
-// the view knows taken, so that a herd on a young cluster stays compact.
-func TestClaimWindowIsCappedByWhatTheViewKnowsTaken(t *testing.T) {
-	g := NewWithT(t)
-	cases := []struct{ lost, taken, want int }{
-		{0, 0, 1},
-		{5, 0, 32},    // 2^5 = MinClaimWindow
-		{6, 0, 32},    // 64, capped: nothing known taken
-		{6, 200, 50},  // 64, capped at 200/4
-		{10, 200, 50}, // 1024, capped at 200/4
-		{10, 8000, 1024},
-		{3, 8000, 8}, // the doubling rules while it is smaller
-	}
-	for _, tc := range cases {
-		g.Expect(nodesync.CappedWindow(tc.lost, tc.taken)).To(Equal(tc.want), "lost %d, taken %d", tc.lost, tc.taken)
+// The first window is the store's write activity during the lookups (1 in
+// a quiet store: the smallest free ID); it doubles with every loss up to
+// MaxClaimWindow.
+func TestClaimWindowStartsAtTheActivityAndDoubles(t *testing.T) {
+	for _, tc := range []struct {
+		name              string
+		first, lost, want int
+	}{
+		{name: "quiet store, no loss: the smallest free ID", first: 0, lost: 0, want: 1},
+		{name: "quiet store, 3 losses", first: 1, lost: 3, want: 8},
+		{name: "herd of about 300, no loss", first: 300, lost: 0, want: 300},
+		{name: "herd of about 300, 2 losses", first: 300, lost: 2, want: 1200},
+		{name: "beyond the bound", first: 300, lost: 20, want: nodesync.MaxClaimWindow},
+		{name: "the activity capped", first: 1 << 20, lost: 0, want: nodesync.MaxClaimWindow},
+		{name: "the attempt bound of losses", first: 1, lost: nodesync.DefaultMaxClaimAttempts, want: nodesync.MaxClaimWindow},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			NewWithT(t).Expect(nodesync.Window(tc.first, tc.lost)).To(Equal(tc.want))
+		})
 	}
 }
 
-func TestClaimWindowDoublesUpToItsBound(t *testing.T) {
+// The window never exceeds twice the cluster the claim can see (IDs known
+// taken and agents claiming), nor less than 32.
+func TestClaimWindowIsCappedByTheClusterItSees(t *testing.T) {
 	g := NewWithT(t)
-	want := []int{1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 1024, 1024}
-	for lost, w := range want {
-		g.Expect(nodesync.Window(lost)).To(Equal(w), "after %d losses", lost)
+	for _, tc := range []struct{ first, lost, taken, want int }{
+		{0, 0, 0, 1},
+		{0, 6, 0, 32},      // 64, capped at 32
+		{0, 6, 200, 64},    // 64 < 2 × 200
+		{100, 3, 0, 200},   // 800, capped at 2 × 100
+		{100, 3, 300, 800}, // 800 < 2 × 400
+		{1000, 5, 9000, nodesync.MaxClaimWindow},
+	} {
+		g.Expect(nodesync.CappedWindow(tc.first, tc.lost, tc.taken)).To(Equal(tc.want), "%+v", tc)
 	}
-	g.Expect(nodesync.Window(nodesync.DefaultMaxClaimAttempts)).To(Equal(nodesync.MaxClaimWindow))
+}
+
+// The activity is the revisions committed between two reads, 0 when none
+// (or when the revisions are unknown or went back: a replaced store).
+func TestClaimActivityCountsTheRevisionsBetweenTheReads(t *testing.T) {
+	g := NewWithT(t)
+	g.Expect(nodesync.Activity(100, 100)).To(Equal(0))
+	g.Expect(nodesync.Activity(100, 350)).To(Equal(125), "two writes per agent")
+	g.Expect(nodesync.Activity(0, 350)).To(Equal(0), "no first revision")
+	g.Expect(nodesync.Activity(350, 100)).To(Equal(0), "went back")
+	g.Expect(nodesync.Activity(1, 1<<40)).To(Equal(nodesync.MaxClaimWindow))
+}
+
+// The default pick is a sequence per node name: the same for every claim
+// of one name, different for two names.
+func TestClaimPickIsAFunctionOfTheName(t *testing.T) {
+	g := NewWithT(t)
+	seq := func(name string) []int {
+		pick := nodesync.NamePick(name)
+		out := make([]int, 16)
+		for i := range out {
+			out[i] = pick(1000)
+		}
+		return out
+	}
+	g.Expect(seq("node-a")).To(Equal(seq("node-a")))
+	g.Expect(seq("node-a")).NotTo(Equal(seq("node-b")))
+	for _, i := range seq("node-a") {
+		g.Expect(i).To(BeNumerically(">=", 0))
+		g.Expect(i).To(BeNumerically("<", 1000))
+	}
 }
 
 // Candidates stay within the compactness bound: after lost losses the
@@ -90,10 +132,12 @@ func TestClaimCandidatesStayWithinTheWindow(t *testing.T) {
 	}
 	p := newPlugin(t, "node-x", db, &loop{}, nodesync.UsePick(largest))
 	g.Expect(resync(p, nil)).To(Succeed())
-	g.Expect(p.GetNodeID()).To(BeNumerically("<=", uint32(len(taken)+lose+nodesync.CappedWindow(lose, len(taken)+lose))))
+	_, _, w := p.ClaimLookup()
+	g.Expect(w).To(Equal(nodesync.CappedWindow(0, lose, len(taken)+lose)))
+	g.Expect(p.GetNodeID()).To(BeNumerically("<=", uint32(len(taken)+lose+w)))
 	// lost 4, 7, 11, 17, 27, 45 (each the largest of its window); then the
-	// window is 2^6 = 64 capped at MinClaimWindow (14 IDs known taken is
-	// too few to go wider): the 32nd ID not among the 14, all below it: 46.
+	// window is 2^6 = 64 capped at 32 (14 IDs known taken is too few to
+	// go wider): the 32nd ID not among the 14, all below it: 46.
 	g.Expect(p.GetNodeID()).To(Equal(uint32(46)))
 }
 
@@ -154,7 +198,8 @@ func TestHerdClaimsDistinctCompactIDs(t *testing.T) {
 		id := p.GetNodeID()
 		g.Expect(id).NotTo(BeZero())
 		_, conflicts, _ := p.ClaimStats()
-		g.Expect(int(id)).To(BeNumerically("<=", n-1+nodesync.Window(conflicts)), "herd-%03d lost %d", i, conflicts)
+		_, _, w := p.ClaimLookup()
+		g.Expect(int(id)).To(BeNumerically("<=", n-1+w), "herd-%03d lost %d, window %d", i, conflicts, w)
 		seen[id]++
 	}
 	g.Expect(seen).To(HaveLen(n), "distinct IDs")
@@ -177,7 +222,7 @@ func TestAClaimStaysWithinTheNodeIDBound(t *testing.T) {
 	}
 	p := newPlugin(t, "node-x", db, &loop{}, nodesync.UsePick(largest), withBound(12))
 	g.Expect(resync(p, nil)).To(Succeed())
-	// lost 4, 7, 10, 12, 11, 9 (the largest free of each window up to
+	// lost 4, 7, 11, 12, 10, 9 (the largest free of each window up to
 	// 12); then the only ID left up to 12: 6.
 	g.Expect(p.GetNodeID()).To(Equal(uint32(6)))
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -280,9 +281,11 @@ func addr(t node.NodeAddress_NodeAddressType, a string) *node.NodeAddress {
 	return &node.NodeAddress{Type: t, Address: a}
 }
 
-// fakeStore is a kvdb.Store whose List returns listing (or listErr) and
-// whose Txn returns txnOK (or txnErr); Put returns putErr. Other methods
-// panic.
+// fakeStore is a kvdb.Store whose List returns the keys of listing under
+// the prefix (or listErr), whose Get finds a key of listing, and whose Txn
+// returns txnOK (or txnErr); Put returns putErr. Other methods panic. It
+// holds only what the test puts in listing: its Txn and Put change
+// nothing.
 type fakeStore struct {
 	kvdb.Store
 	mu      sync.Mutex
@@ -300,10 +303,27 @@ var _ kvdb.Store = (*fakeStore)(nil)
 func (f *fakeStore) NewBroker(prefix string) kvdb.Broker { return kvdb.WithPrefix(f, prefix) }
 func (f *fakeStore) String() string                      { return "fake" }
 
-func (f *fakeStore) List(context.Context, string) ([]kvdb.KeyValue, int64, error) {
+func (f *fakeStore) List(_ context.Context, prefix string) ([]kvdb.KeyValue, int64, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return append([]kvdb.KeyValue(nil), f.listing...), 1, f.listErr
+	var out []kvdb.KeyValue
+	for _, kv := range f.listing {
+		if strings.HasPrefix(kv.Key, prefix) {
+			out = append(out, kv)
+		}
+	}
+	return out, 1, f.listErr
+}
+
+func (f *fakeStore) Get(_ context.Context, key string) (kvdb.KeyValue, bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, kv := range f.listing {
+		if kv.Key == key {
+			return kv, true, f.listErr
+		}
+	}
+	return kvdb.KeyValue{}, false, f.listErr
 }
 
 func (f *fakeStore) Txn(context.Context, []kvdb.Cmp, []kvdb.Op) (bool, error) {

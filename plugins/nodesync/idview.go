@@ -1,21 +1,21 @@
 package nodesync
 
 import (
+	"hash/fnv"
+	"math/rand/v2"
 	"slices"
 )
 
-// MaxClaimWindow bounds the window a claim picks its candidate from after
-// lost transactions: a claimed ID is at most the number of IDs taken by
-// other nodes plus this window (see the package doc). It is reached after
-// 10 lost transactions, so that a herd of thousands of nodes starting
-// together spreads over enough IDs to converge in a few rounds.
-const MaxClaimWindow = 1024
+// MaxClaimWindow bounds the window a claim picks its candidate from: a
+// claimed ID is at most the number of IDs its view knows taken plus this
+// window (see the package doc).
+const MaxClaimWindow = 4096
 
-// MinClaimWindow is the window a claim may always grow to; beyond it the
-// window grows only up to half the IDs its view knows taken, so that a
-// herd spreads no wider than the cluster it is becoming: a node's ID is
-// at most (IDs known taken) + max(MinClaimWindow, (IDs known taken)/2).
-const MinClaimWindow = 32
+// relistAfter lost transactions since the claim's last listing make it
+// list again: its view is stale (the herd is larger than its window, or
+// it listed long before its transactions ran). A herd's claims mostly
+// win within a few transactions, so few ever list twice.
+const relistAfter = 8
 
 // idView is one claim's knowledge of the taken node IDs: its latest
 // listing plus the candidates it lost since (taken meanwhile by another
@@ -60,22 +60,53 @@ func (v *idView) firstFree(dst []uint32, k int, bound uint32) []uint32 {
 }
 
 // window is how many of the smallest free IDs of the view a claim picks
-// its next candidate from after it lost lost transactions: 1 (the
-// smallest free ID) while it lost none, doubling with every loss, at most
-// MaxClaimWindow. A node alone takes the smallest free ID; nodes that
-// start together, and so all go for the same smallest free ID, spread
-// over more IDs the more often they lose, so that each round of
-// transactions is won by many of them instead of one.
-func window(lost int) int {
-	k := 1
+// its next candidate from after it lost lost transactions: first (at
+// least 1) while it lost none, doubling with every loss, at most
+// MaxClaimWindow. first is 1 in a quiet store, so a node alone takes the
+// smallest free ID; in a herd it is the number of agents the store's
+// activity says are claiming too (see activity), so a herd that starts
+// together spreads at once over about as many IDs as it has members
+// instead of all going for the same ID.
+func window(first, lost int) int {
+	k := min(max(first, 1), MaxClaimWindow)
 	for ; lost > 0 && k < MaxClaimWindow; lost-- {
 		k *= 2
 	}
-	return k
+	return min(k, MaxClaimWindow)
 }
 
-// cappedWindow is window(lost), at most max(MinClaimWindow, taken/2) for a
-// view that knows taken IDs taken.
-func cappedWindow(lost, taken int) int {
-	return min(window(lost), max(MinClaimWindow, taken/4))
+// minClaimWindow is the window a claim may always grow to.
+const minClaimWindow = 32
+
+// cappedWindow is window(first, lost), at most max(minClaimWindow, 2 ×
+// (taken + first)) for a view that knows taken IDs taken: a claim
+// spreads no wider than twice the cluster it can see (the IDs it knows
+// taken and the agents claiming with it). A view that stays too small is
+// refreshed by listing again (relistAfter).
+func cappedWindow(first, lost, taken int) int {
+	return min(window(first, lost), max(minClaimWindow, 2*(taken+first)))
+}
+
+// activity estimates how many other agents are claiming: half the
+// revisions committed between two reads of one claim, one round trip
+// apart (revFrom, then revTo). Each agent of a herd has one request in
+// flight, so the store commits about one write per agent per round trip,
+// and an agent writes twice (its presence, then its record; lost
+// transactions commit nothing), hence the half; a quiet store commits
+// none.
+func activity(revFrom, revTo int64) int {
+	if revFrom <= 0 || revTo <= revFrom {
+		return 0
+	}
+	return int(min((revTo-revFrom)/2, MaxClaimWindow))
+}
+
+// namePick returns the claim's choice of a candidate among n: a sequence
+// of indexes seeded by a hash of the node name, the same for every claim
+// of that name and different for different names, so that nodes with the
+// same view spread over it instead of trying the same IDs.
+func namePick(name string) func(n int) int {
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(name))
+	return rand.New(rand.NewPCG(h.Sum64(), 0x6e6f64652d696473)).IntN
 }

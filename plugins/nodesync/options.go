@@ -1,7 +1,6 @@
 package nodesync
 
 import (
-	"math/rand/v2"
 	"os"
 
 	"github.com/contiv-ipam/agent/infra/config"
@@ -19,7 +18,7 @@ type Option func(*Plugin)
 // config file (config.NoFile, so there is no -nodesync-config flag): its
 // settings are flags (config.go).
 func NewPlugin(opts ...Option) *Plugin {
-	p := &Plugin{maxAttempts: DefaultMaxClaimAttempts, pick: rand.IntN, env: os.LookupEnv, presSet: make(chan struct{}, 1)}
+	p := &Plugin{maxAttempts: DefaultMaxClaimAttempts, env: os.LookupEnv, presSet: make(chan struct{}, 1)}
 	p.SetName(Name)
 	p.Cfg = config.NoFile
 	for _, o := range opts {

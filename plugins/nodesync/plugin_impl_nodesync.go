@@ -72,7 +72,7 @@ type Plugin struct {
 	// Set by Init, read-only afterwards.
 	cfg         Config
 	maxAttempts int             // bound of one claim's transactions
-	pick        func(n int) int // index in [0, n) of the candidate to try: rand.IntN; tests fix it
+	pick        func(n int) int // index in [0, n) of the candidate to try; nil: namePick; tests fix it
 	name        string          // this node
 	broker      kvdb.Broker     // DB under codec.KSRPrefix; nil without DB
 	presenceKey string          // PresencePrefix + name

@@ -49,7 +49,8 @@ var herds = []herd{
 // is one round on a fresh etcd with fresh clients (built untimed).
 // Reported: "s" (the round's wall time), "ids/s", "conflicts" (lost CAS
 // transactions, summed over the claims), "attempts" (CAS transactions),
-// "listings" (of allocatedIDs/), "max-attempts" (the most transactions of
+// "listings" (of allocatedIDs/), "keys-listed" (the keys those listings
+// returned, summed over the claims), "max-attempts" (the most transactions of
 // one claim), "max-id" (the highest ID claimed), "retries" (ClaimRetry
 // after etcd did not answer) and "gave-up" (claims that hit the attempt
 // bound and ran again; must be 0). A duplicate ID, a client without an ID
@@ -64,7 +65,7 @@ func BenchmarkNodeIDs(b *testing.B) {
 
 func benchRound(b *testing.B, r herd) {
 	var took time.Duration
-	var conflicts, attempts, listings, retries, gaveUp, worst, maxID int64
+	var conflicts, attempts, listings, keysListed, retries, gaveUp, worst, maxID int64
 	for b.Loop() {
 		b.StopTimer()
 		srv := etcdtest.Start(b)
@@ -80,6 +81,7 @@ func benchRound(b *testing.B, r herd) {
 		srv.Stop()
 		took += out.took
 		conflicts, attempts, listings = conflicts+log.conflicts.Load(), attempts+log.attempts.Load(), listings+log.listings.Load()
+		keysListed += log.keysListed.Load()
 		retries, gaveUp, worst = retries+out.retries, gaveUp+out.gaveUp, max(worst, log.worst.Load())
 		maxID = max(maxID, int64(out.maxID()))
 		b.StartTimer()
@@ -90,6 +92,7 @@ func benchRound(b *testing.B, r herd) {
 	b.ReportMetric(float64(conflicts)/rounds, "conflicts")
 	b.ReportMetric(float64(attempts)/rounds, "attempts")
 	b.ReportMetric(float64(listings)/rounds, "listings")
+	b.ReportMetric(float64(keysListed)/rounds, "keys-listed")
 	b.ReportMetric(float64(worst), "max-attempts")
 	b.ReportMetric(float64(maxID), "max-id")
 	b.ReportMetric(float64(retries)/rounds, "retries")

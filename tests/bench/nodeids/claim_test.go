@@ -50,10 +50,11 @@ func (l retryLoop) PushEvent(ev api.Event) error {
 }
 
 // claimLog counts what the claims logged: nodesync's "node ID claimed"
-// line carries the transactions (attempts), the lost ones (conflicts) and
-// the listings of one claim.
+// line carries the transactions (attempts), the lost ones (conflicts), the
+// listings of one claim and the keys they returned.
 type claimLog struct {
 	claims, attempts, conflicts, listings atomic.Int64
+	keysListed                            atomic.Int64 // keys the listings returned
 	worst                                 atomic.Int64 // most attempts of one claim
 }
 
@@ -80,6 +81,8 @@ func (c *claimLog) Handle(_ context.Context, r slog.Record) error {
 			c.conflicts.Add(n)
 		case "listings":
 			c.listings.Add(n)
+		case "keys-listed":
+			c.keysListed.Add(n)
 		}
 		return true
 	})
