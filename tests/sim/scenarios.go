@@ -22,8 +22,8 @@ type ColdStart struct {
 	Nodes int `json:"nodes"`
 	// WriteNodesMs is the time contiv-ksr took to write every Node.
 	WriteNodesMs float64 `json:"writeNodesMs"`
-	// AllReadyMs is the time from the start of every agent at once until
-	// every node was ready (a node ID and a pod subnet); PerNode are the
+	// AllReadyMs is the time from the start of the first agent (every
+	// one at once, or at Config.StartRate) until every node was ready (a node ID and a pod subnet); PerNode are the
 	// nodes' own times to ready.
 	AllReadyMs float64 `json:"allReadyMs"`
 	PerNode    Dist    `json:"perNode"`

@@ -31,6 +31,9 @@ type Config struct {
 	MarkerInterval time.Duration
 	// Seed seeds the choices of nodes and pods (0: 1).
 	Seed uint64
+	// StartRate spreads the start of many nodes: at most this many agents
+	// start per second (0: all at once).
+	StartRate float64
 }
 
 // Sim is a 3-member etcd cluster, the simulated contiv-ksr and the
@@ -175,7 +178,15 @@ func (s *Sim) startNodes(first, count int) ([]*Node, error) {
 	out := make([]*Node, count)
 	errs := make([]error, count)
 	var wg sync.WaitGroup
+	var pace *time.Ticker
+	if s.cfg.StartRate > 0 && count > 1 {
+		pace = time.NewTicker(time.Duration(float64(time.Second) / s.cfg.StartRate))
+		defer pace.Stop()
+	}
 	for i := 0; i < count; i++ {
+		if pace != nil && i > 0 {
+			<-pace.C
+		}
 		idx := first + i
 		name := nodeName(idx)
 		dir := filepath.Join(s.cfg.Dir, "nodes", name)

@@ -44,6 +44,7 @@ type flags struct {
 	killOps      int
 	node         sim.NodeOptions
 	marker       time.Duration
+	startRate    float64
 }
 
 func parse() (*flags, error) {
@@ -66,6 +67,7 @@ func parse() (*flags, error) {
 	flag.DurationVar(&f.node.DialTimeout, "dial-timeout", 10*time.Second, "etcd.conf dial-timeout of every node (the agent's default is 1s)")
 	flag.IntVar(&f.node.EndpointsPerNode, "endpoints-per-node", 0, "members each node's client lists (0: all 3)")
 	flag.BoolVar(&f.node.NoEventHistory, "no-event-history", false, "turn the controller's event history off")
+	flag.Float64Var(&f.startRate, "start-rate", 0, "cold start: agents started per second (0: every one at once)")
 	flag.DurationVar(&f.marker, "marker-interval", 10*time.Second, "the mirror marker's heartbeat")
 	flag.Parse()
 	return f, nil
@@ -138,7 +140,8 @@ func runSize(ctx context.Context, f *flags, want map[string]bool, n int, dir str
 		fmt.Fprintln(os.Stderr, "  failed:", r.Failure)
 		return r
 	}
-	s, err := sim.Start(ctx, sim.Config{Dir: dir, Node: f.node, Log: logf, MarkerInterval: f.marker})
+	s, err := sim.Start(ctx, sim.Config{Dir: dir, Node: f.node, Log: logf, MarkerInterval: f.marker,
+		StartRate: f.startRate})
 	if err != nil {
 		return fail("start", err)
 	}
