@@ -46,16 +46,13 @@ const windowSize = 1 << 20
 //     dialer of the socket path, :authority "localhost" as before);
 //   - static flow-control windows: no BDP pings on a connection that
 //     carries a few hundred bytes;
-//   - no idleness timer (the process ends long before 30 minutes);
-//   - the requests and the reply are encoded by wireCodec, not by the
-//     protobuf runtime's reflection.
+//   - no idleness timer (the process ends long before 30 minutes).
 func dialOptions(target string) (string, []grpc.DialOption) {
 	opts := []grpc.DialOption{
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithStaticStreamWindowSize(windowSize),
 		grpc.WithStaticConnWindowSize(windowSize),
 		grpc.WithIdleTimeout(0),
-		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(newWireCodec())),
 	}
 	if path, ok := strings.CutPrefix(target, "unix://"); ok {
 		target = "passthrough:///" + path
