@@ -1,13 +1,17 @@
 // Package resync measures how the agent rebuilds IPAM after a restart on
-// a big Kubernetes state: 100,000 pods over 1,000 nodes (and their 999
+// a big Kubernetes state: 100,000 pods over 5,000 nodes (and their 4,999
 // other node ID records), 250 of the pods on this node, whose addresses
 // the agent allocated before the restart and keeps in bolt. Figures are
-// reported, never asserted; the targets are a resync within 200 ms and a
-// peak RSS within 150 MiB.
+// reported, never asserted; the targets are a start to ready within
+// 200 ms and a peak RSS within 64 MiB, within 20 % of a small state's
+// (1,000 pods over 4 nodes), and an idle RSS within 32 MiB.
 //
 // The state is written with the real models (plugins/ksr/model: node,
 // pod, vppnode) and keys, encoded by codec.Marshal as contiv-ksr writes
-// them; a pod has two labels and one container with one port.
+// them; a pod has two labels and one container with one port. The pods
+// are in contiv-ksr's per-node layout (pod.NodeKey), except in the
+// restart's layout=cluster case (pod.Key, the agent's controller.conf
+// podLayout: cluster): the before and after of per-node state.
 //
 // In process, BenchmarkResync:
 //
@@ -15,7 +19,9 @@
 //     values into the controller's Kubernetes state (dbresources.Decode
 //     per key, what dbwatcher's decodeAll does);
 //   - stage=watcher: the DB watcher itself, Start to the DB resync it
-//     pushes: List of the KSR prefix through the etcd plugin from an etcd
+//     pushes, with an agent's prefixes (dbresources.WatchPrefixes: its
+//     node's pods, every node's records, three keys): the Lists through
+//     the etcd plugin from an etcd
 //     server in this process (infra/kvdb/etcd/etcdtest: the embedded
 //     server's code, without fsync), decode, and the bolt mirror, up to
 //     date as at a restart (the first, untimed op fills it). B/op
@@ -39,7 +45,8 @@
 // exec to /readiness answering 200 (polled every 2 ms once the "agent
 // ready" line names the REST port), after which the 250 allocations are
 // checked over REST and the agent is stopped (untimed). Reported: "ms"
-// (the mean start to ready), "list-ms" (the DB watcher's remote resync:
+// (the mean start to ready), "idle-MiB" (VmRSS 5 s after one more,
+// untimed start), "list-ms" (the DB watcher's remote resync:
 // List, decode, mirror, as its "remote resync pushed" log line says),
 // "resync-ms" (the processing of the DB Resync event by every handler,
 // from GET /controller/event-history), and "MiB" (the largest VmHWM of
