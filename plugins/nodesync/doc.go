@@ -56,48 +56,57 @@
 //  1. Hold the presence (above); before the first claim of the process,
 //     read the instance from LocalDB (InstanceKey), or store a new one.
 //  2. Read the ID this node last ran with from LocalDB (NodeIDKey).
-//  3. List allocatedIDs/ in etcd itself: the kube state of the resync may be
-//     stale (the bolt mirror, a cut-off watch). The IDs come from the keys;
-//     keys that are not valid node ID keys are skipped with a warning. A
-//     value is decoded only when it may name n: when it contains n's bytes
-//     or any backslash (an escape), so a record naming n is never missed
-//     and the others cost no decoding. A value that does not decode still
-//     marks its ID as taken.
-//  4. If records name n, n keeps the smallest of their IDs (an agent that
-//     restarts keeps its ID); the other records are logged and left alone.
-//  5. Otherwise try the stored ID first when it is free (a node whose record
-//     was deleted while it was down gets its ID back), then the smallest
-//     free ID of the listing, creating each candidate's key with a
-//     transaction: if the key is absent, put VppNode{id, n}. The first
-//     transaction that succeeds wins; the compare-and-swap is the only
-//     arbiter. A lost transaction means another agent took that ID after
-//     the listing: the ID is marked taken and the next candidate is picked
-//     at random among the window(lost) smallest free IDs of that view,
-//     window(lost) = 2^lost (1, 2, 4, ...) up to MinClaimWindow (32),
-//     beyond it up to a quarter of the IDs the view knows taken, and
-//     never above MaxClaimWindow (1024): a herd spreads no wider than the
-//     cluster it is becoming. A
-//     node alone takes the smallest free ID; a herd of nodes that start
-//     together, and so all go for the same ID, spreads over more IDs with
-//     every loss, so each round of transactions has many winners. After
-//     12 lost transactions in a row the claim waits a short jittered pause
-//     (at most 16ms) and lists again (a listing costs a read of every
-//     record; a herd of 5,000 needs few).
+//  3. Find n's record in etcd itself (the kube state of the resync may be
+//     stale: the bolt mirror, a cut-off watch), listing only as a
+//     fallback: (a) the record of the stored ID, one read; (b) else the
+//     index key IndexPrefix+n (outside the KSR prefix, valued with an ID
+//     in decimal, written in the transaction that creates the record) and
+//     the record it points at, two reads; each counts only when the
+//     record names n (the index is a hint: contiv-ksr frees an ID by
+//     deleting its record and leaves the index stale); (c) else list
+//     allocatedIDs/ (records of agents that predate the index have none):
+//     the IDs come from the keys, keys that are not valid node ID keys are
+//     skipped with a warning, a value is decoded only when it may name n
+//     (it contains n's bytes or any backslash, an escape), and a value
+//     that does not decode still marks its ID as taken. A restart finds
+//     its record by (a) or (b); a new node lists once.
+//  4. If the record is found, n keeps that ID (by (c), the smallest of the
+//     IDs whose records name n, the others logged and left alone, and the
+//     index is written, best effort).
+//  5. Otherwise try the stored ID first when it is free, then candidates
+//     among the window smallest free IDs of the listing's view, creating
+//     each candidate's key with a transaction: if the key is absent, put
+//     VppNode{id, n} and IndexPrefix+n = id. The first transaction that
+//     succeeds wins; the compare-and-swap is the only arbiter. A lost
+//     transaction means another agent took that ID after the listing: the
+//     ID is marked taken in the view, nothing is listed, and the next
+//     candidate is picked in the window. The pick is a sequence seeded by
+//     a hash of n (the same for every claim of n, different for other
+//     names), so nodes with the same view spread over it. The window
+//     starts at the activity, 1 in a quiet store (a node alone takes the
+//     smallest free ID), else half the store revisions committed between
+//     the index read and the listing, one round trip: about the number of
+//     agents writing with it (each writes its presence and its record);
+//     so a herd that starts together, whose members do not see each
+//     other's records, spreads at once instead of all going for the same
+//     ID. It doubles with every loss, up to max(32, 2 × (IDs the view
+//     knows taken + activity)) and never above MaxClaimWindow (4096). The
+//     claim lists again only after 8 losses since its last listing (its
+//     view is stale), or when a loss leaves no free ID up to the bound in
+//     the view.
 //  6. Every transaction counts as an attempt; after the attempt bound
 //     (DefaultMaxClaimAttempts, see UseMaxClaimAttempts) the claim fails with
 //     an error wrapping ErrClaimGaveUp that names the node, the attempts and
-//     the last candidate. A herd converges in far fewer (5,000 nodes at
-//     once: 50 to 75 in a run, see tests/bench/nodeids). Compactness: the
-//     candidate after lost losses is among the window smallest IDs not
-//     known taken, so a claimed ID is at most K + max(32, K/4) for the K
-//     IDs its view knows taken (at most (IDs held by other nodes) +
-//     MaxClaimWindow); without a loss it is the smallest free ID. Measured:
-//     a herd of 200 on an empty store got IDs up to 245, of 1,000 up to
-//     1,197. No candidate is ever above Deps.MaxNodeID (the agent gives
+//     the last candidate. A herd converges in far fewer (see
+//     tests/bench/nodeids). Compactness: a candidate is among the window
+//     smallest IDs not known taken, so a claimed ID is at most K + window
+//     for the K IDs its view knows taken, and at most K + 32 + 2K when the
+//     activity is 0; without a loss in a quiet store it is the smallest
+//     free ID. No candidate is ever above Deps.MaxNodeID (the agent gives
 //     ipam.MaxNodeID of its ipamConfig: the largest ID its node subnets
-//     can serve; without it, math.MaxUint32): when every ID up to it is
-//     taken the claim fails, naming it, and is retried like an etcd
-//     failure (contiv-ksr frees the IDs of deleted Nodes).
+//     can serve; without it, math.MaxUint32): when a fresh listing shows
+//     every ID up to it taken the claim fails, naming it, and is retried
+//     like an etcd failure (contiv-ksr frees the IDs of deleted Nodes).
 //  7. Compare the ID with the stored one: nothing stored, it is stored; the
 //     same, fine; different (or unreadable), the change is logged at error
 //     level, counted (contiv_nodesync_node_id_changes_total) and, unless
@@ -179,7 +188,10 @@
 //     resync that claims again), and Close stops the timer for good.
 //   - etcd records: this node's record is written by the claim, the
 //     re-assert and PublishNodeIPs (serialised among themselves by
-//     compare-and-swap); other nodes' records are never written.
+//     compare-and-swap); other nodes' records are never written. This
+//     node's index key is written by the claim only (in the record's
+//     transaction, or after a listing found the record); nothing deletes
+//     it.
 //
 // # Caller duties
 //

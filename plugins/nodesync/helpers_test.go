@@ -296,6 +296,7 @@ type fakeStore struct {
 	putErr  error
 	txns    int
 	lose    int // the first lose transactions fail (taken meanwhile)
+	puts    map[string]string
 }
 
 var _ kvdb.Store = (*fakeStore)(nil)
@@ -333,7 +334,15 @@ func (f *fakeStore) Txn(context.Context, []kvdb.Cmp, []kvdb.Op) (bool, error) {
 	return f.txnOK && f.txnErr == nil && f.txns > f.lose, f.txnErr
 }
 
-func (f *fakeStore) Put(context.Context, string, []byte) error { return f.putErr }
+func (f *fakeStore) Put(_ context.Context, key string, value []byte) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.puts == nil {
+		f.puts = map[string]string{}
+	}
+	f.puts[key] = string(value)
+	return f.putErr
+}
 
 var errBoom = errors.New("boom")
 

@@ -77,7 +77,10 @@ func TestRacingAgentsGetDistinctIDs(t *testing.T) {
 	again := newPlugin(t, "node-17", newDB(t, srv), &loop{})
 	g.Expect(resync(again, nil)).To(Succeed())
 	g.Expect(again.GetNodeID()).To(Equal(byName["node-17"]))
-	attemptsAgain, _, _ := again.ClaimStats()
+	attemptsAgain, _, listingsAgain := again.ClaimStats()
 	g.Expect(attemptsAgain).To(BeZero())
+	by, _, _ := again.ClaimLookup()
+	g.Expect(by).To(Equal("index"), "found by its index, written with its record")
+	g.Expect(listingsAgain).To(BeZero())
 	g.Expect(records(t, newDB(t, srv))).To(HaveLen(racers), "no new ID")
 }
