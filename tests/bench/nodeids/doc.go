@@ -12,8 +12,9 @@
 // pushes when etcd did not answer (run as the controller would). A claim
 // that gives up (ErrClaimGaveUp after DefaultMaxClaimAttempts
 // transactions) is run again at once, as a restarted agent would, and
-// counted in "gave-up", which must stay 0. Conflicts, attempts and
-// listings are what nodesync logs with each "node ID claimed" line;
+// counted in "gave-up", which must stay 0. Conflicts, attempts, listings
+// and keys-listed (the keys those listings returned) are what nodesync
+// logs with each "node ID claimed" line;
 // "max-id" is the highest ID claimed (compactness: at most n - 1 +
 // nodesync.MaxClaimWindow, asserted by the test).
 //
@@ -49,9 +50,12 @@
 //     ID), 200 at once took 2.5-3.7 s with about 9,000 conflicts and
 //     24-26 claims that gave up, and 1,000 at once 4 minutes with 2,836.
 //
-// Every claim lists allocatedIDs/ at least once (a node must find its own
-// record, and records are keyed by ID, not by name), so a herd costs
-// O(n × records listed) reads; the figures swing with the machine's load.
+// A new node lists allocatedIDs/ once (no index key names it yet, and a
+// record of an agent that predates the index can be found only so); a
+// lost race does not list again before 8 losses, so a herd costs about
+// one listing per node, most of them early, while few records exist. A
+// restart finds its record by its index without listing. The figures
+// swing with the machine's load.
 //
 // A plain `go test` runs TestClientsClaimDistinctIDs (40 clients at once,
 // one connection each and 8 per connection, under a second). Recommended
