@@ -12,6 +12,7 @@ import (
 
 	"github.com/contiv-ipam/agent/infra/agent"
 	"github.com/contiv-ipam/agent/infra/config"
+	"github.com/contiv-ipam/agent/infra/health"
 	"github.com/contiv-ipam/agent/infra/kvdb/bolt"
 	"github.com/contiv-ipam/agent/infra/kvdb/etcd"
 	"github.com/contiv-ipam/agent/infra/servicelabel"
@@ -69,14 +70,48 @@ type Node struct {
 
 	started time.Time
 	stopped atomic.Bool
+	// fatal is when the controller reported its loop stopped by a fatal
+	// error (UnixNano; 0: it did not): a real agent is then restarted by
+	// Kubernetes (its liveness probe fails), the simulation restarts the
+	// node (Sim.WaitReady).
+	fatal    atomic.Int64
+	fatalErr atomic.Value // error
+}
+
+// loopHealth is the controller's health.Reporter: it notes a fatal loop.
+type loopHealth struct{ n *Node }
+
+func (h loopHealth) Register(string, health.Probe) {}
+
+func (h loopHealth) ReportStateChange(_ string, state health.State, err error) {
+	if state == health.Error && err != nil {
+		h.n.fatalErr.Store(err)
+		h.n.fatal.CompareAndSwap(0, time.Now().UnixNano())
+	}
+}
+
+// Fatal returns the fatal error of the node's loop and when it came; nil
+// while the loop runs.
+func (n *Node) Fatal() (error, time.Time) {
+	at := n.fatal.Load()
+	if at == 0 {
+		return nil, time.Time{}
+	}
+	err, _ := n.fatalErr.Load().(error)
+	return err, time.Unix(0, at)
 }
 
 // startNode builds the node's plugins and starts them (Init, AfterInit);
 // the first resync runs in the background and the probe notes when the
 // node is ready.
+// started is the node's first start (time to ready counts from it); zero
+// means now.
 func startNode(name string, index int, dir string, endpoints []string, o NodeOptions, log *slog.Logger,
-	cc contivconf.Config, obs observer) (*Node, error) {
-	n := &Node{Name: name, Index: index, dir: dir, started: time.Now()}
+	cc contivconf.Config, obs observer, started time.Time) (*Node, error) {
+	if started.IsZero() {
+		started = time.Now()
+	}
+	n := &Node{Name: name, Index: index, dir: dir, started: started}
 	log = log.With("node", name)
 	ec := etcd.DefaultConfig()
 	ec.Endpoints = endpoints
@@ -123,6 +158,7 @@ func startNode(name string, index int, dir string, endpoints []string, o NodeOpt
 			d.Cfg, d.Log = config.NoFile, log
 			d.RemoteDB, d.LocalDB = etcdP, boltP
 			d.NodeName = label.GetAgentLabel
+			d.StatusCheck = loopHealth{n}
 		}))
 	a, err := agent.NewAgent(agent.Plugins(etcdP, boltP, label, conf, n.ns, n.ipam, n.ctrl),
 		agent.Args([]string{}), agent.Logger(log), agent.StartTimeout(5*time.Minute), agent.StopTimeout(30*time.Second))

@@ -75,6 +75,7 @@ func WriteTable(w io.Writer, reports []Report) error {
 	row("  node ready p50 / p99 (s)", cold(func(c *ColdStart) string {
 		return fmt.Sprintf("%.1f / %.1f", c.PerNode.P50/1000, c.PerNode.P99/1000)
 	}))
+	row("  restarts (fatal loop)", cold(func(c *ColdStart) string { return fmt.Sprint(c.Restarts) }))
 	row("  max node ID, duplicates", cold(func(c *ColdStart) string { return fmt.Sprintf("%d, %d", c.MaxID, len(c.Duplicates)) }))
 	row("  CPU per node (ms)", use(coldU, func(u *Usage) string { return num("%.0f", u.CPUPerNodeMs) }))
 	row("  etcd watch events", use(coldU, func(u *Usage) string { return num("%.0f", u.EtcdTotal.WatchEvents) }))

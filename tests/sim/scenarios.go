@@ -27,6 +27,9 @@ type ColdStart struct {
 	// nodes' own times to ready.
 	AllReadyMs float64 `json:"allReadyMs"`
 	PerNode    Dist    `json:"perNode"`
+	// Restarts counts nodes restarted after their loop stopped by a
+	// fatal error (Config.RestartDelay).
+	Restarts int `json:"restarts"`
 	// MaxID is the highest node ID; Duplicates lists IDs held by more
 	// than one node (must be empty).
 	MaxID      uint32   `json:"maxID"`
@@ -51,7 +54,7 @@ func RunColdStart(ctx context.Context, s *Sim, n int, timeout time.Duration) (*C
 		return nil, fmt.Errorf("cold start: %d of %d nodes did not start: %w", n-len(nodes), n, err)
 	}
 	wctx, cancel := context.WithTimeout(ctx, timeout)
-	_, err = WaitReady(wctx, nodes)
+	_, out.Restarts, err = s.WaitReady(wctx, nodes)
 	cancel()
 	out.AllReadyMs = ms(time.Since(t1))
 	if err != nil {
@@ -444,6 +447,7 @@ type ReplaceConfig struct {
 // Replace is scenario 3's outcome.
 type Replace struct {
 	Replaced int `json:"replaced"`
+	Restarts int `json:"restarts"` // of new nodes whose loop died
 	// Ready are the new nodes' times to ready, from their start.
 	Ready      Dist     `json:"ready"`
 	MaxID      uint32   `json:"maxID"`
@@ -486,8 +490,10 @@ func RunReplace(ctx context.Context, s *Sim, cfg ReplaceConfig) (*Replace, error
 			continue
 		}
 		wctx, cancel := context.WithTimeout(ctx, cfg.ReadyTimeout)
-		_, err = WaitReady(wctx, added)
+		var restarts int
+		_, restarts, err = s.WaitReady(wctx, added)
 		cancel()
+		out.Restarts += restarts
 		if err != nil {
 			out.Errors = append(out.Errors, fmt.Sprintf("%s: %v", added[0].Name, err))
 			continue
@@ -519,15 +525,16 @@ type Kill struct {
 	// NotReady are the nodes not ready after the churn; IDChanged those
 	// whose node ID changed (both must be empty).
 	NotReady  []string `json:"notReady,omitempty"`
+	Restarts  int      `json:"restarts"` // nodes whose loop died, restarted
 	IDChanged []string `json:"idChanged,omitempty"`
 }
 
 // RunKill kills the leader member during a churn and restarts it.
 func RunKill(ctx context.Context, s *Sim, cfg KillConfig) (*Kill, error) {
 	nodes := s.Live()
-	ids := make(map[*Node]uint32, len(nodes))
+	ids := make(map[string]uint32, len(nodes))
 	for _, n := range nodes {
-		ids[n] = n.ID()
+		ids[n.Name] = n.ID()
 	}
 	m, err := s.leader(ctx)
 	if err != nil {
@@ -559,14 +566,14 @@ func RunKill(ctx context.Context, s *Sim, cfg KillConfig) (*Kill, error) {
 	}
 	out.Churn = churn
 	wctx, cancel := context.WithTimeout(ctx, time.Minute)
-	_, _ = WaitReady(wctx, nodes)
+	_, out.Restarts, _ = s.WaitReady(wctx, nodes)
 	cancel()
 	for _, n := range nodes {
 		if !n.Ready() {
 			out.NotReady = append(out.NotReady, n.Name)
 		}
-		if id := n.ID(); id != ids[n] {
-			out.IDChanged = append(out.IDChanged, fmt.Sprintf("%s: %d -> %d", n.Name, ids[n], id))
+		if id := n.ID(); id != ids[n.Name] {
+			out.IDChanged = append(out.IDChanged, fmt.Sprintf("%s: %d -> %d", n.Name, ids[n.Name], id))
 		}
 	}
 	return out, nil

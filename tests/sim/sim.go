@@ -34,6 +34,11 @@ type Config struct {
 	// StartRate spreads the start of many nodes: at most this many agents
 	// start per second (0: all at once).
 	StartRate float64
+	// RestartDelay is how long after its loop stopped by a fatal error a
+	// node is restarted by WaitReady, on its bolt file under its name, as
+	// Kubernetes restarts an agent whose liveness fails (default 10s,
+	// kubelet's first back-off; negative: never).
+	RestartDelay time.Duration
 }
 
 // Sim is a 3-member etcd cluster, the simulated contiv-ksr and the
@@ -69,6 +74,9 @@ func Start(ctx context.Context, cfg Config) (*Sim, error) {
 	}
 	if cfg.Seed == 0 {
 		cfg.Seed = 1
+	}
+	if cfg.RestartDelay == 0 {
+		cfg.RestartDelay = 10 * time.Second
 	}
 	var w io.Writer = io.Discard
 	if cfg.Log != nil {
@@ -197,7 +205,7 @@ func (s *Sim) startNodes(first, count int) ([]*Node, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			out[i], errs[i] = startNode(name, idx, dir, eps, s.cfg.Node, s.log, s.conf, s)
+			out[i], errs[i] = startNode(name, idx, dir, eps, s.cfg.Node, s.log, s.conf, s, time.Time{})
 		}()
 	}
 	wg.Wait()
@@ -239,30 +247,75 @@ func (s *Sim) StopNode(ctx context.Context, n *Node) error {
 }
 
 // WaitReady waits until every node of nodes is ready, polling every
-// 50 ms, and returns how long that took from the call; it fails when ctx
-// ends first, naming how many are not ready.
-func WaitReady(ctx context.Context, nodes []*Node) (time.Duration, error) {
+// 50 ms, and returns how long that took from the call and how many
+// restarts it made: a node whose loop stopped by a fatal error is
+// restarted Config.RestartDelay later (its entry in nodes is replaced).
+// It fails when ctx ends first, naming how many are not ready and the
+// first fatal error seen.
+func (s *Sim) WaitReady(ctx context.Context, nodes []*Node) (time.Duration, int, error) {
 	start := time.Now()
 	t := time.NewTicker(50 * time.Millisecond)
 	defer t.Stop()
+	restarts := 0
+	var firstFatal error
 	for {
 		missing := 0
-		for _, n := range nodes {
-			if !n.Ready() {
-				missing++
-			} else {
+		for i, n := range nodes {
+			if n.Ready() {
 				n.probe.checkReady()
+				continue
 			}
+			missing++
+			err, at := n.Fatal()
+			if err == nil {
+				continue
+			}
+			if firstFatal == nil {
+				firstFatal = fmt.Errorf("%s: %w", n.Name, err)
+			}
+			if s.cfg.RestartDelay < 0 || time.Since(at) < s.cfg.RestartDelay {
+				continue
+			}
+			nn, rerr := s.restart(n)
+			if rerr != nil {
+				return time.Since(start), restarts, fmt.Errorf("restart %s: %w", n.Name, rerr)
+			}
+			nodes[i] = nn
+			restarts++
 		}
 		if missing == 0 {
-			return time.Since(start), nil
+			return time.Since(start), restarts, nil
 		}
 		select {
 		case <-ctx.Done():
-			return time.Since(start), fmt.Errorf("%d of %d nodes not ready: %w", missing, len(nodes), ctx.Err())
+			return time.Since(start), restarts, fmt.Errorf("%d of %d nodes not ready (%d restarts; first fatal error: %v): %w",
+				missing, len(nodes), restarts, firstFatal, ctx.Err())
 		case <-t.C:
 		}
 	}
+}
+
+// restart stops a node whose loop died and starts its agent again under
+// its name on its bolt file; the new Node replaces it in the lists.
+func (s *Sim) restart(n *Node) (*Node, error) {
+	_ = n.Stop() // the loop is dead: its Close reports that, nothing to act on
+	nn, err := startNode(n.Name, n.Index, n.dir, s.endpointsOf(n.Index), s.cfg.Node, s.log, s.conf, s, n.started)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	for i, o := range s.live {
+		if o == n {
+			s.live[i] = nn
+		}
+	}
+	for i, o := range s.all {
+		if o == n {
+			s.all[i] = nn
+		}
+	}
+	s.mu.Unlock()
+	return nn, nil
 }
 
 // expect registers a write of the pod key that node n should see; the
