@@ -56,7 +56,7 @@ func engineScenario() report.Scenario {
 				Bound: "At /12 every implementation's op is dominated by a cache miss on a random held address (see bitmap's own /12 figure), which narrows every ratio; cidrset still allocates 5 times per op."},
 			report.Target{Text: "/" + pool[3:] + " at 99 %: keyed ÷ unkeyed", Unit: "×", Limit: 3, Max: true,
 				Value: ratio(engineTable, key, "contiv-keyed", "contiv", "ns/op"),
-				Bound: "The key index is a hash map: each op hashes a struct of five strings twice and, on big pools, misses the cache on a random key; the unkeyed op touches two bitmap words."},
+				Bound: "The keys, not the index: each op reads a random pod's key (five strings, 80 bytes) and hashes it and the new one; BenchmarkKeyedFloor, this harness over the unkeyed pool with both hashes and no index, is about 3× the unkeyed op at /24 and 7× at /16 (tests/bench/engine/README.md). The index itself costs the misses of a hash table (the slot, then the entry), no double lookup."},
 		)
 	}
 	return report.Scenario{
