@@ -26,6 +26,9 @@ type Config struct {
 	// Log receives the agents' and the harness's warnings and errors
 	// (nil: discarded).
 	Log io.Writer
+	// Progress receives a line every 10 s while WaitReady waits (nil:
+	// none).
+	Progress io.Writer
 	// MarkerInterval is the mirror marker's heartbeat (default 10s, the
 	// ksr.conf default).
 	MarkerInterval time.Duration
@@ -258,8 +261,9 @@ func (s *Sim) WaitReady(ctx context.Context, nodes []*Node) (time.Duration, int,
 	defer t.Stop()
 	restarts := 0
 	var firstFatal error
+	lastNote := start
 	for {
-		missing := 0
+		missing, dead := 0, 0
 		for i, n := range nodes {
 			if n.Ready() {
 				n.probe.checkReady()
@@ -270,6 +274,7 @@ func (s *Sim) WaitReady(ctx context.Context, nodes []*Node) (time.Duration, int,
 			if err == nil {
 				continue
 			}
+			dead++
 			if firstFatal == nil {
 				firstFatal = fmt.Errorf("%s: %w", n.Name, err)
 			}
@@ -285,6 +290,11 @@ func (s *Sim) WaitReady(ctx context.Context, nodes []*Node) (time.Duration, int,
 		}
 		if missing == 0 {
 			return time.Since(start), restarts, nil
+		}
+		if s.cfg.Progress != nil && time.Since(lastNote) >= 10*time.Second {
+			lastNote = time.Now()
+			fmt.Fprintf(s.cfg.Progress, "    %s ready %d of %d; loops dead now %d, restarts %d\n",
+				lastNote.Format("15:04:05"), len(nodes)-missing, len(nodes), dead, restarts)
 		}
 		select {
 		case <-ctx.Done():

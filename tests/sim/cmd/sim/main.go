@@ -141,7 +141,7 @@ func runSize(ctx context.Context, f *flags, want map[string]bool, n int, dir str
 		return r
 	}
 	s, err := sim.Start(ctx, sim.Config{Dir: dir, Node: f.node, Log: logf, MarkerInterval: f.marker,
-		StartRate: f.startRate})
+		StartRate: f.startRate, Progress: os.Stderr})
 	if err != nil {
 		return fail("start", err)
 	}
