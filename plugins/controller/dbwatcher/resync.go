@@ -48,24 +48,29 @@ func (s *syncer) remoteResync(ctx context.Context) error {
 	return s.startWatches(ctx, revs)
 }
 
-// listAll lists every stream's prefix: the keys of all, and the revision
-// of each stream's snapshot.
+// listAll lists every stream's prefix, all at once (each is its own
+// snapshot: the streams are independent): the keys of all, in the order
+// of the streams, and the revision of each stream's snapshot.
 func (s *syncer) listAll(ctx context.Context) ([]kvdb.KeyValue, []int64, error) {
-	var kvs []kvdb.KeyValue
+	parts := make([][]kvdb.KeyValue, len(s.streams))
 	revs := make([]int64, len(s.streams))
+	errs := make([]error, len(s.streams))
+	var wg sync.WaitGroup
 	for i, st := range s.streams {
-		part, rev, err := s.w.remote.List(ctx, st.prefix)
-		if err != nil {
-			return nil, nil, fmt.Errorf("list %q: %w", codec.KSRPrefix+st.prefix, err)
-		}
-		for _, kv := range part {
-			if st.wants(kv.Key) {
-				kvs = append(kvs, kv)
+		wg.Go(func() {
+			part, rev, err := s.w.remote.List(ctx, st.prefix)
+			if err != nil {
+				errs[i] = fmt.Errorf("list %q: %w", codec.KSRPrefix+st.prefix, err)
+				return
 			}
-		}
-		revs[i] = rev
+			parts[i], revs[i] = slices.DeleteFunc(part, func(kv kvdb.KeyValue) bool { return !st.wants(kv.Key) }), rev
+		})
 	}
-	return kvs, revs, nil
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, nil, err
+	}
+	return slices.Concat(parts...), revs, nil
 }
 
 // startWatches watches each stream's prefix from revs[i]+1 and merges the
