@@ -90,15 +90,15 @@ func (h loopHealth) ReportStateChange(_ string, state health.State, err error) {
 	}
 }
 
-// Fatal returns the fatal error of the node's loop and when it came; nil
-// while the loop runs.
-func (n *Node) Fatal() (error, time.Time) {
+// Fatal returns when the node's loop stopped by a fatal error, and the
+// error; a nil error while the loop runs.
+func (n *Node) Fatal() (time.Time, error) {
 	at := n.fatal.Load()
 	if at == 0 {
-		return nil, time.Time{}
+		return time.Time{}, nil
 	}
 	err, _ := n.fatalErr.Load().(error)
-	return err, time.Unix(0, at)
+	return time.Unix(0, at), err
 }
 
 // startNode builds the node's plugins and starts them (Init, AfterInit);

@@ -30,7 +30,7 @@ func WriteTable(w io.Writer, reports []Report) error {
 		for _, r := range reports {
 			cells = append(cells, f(r))
 		}
-		fmt.Fprintln(tw, strings.Join(cells, "\t")+"\t")
+		_, _ = fmt.Fprintln(tw, strings.Join(cells, "\t")+"\t") // tabwriter keeps the error for Flush
 	}
 	num := func(format string, v float64) string { return fmt.Sprintf(format, v) }
 	cold := func(f func(c *ColdStart) string) func(Report) string {

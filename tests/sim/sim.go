@@ -270,7 +270,7 @@ func (s *Sim) WaitReady(ctx context.Context, nodes []*Node) (time.Duration, int,
 				continue
 			}
 			missing++
-			err, at := n.Fatal()
+			at, err := n.Fatal()
 			if err == nil {
 				continue
 			}
@@ -293,7 +293,7 @@ func (s *Sim) WaitReady(ctx context.Context, nodes []*Node) (time.Duration, int,
 		}
 		if s.cfg.Progress != nil && time.Since(lastNote) >= 10*time.Second {
 			lastNote = time.Now()
-			fmt.Fprintf(s.cfg.Progress, "    %s ready %d of %d; loops dead now %d, restarts %d\n",
+			_, _ = fmt.Fprintf(s.cfg.Progress, "    %s ready %d of %d; loops dead now %d, restarts %d\n",
 				lastNote.Format("15:04:05"), len(nodes)-missing, len(nodes), dead, restarts)
 		}
 		select {
