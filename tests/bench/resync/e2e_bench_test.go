@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -75,13 +77,34 @@ func benchRestart(b *testing.B, s shape) {
 // reads its resident set.
 const idleSettle = 5 * time.Second
 
-// idleRSS starts the agent once more (untimed) and returns its VmRSS in
-// MiB idleSettle after ready: what an idle agent holds.
+// imageAgent builds, once, contiv-agent as the image holds it (make
+// static: without the embedded etcd server, tag contiv_noembed).
+var imageAgent = sync.OnceValues(func() (string, error) {
+	out := filepath.Join(testenv.Binaries().Dir, "contiv-agent-image")
+	build := exec.Command("go", "build", "-tags", "contiv_noembed", "-o", out, "./cmd/contiv-agent")
+	build.Dir, build.Stdout, build.Stderr = testenv.RepoRoot(), os.Stderr, os.Stderr
+	return out, build.Run()
+})
+
+// idleRSS starts the agent as the image holds it once more (untimed) and
+// returns its VmRSS in MiB idleSettle after ready: what an idle agent
+// holds.
 func (e *restartEnv) idleRSS(b *testing.B) float64 {
 	b.Helper()
 	b.StopTimer()
 	defer b.StartTimer()
-	a, _ := e.start(b)
+	bin, err := imageAgent()
+	if err != nil {
+		b.Fatal(err)
+	}
+	a, err := agentproc.StartBinary(bin, e.dir, thisNode)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(a.Kill)
+	if err := a.WaitReady(); err != nil {
+		b.Fatalf("%v; log in %s", err, filepath.Join(e.dir, "agent.log"))
+	}
 	defer func() {
 		if err := a.Stop(); err != nil {
 			b.Error(err)

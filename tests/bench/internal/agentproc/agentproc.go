@@ -54,12 +54,16 @@ type Proc struct {
 
 // Start execs the agent on dir (config files written by the caller) for
 // node and returns at once; the caller waits with WaitReady.
-func Start(dir, node string) (*Proc, error) {
+func Start(dir, node string) (*Proc, error) { return StartBinary(testenv.Binaries().Agent, dir, node) }
+
+// StartBinary is Start with another build of contiv-agent (the image's,
+// without the embedded etcd server).
+func StartBinary(bin, dir, node string) (*Proc, error) {
 	logs, err := os.OpenFile(filepath.Join(dir, "agent.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(testenv.Binaries().Agent)
+	cmd := exec.Command(bin)
 	cmd.Dir, cmd.Env = dir, testenv.AgentEnv(dir, node)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {

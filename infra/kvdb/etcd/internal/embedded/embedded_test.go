@@ -1,3 +1,5 @@
+//go:build !contiv_noembed
+
 package embedded
 
 import (
