@@ -389,7 +389,7 @@ func crictlDELs(t *testing.T, n *Node) {
 
 // ptpLostRace matches ptp's failed DEL when a concurrent DEL removed the
 // container's interface between ptp's lookup and its delete.
-var ptpLostRace = And(ContainSubstring(`plugin type="ptp" failed (delete)`), ContainSubstring("no such device"))
+var ptpLostRace = And(ContainSubstring("ptp"), ContainSubstring("failed (delete)"), ContainSubstring("no such device"))
 
 // deleteEvents counts the Delete Pod events of the pod ("namespace/name")
 // in the agent's event history: one per CNI DEL that reached it.

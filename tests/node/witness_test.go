@@ -286,9 +286,11 @@ func agentKilledInABurst(t *testing.T, n *Node) {
 
 // leakedAdd: a CNI ADD reaches the agent for a pod of the API, but the
 // runtime never records its sandbox (it died mid-RunPodSandbox): no DEL
-// ever comes, and the pod is not missing from Kubernetes (it waits,
-// unscheduled here), so only the agent's GC against containerd's list
-// frees it, two lists a criGCPeriod apart. A running pod keeps its own.
+// ever comes, and the pod is not missing from this node's Kubernetes
+// state (it is bound to this node, whose kubelet refuses to admit it: a
+// node selector no node has, so no sandbox is ever made), so only the
+// agent's GC against containerd's list frees it, two lists a criGCPeriod
+// apart. A running pod keeps its own.
 func leakedAdd(t *testing.T, n *Node) {
 	g := NewWithT(t)
 	ctx := t.Context()
@@ -296,7 +298,8 @@ func leakedAdd(t *testing.T, n *Node) {
 	_, err := n.WaitPodsRunning(ctx, ns, LabelApp+"=alive", 1, time.Minute)
 	g.Expect(err).NotTo(HaveOccurred())
 	ghost := BusyboxPod(ns, "ghost")
-	ghost.Spec.NodeName = "elsewhere" // in the API, never run here
+	ghost.Spec.NodeName = n.Name // in this node's state (contiv-ksr's per-node layout), never run here
+	ghost.Spec.NodeSelector = map[string]string{"contiv.test/no-such-node": "true"}
 	g.Expect(n.CreatePod(ctx, ghost)).To(Succeed())
 	p, err := n.Kube.Client.CoreV1().Pods(ns).Get(ctx, "ghost", metav1.GetOptions{})
 	g.Expect(err).NotTo(HaveOccurred())
@@ -322,7 +325,7 @@ func leakedAdd(t *testing.T, n *Node) {
 	g.Expect(n.AllocatedIPs(ctx)).To(HaveKey(ns+"/alive"), "the running pod keeps its address")
 
 	g.Expect(n.DeletePod(ctx, ns, "alive")).To(Succeed())
-	zero := int64(0) // no kubelet runs "elsewhere" to finish a graceful delete
+	zero := int64(0) // the kubelet refused it: nothing finishes a graceful delete
 	g.Expect(n.Kube.Client.CoreV1().Pods(ns).Delete(ctx, "ghost", metav1.DeleteOptions{GracePeriodSeconds: &zero})).To(Succeed())
 	g.Expect(n.WaitNoPods(ctx, ns, "", time.Minute)).To(Succeed())
 }
