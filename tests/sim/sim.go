@@ -252,15 +252,24 @@ func (s *Sim) StopNode(ctx context.Context, n *Node) error {
 // WaitReady waits until every node of nodes is ready, polling every
 // 50 ms, and returns how long that took from the call and how many
 // restarts it made: a node whose loop stopped by a fatal error is
-// restarted Config.RestartDelay later (its entry in nodes is replaced).
-// It fails when ctx ends first, naming how many are not ready and the
-// first fatal error seen.
+// restarted Config.RestartDelay later, in a goroutine of its own (as
+// Kubernetes restarts every such agent at once), and its entry in nodes
+// is replaced. It fails when ctx ends first, naming how many are not
+// ready and the first fatal error seen, once the restarts under way
+// have ended.
 func (s *Sim) WaitReady(ctx context.Context, nodes []*Node) (time.Duration, int, error) {
+	type restarted struct {
+		i   int
+		n   *Node
+		err error
+	}
 	start := time.Now()
 	t := time.NewTicker(50 * time.Millisecond)
 	defer t.Stop()
+	results := make(chan restarted)
+	inFlight := make(map[int]bool)
 	restarts := 0
-	var firstFatal error
+	var firstFatal, restartErr error
 	lastNote := start
 	for {
 		missing, dead := 0, 0
@@ -278,28 +287,40 @@ func (s *Sim) WaitReady(ctx context.Context, nodes []*Node) (time.Duration, int,
 			if firstFatal == nil {
 				firstFatal = fmt.Errorf("%s: %w", n.Name, err)
 			}
-			if s.cfg.RestartDelay < 0 || time.Since(at) < s.cfg.RestartDelay {
+			if inFlight[i] || ctx.Err() != nil || s.cfg.RestartDelay < 0 || time.Since(at) < s.cfg.RestartDelay {
 				continue
 			}
-			nn, rerr := s.restart(n)
-			if rerr != nil {
-				return time.Since(start), restarts, fmt.Errorf("restart %s: %w", n.Name, rerr)
-			}
-			nodes[i] = nn
-			restarts++
+			inFlight[i] = true
+			go func() {
+				nn, err := s.restart(n)
+				results <- restarted{i, nn, err}
+			}()
 		}
-		if missing == 0 {
-			return time.Since(start), restarts, nil
+		if missing == 0 && len(inFlight) == 0 {
+			return time.Since(start), restarts, restartErr
 		}
 		if s.cfg.Progress != nil && time.Since(lastNote) >= 10*time.Second {
 			lastNote = time.Now()
-			_, _ = fmt.Fprintf(s.cfg.Progress, "    %s ready %d of %d; loops dead now %d, restarts %d\n",
-				lastNote.Format("15:04:05"), len(nodes)-missing, len(nodes), dead, restarts)
+			_, _ = fmt.Fprintf(s.cfg.Progress, "    %s ready %d of %d; loops dead now %d, restarting %d, restarts %d\n",
+				lastNote.Format("15:04:05"), len(nodes)-missing, len(nodes), dead, len(inFlight), restarts)
+		}
+		done := ctx.Done()
+		if len(inFlight) > 0 {
+			done = nil // the restarts under way end first
+		} else if ctx.Err() != nil {
+			return time.Since(start), restarts, fmt.Errorf("%d of %d nodes not ready (%d restarts; first fatal error: %v): %w",
+				missing, len(nodes), restarts, errors.Join(firstFatal, restartErr), ctx.Err())
 		}
 		select {
-		case <-ctx.Done():
-			return time.Since(start), restarts, fmt.Errorf("%d of %d nodes not ready (%d restarts; first fatal error: %v): %w",
-				missing, len(nodes), restarts, firstFatal, ctx.Err())
+		case r := <-results:
+			delete(inFlight, r.i)
+			if r.err != nil {
+				restartErr = errors.Join(restartErr, fmt.Errorf("restart %s: %w", nodes[r.i].Name, r.err))
+				continue
+			}
+			nodes[r.i] = r.n
+			restarts++
+		case <-done:
 		case <-t.C:
 		}
 	}
