@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"strings"
@@ -82,7 +83,7 @@ func call[Req any](ctx context.Context, a *agent, name string, method rpc[Req], 
 	defer cancel()
 	reply, err := method(ctx, req)
 	if err != nil {
-		return nil, a.transportError(name, err)
+		return nil, a.transportError(name, timedOut(ctx, err))
 	}
 	if reply.GetResult() == cni.CNIReply_ERROR {
 		code := reply.GetErrorCode()
@@ -115,7 +116,7 @@ func callUntil[Req any](ctx context.Context, a *agent, name string, method rpc[R
 	for {
 		reply, err := method(ctx, req)
 		if err != nil {
-			return nil, a.transportError(name, err)
+			return nil, a.transportError(name, timedOut(ctx, err))
 		}
 		if reply.GetResult() != cni.CNIReply_ERROR || uint(reply.GetErrorCode()) != types.ErrTryAgainLater {
 			return call(ctx, a, name, func(context.Context, Req, ...grpc.CallOption) (*cni.CNIReply, error) { return reply, nil }, req)
@@ -127,6 +128,17 @@ func callUntil[Req any](ctx context.Context, a *agent, name string, method rpc[R
 		}
 		backoff = min(2*backoff, 320*time.Millisecond)
 	}
+}
+
+// timedOut is err, or DeadlineExceeded when the call's own deadline has
+// passed: the agent ending the stream at the same deadline (its
+// grpc-timeout) reaches the client as Canceled when it wins the race, and
+// the runtime should read that the call timed out.
+func timedOut(ctx context.Context, err error) error {
+	if st := status.Convert(err); st.Code() == codes.Canceled && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return status.Error(codes.DeadlineExceeded, st.Message())
+	}
+	return err
 }
 
 // transportError maps a gRPC failure: unreachable, refused, deadline and

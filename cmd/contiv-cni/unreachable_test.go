@@ -1,12 +1,15 @@
 package main
 
 import (
+	"context"
 	"net"
 	"path/filepath"
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // TestUnreachableAgentFailsFast: when nothing can answer at the socket
@@ -83,4 +86,21 @@ func TestSilentAgentTimesOut(t *testing.T) {
 			g.Expect(fa.Calls()).To(HaveLen(1))
 		})
 	}
+}
+
+// A stream the agent ends at the call's own deadline reaches the client
+// as Canceled or DeadlineExceeded, whichever side wins the race: both
+// read as the timeout; a cancellation before the deadline stays one.
+func TestTimedOutNamesTheDeadline(t *testing.T) {
+	g := NewWithT(t)
+	past, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+	defer cancel()
+	live, cancelLive := context.WithCancel(context.Background())
+	defer cancelLive()
+	canceled := status.Error(codes.Canceled, "stream reset by the server")
+	g.Expect(status.Code(timedOut(past, canceled))).To(Equal(codes.DeadlineExceeded))
+	g.Expect(status.Convert(timedOut(past, canceled)).Message()).To(Equal("stream reset by the server"))
+	g.Expect(status.Code(timedOut(live, canceled))).To(Equal(codes.Canceled))
+	unavailable := status.Error(codes.Unavailable, "connection refused")
+	g.Expect(timedOut(past, unavailable)).To(BeIdenticalTo(unavailable))
 }
