@@ -101,7 +101,7 @@ func (c *Config) validate() error {
 	for i, a := range c.Prefixes {
 		for j, b := range c.Prefixes {
 			if i != j && strings.HasPrefix(a, b) {
-				errs = append(errs, fmt.Errorf("Prefixes: %q covers %q (each key must be read by one watch)", b, a))
+				errs = append(errs, fmt.Errorf("field Prefixes: %q covers %q (each key must be read by one watch)", b, a))
 			}
 		}
 	}

@@ -98,7 +98,7 @@ func TestOneBrokenWatchResyncsEveryPrefix(t *testing.T) {
 func TestOverlappingPrefixesAreRefused(t *testing.T) {
 	_, remote := startEtcd(t)
 	_, err := dbwatcher.New(dbwatcher.Config{Remote: remote, Loop: &fakeLoop{}, Prefixes: []string{"k8s/", "k8s/pod/"}})
-	NewWithT(t).Expect(err).To(MatchError(ContainSubstring(`Prefixes: "k8s/" covers "k8s/pod/"`)))
+	NewWithT(t).Expect(err).To(MatchError(ContainSubstring(`field Prefixes: "k8s/" covers "k8s/pod/"`)))
 }
 
 var podWeb2 = &pod.Pod{Name: "web", Namespace: "default", IpAddress: "10.1.1.6"}
