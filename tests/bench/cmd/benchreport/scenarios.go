@@ -41,4 +41,5 @@ var scenarios = []report.Scenario{
 	startupScenario(),
 	elasticScenario(),
 	nodeScenario(),
+	simScenario(),
 }
