@@ -102,7 +102,9 @@ func (k *Keeper) evidence() string {
 // evidenceOf tells why absence is no evidence now ("": it is), for a
 // state (live: from etcd) of pods pods. The marker counts the pods of the
 // cluster: a state of this node's pods alone (nodeScoped, the per-node
-// layout) is not compared with it.
+// layout) is not compared with it, nor is a state without pods (a node
+// with none yet, in the per-node layout, cannot tell its scope; an empty
+// state releases nothing anyway: see kubeView.empty).
 func (k *Keeper) evidenceOf(live bool, pods int, nodeScoped bool) string {
 	m := &k.mir
 	switch {
@@ -115,7 +117,7 @@ func (k *Keeper) evidenceOf(live bool, pods int, nodeScoped bool) string {
 	case k.clock.Now().Sub(m.changed) > k.staleAfter():
 		return fmt.Sprintf("contiv-ksr's mirror marker has not changed for %s (its heartbeat is %s): contiv-ksr stopped or is cut off",
 			k.clock.Now().Sub(m.changed).Round(time.Second), m.last.Interval)
-	case !nodeScoped && pods < m.last.Pods/2:
+	case !nodeScoped && pods > 0 && pods < m.last.Pods/2:
 		return fmt.Sprintf("the Kubernetes state holds %d pods, contiv-ksr's mirror marker says %d: the store is emptier than the mirror", pods, m.last.Pods)
 	}
 	return ""
