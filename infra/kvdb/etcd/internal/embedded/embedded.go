@@ -16,21 +16,6 @@ import (
 	"github.com/contiv-ipam/agent/infra/kvdb/etcd/internal/etcdlog"
 )
 
-// Config describes one embedded single-member server.
-type Config struct {
-	// Dir is the data directory; etcd creates it (mode 0700) if missing.
-	Dir string
-	// ClientURL and PeerURL are http URLs on a loopback IP; port 0 picks a
-	// free port.
-	ClientURL, PeerURL string
-	// Log receives etcd's warnings and errors; nil discards them.
-	Log *slog.Logger
-	// StartTimeout bounds the wait for the server to be ready (default 30s).
-	StartTimeout time.Duration
-	// UnsafeNoFsync disables fsync: tests only.
-	UnsafeNoFsync bool
-}
-
 // memberName is the name of the only member.
 const memberName = "contiv-agent"
 

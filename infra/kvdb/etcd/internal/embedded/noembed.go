@@ -2,27 +2,13 @@
 
 package embedded
 
-import (
-	"errors"
-	"log/slog"
-	"time"
-)
+import "errors"
 
 // ErrNotBuiltIn is what Start returns in a binary built with the tag
 // contiv_noembed (the agent of the image, which always has an etcd
 // cluster): it has no embedded server.
 var ErrNotBuiltIn = errors.New("this contiv-agent is built without the embedded etcd server (build tag contiv_noembed, " +
 	"as the image ships it): set endpoints in etcd.conf (or ETCD_ENDPOINTS)")
-
-// Config is the embedded server's configuration (see embedded.go); this
-// build has no server to give it to.
-type Config struct {
-	Dir                string
-	ClientURL, PeerURL string
-	Log                *slog.Logger
-	StartTimeout       time.Duration
-	UnsafeNoFsync      bool
-}
 
 // Server is never started in this build.
 type Server struct{}

@@ -2,10 +2,27 @@ package embedded
 
 import (
 	"fmt"
+	"log/slog"
 	"net"
 	"net/url"
 	"strconv"
+	"time"
 )
+
+// Config describes one embedded single-member server.
+type Config struct {
+	// Dir is the data directory; etcd creates it (mode 0700) if missing.
+	Dir string
+	// ClientURL and PeerURL are http URLs on a loopback IP; port 0 picks a
+	// free port.
+	ClientURL, PeerURL string
+	// Log receives etcd's warnings and errors; nil discards them.
+	Log *slog.Logger
+	// StartTimeout bounds the wait for the server to be ready (default 30s).
+	StartTimeout time.Duration
+	// UnsafeNoFsync disables fsync: tests only.
+	UnsafeNoFsync bool
+}
 
 // CheckLoopback returns an error unless raw is an http URL whose host is a
 // loopback IP address and whose port is a number.
