@@ -43,7 +43,9 @@ func benchSize(b *testing.B, n int) {
 		b.Logf("file limit: %v", err)
 	}
 	ctx := b.Context()
-	s, err := sim.Start(ctx, sim.Config{Dir: b.TempDir(), Log: io.Discard})
+	// As make sim runs them: a dial timeout of 10 s (the agent's default
+	// is 1 s), which a herd of first connections on 2 shared cores needs.
+	s, err := sim.Start(ctx, sim.Config{Dir: b.TempDir(), Log: io.Discard, Node: sim.NodeOptions{DialTimeout: 10 * time.Second}})
 	if err != nil {
 		b.Fatal(err)
 	}
