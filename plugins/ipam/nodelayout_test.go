@@ -19,6 +19,17 @@ func nodePods(pods ...*podmodel.Pod) api.KubeStateData {
 	return ks
 }
 
+// markedFixture is a REST fixture holding pod1's address, whose marker
+// counts 10 pods in the cluster, resynced on the state ks.
+func markedFixture(t *testing.T, g Gomega, clk *fakeClock, ks api.KubeStateData) *restFixture {
+	f := newRESTFixture(t, restOpts{clock: clk})
+	mustAdd(g, f.ipam, pod1, att("c1", "eth0"))
+	f.pods = 10
+	f.beat(t)
+	g.Expect(f.ipam.Resync(&api.DBResync{KubeState: ks}, ks, 2, nil)).To(Succeed())
+	return f
+}
+
 // Pods of the per-node layout are restored like pods of the cluster
 // layout: their keys are accepted, their addresses learned.
 func TestPodsOfTheNodeLayoutAreRestored(t *testing.T) {
@@ -37,13 +48,7 @@ func TestPodsOfTheNodeLayoutAreRestored(t *testing.T) {
 // is compared: TestAStoreEmptierThanTheMarkerOrAnOldMarkerIsNoEvidence).
 func TestANodeScopedStateIsNotComparedWithTheClusterCount(t *testing.T) {
 	g := NewWithT(t)
-	clk := newFakeClock()
-	f := newRESTFixture(t, restOpts{clock: clk})
-	mustAdd(g, f.ipam, pod1, att("c1", "eth0"))
-	f.pods = 10
-	f.beat(t)
-	ks := nodePods(bystander) // 1 pod of this node; 10 in the cluster
-	g.Expect(f.ipam.Resync(&api.DBResync{KubeState: ks}, ks, 2, nil)).To(Succeed())
+	f := markedFixture(t, g, newFakeClock(), nodePods(bystander)) // 1 pod of this node; 10 in the cluster
 	got := candidates(g, f)
 	g.Expect(got.Blocked).To(BeEmpty())
 	g.Expect(got.Candidates).To(HaveLen(1))
@@ -54,12 +59,7 @@ func TestANodeScopedStateIsNotComparedWithTheClusterCount(t *testing.T) {
 func TestAPodEventOfTheNodeLayoutScopesAnEmptyState(t *testing.T) {
 	g := NewWithT(t)
 	clk := newFakeClock()
-	f := newRESTFixture(t, restOpts{clock: clk})
-	mustAdd(g, f.ipam, pod1, att("c1", "eth0"))
-	f.pods = 10
-	f.beat(t)
-	ks := nodePods()
-	g.Expect(f.ipam.Resync(&api.DBResync{KubeState: ks}, ks, 2, nil)).To(Succeed())
+	f := markedFixture(t, g, clk, nodePods())
 	empty := candidates(g, f)
 	g.Expect(empty.Candidates).To(BeEmpty(), "an empty state is no evidence")
 	g.Expect(empty.Blocked).NotTo(ContainSubstring("emptier than the mirror"), "a node without pods is not compared with the cluster's count")
@@ -74,12 +74,22 @@ func TestAPodEventOfTheNodeLayoutScopesAnEmptyState(t *testing.T) {
 	g.Expect(got.Candidates).To(HaveLen(1))
 
 	// The same event under the cluster layout's key is compared.
-	f2 := newRESTFixture(t, restOpts{clock: clk})
-	mustAdd(g, f2.ipam, pod1, att("c1", "eth0"))
-	f2.pods = 10
-	f2.beat(t)
-	g.Expect(f2.ipam.Resync(&api.DBResync{KubeState: ks}, ks, 2, nil)).To(Succeed())
+	f2 := markedFixture(t, g, clk, nodePods())
 	kubeChange(g, f2.ipam, podmodel.GetID(bystander), "", false)
 	f2.beat(t)
 	g.Expect(candidates(g, f2).Blocked).To(ContainSubstring("holds 1 pods, contiv-ksr's mirror marker says 10"))
+}
+
+// A cluster-layout state whose pods the watch deleted one by one, down
+// to none, is still compared with the marker's count: an emptied store is
+// no evidence (only a state empty at its resync is exempt, and it
+// releases nothing).
+func TestAStateEmptiedByTheWatchIsStillComparedWithTheMarker(t *testing.T) {
+	g := NewWithT(t)
+	f := markedFixture(t, g, newFakeClock(), kubePods(bystander))
+	kubeChange(g, f.ipam, podmodel.GetID(bystander), "", true)
+	f.beat(t)
+	got := candidates(g, f)
+	g.Expect(got.Blocked).To(ContainSubstring("holds 0 pods, contiv-ksr's mirror marker says 10"))
+	g.Expect(got.Candidates).To(BeEmpty())
 }

@@ -96,16 +96,18 @@ func (k *Keeper) restartAbsences() {
 // evidence tells why absence is no evidence now ("": it is), for the
 // current state.
 func (k *Keeper) evidence() string {
-	return k.evidenceOf(k.view.live, len(k.view.pods), k.view.nodeScoped)
+	return k.evidenceOf(k.view.live, len(k.view.pods), k.view.nodeScoped, k.view.empty)
 }
 
 // evidenceOf tells why absence is no evidence now ("": it is), for a
 // state (live: from etcd) of pods pods. The marker counts the pods of the
 // cluster: a state of this node's pods alone (nodeScoped, the per-node
-// layout) is not compared with it, nor is a state without pods (a node
-// with none yet, in the per-node layout, cannot tell its scope; an empty
-// state releases nothing anyway: see kubeView.empty).
-func (k *Keeper) evidenceOf(live bool, pods int, nodeScoped bool) string {
+// layout) is not compared with it, nor is a state that had no pod at its
+// resync (empty: a node with none yet, in the per-node layout, cannot tell
+// its scope; an empty state releases nothing anyway, see kubeView.empty).
+// A state whose pods the watch then deleted is still compared: an emptied
+// store is no evidence.
+func (k *Keeper) evidenceOf(live bool, pods int, nodeScoped, empty bool) string {
 	m := &k.mir
 	switch {
 	case !live:
@@ -117,7 +119,7 @@ func (k *Keeper) evidenceOf(live bool, pods int, nodeScoped bool) string {
 	case k.clock.Now().Sub(m.changed) > k.staleAfter():
 		return fmt.Sprintf("contiv-ksr's mirror marker has not changed for %s (its heartbeat is %s): contiv-ksr stopped or is cut off",
 			k.clock.Now().Sub(m.changed).Round(time.Second), m.last.Interval)
-	case !nodeScoped && pods > 0 && pods < m.last.Pods/2:
+	case !nodeScoped && !empty && pods < m.last.Pods/2:
 		return fmt.Sprintf("the Kubernetes state holds %d pods, contiv-ksr's mirror marker says %d: the store is emptier than the mirror", pods, m.last.Pods)
 	}
 	return ""

@@ -418,7 +418,7 @@ func (k *Keeper) planAbsent(p *plan, podsInState int) {
 			delete(k.young, id)
 		}
 	}
-	why := k.evidenceOf(true, len(p.inKube), p.nodeScoped)
+	why := k.evidenceOf(true, len(p.inKube), p.nodeScoped, podsInState == 0)
 	paused := 0
 	for id := range p.t.byPod {
 		keys := missingKeys(p.inKube, p.t, id)
