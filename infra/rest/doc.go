@@ -62,5 +62,30 @@
 //
 // GET / lists every registered endpoint: JSON ({"endpoints": [{"method",
 // "path", "description"}]}) unless the client's Accept header prefers
-// text/html. Every request is logged at debug level.
+// text/html (no Accept header, */* and application/json get the JSON).
+// Every request is logged at debug level.
+//
+// # The HTML index page (a hook for one plugin)
+//
+// A client that prefers HTML gets, by default, a table of the endpoints
+// (each GET without {variables} a link: Endpoint.Linkable). A plugin may
+// serve its own page there instead (contiv-agent: IPAM's status page), in
+// this order:
+//  1. In Init or AfterInit call SetIndexPage(its HTTPHandlers dep, fn)
+//     (false when the HTTPHandlers does not implement IndexPageSetter: a
+//     fake; then nothing is served). One page per server: a later call
+//     replaces the page, and fn nil restores the table.
+//  2. fn(w, r, endpoints) is called on each request's goroutine with the
+//     endpoints the JSON index lists, sorted by path, then method. It
+//     writes the whole answer (status, Content-Type text/html, body;
+//     Formatter.HTML does it for an html/template). Keep it quick and
+//     safe for concurrent use: take a snapshot of the plugin's state, do
+//     not wait on its event loop for long, and escape every value
+//     (html/template), as names come from clients. The page must stand
+//     alone: no scripts or styles from elsewhere.
+//  3. The JSON index is not the page's: it stays what it is, so REST
+//     clients are not affected by any page.
+//
+// infra/rest imports no plugin: the plugin calls the hook, never the
+// other way.
 package rest

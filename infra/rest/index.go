@@ -14,8 +14,8 @@ var indexFiles embed.FS
 // indexPath is the ServeMux pattern path of the index: "/" and nothing else.
 const indexPath = "/{$}"
 
-// indexPage is the data of index.html.
-type indexPage struct {
+// indexData is the data of index.html.
+type indexData struct {
 	Title     string
 	Endpoints []indexRow
 }
@@ -30,21 +30,25 @@ type indexBody struct {
 	Endpoints []Endpoint `json:"endpoints"`
 }
 
-// indexHandler lists every registered endpoint: HTML when the client
-// prefers it, JSON otherwise.
-func indexHandler(r *router, f *Formatter, tmpl *template.Template) http.HandlerFunc {
+// indexHandler lists every registered endpoint: JSON unless the client
+// prefers HTML; the HTML is the page a plugin provided (page), or else
+// the built-in endpoint table.
+func indexHandler(r *router, f *Formatter, tmpl *template.Template, page *indexPageHolder) http.HandlerFunc {
 	return func(w http.ResponseWriter, req *http.Request) {
 		eps := r.list()
 		if !prefersHTML(req.Header.Get("Accept")) {
 			f.JSON(w, http.StatusOK, indexBody{Endpoints: eps})
 			return
 		}
-		page := indexPage{Title: "contiv-agent REST API"}
-		for _, e := range eps {
-			link := e.Method == http.MethodGet && !strings.Contains(e.Path, "{")
-			page.Endpoints = append(page.Endpoints, indexRow{Endpoint: e, Link: link})
+		if fn := page.get(); fn != nil {
+			fn(w, req, eps)
+			return
 		}
-		f.HTML(w, http.StatusOK, tmpl, page)
+		data := indexData{Title: "contiv-agent REST API", Endpoints: make([]indexRow, 0, len(eps))}
+		for _, e := range eps {
+			data.Endpoints = append(data.Endpoints, indexRow{Endpoint: e, Link: e.Linkable()})
+		}
+		f.HTML(w, http.StatusOK, tmpl, data)
 	}
 }
 

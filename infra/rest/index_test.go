@@ -72,3 +72,57 @@ func TestIndexContentNegotiation(t *testing.T) {
 		})
 	}
 }
+
+func TestIndexPageHook(t *testing.T) {
+	g := NewWithT(t)
+	p := started(t, loopback())
+	p.RegisterHTTPHandler("/log/list", hello)
+	url := "http://" + p.Addr() + "/"
+	_, before, _ := get(t, client(), url, nil)
+
+	seen := make(chan []rest.Endpoint, 1)
+	g.Expect(rest.SetIndexPage(p, func(w http.ResponseWriter, r *http.Request, eps []rest.Endpoint) {
+		seen <- eps
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		_, _ = w.Write([]byte("<p>status of " + r.URL.Path + "</p>"))
+	})).To(BeTrue())
+	// Registered after the page: the page still sees it.
+	p.RegisterHTTPHandler("/later", hello)
+
+	status, body, hdr := get(t, client(), url, http.Header{"Accept": {"text/html"}})
+	g.Expect(status).To(Equal(http.StatusOK))
+	g.Expect(hdr.Get("Content-Type")).To(HavePrefix("text/html"))
+	g.Expect(body).To(Equal("<p>status of /</p>"))
+	got := <-seen
+	g.Expect(got).To(Equal(p.Endpoints()), "the page gets the index's endpoints")
+	g.Expect(got).To(ContainElement(rest.Endpoint{Method: http.MethodGet, Path: "/later"}))
+
+	for _, h := range []http.Header{nil, {"Accept": {"application/json"}}, {"Accept": {"*/*"}}} {
+		status, body, hdr = get(t, client(), url, h)
+		g.Expect(status).To(Equal(http.StatusOK))
+		g.Expect(hdr.Get("Content-Type")).To(HavePrefix("application/json"), "Accept %v", h)
+		g.Expect(body).To(MatchJSON(`{"endpoints": [
+			{"method": "GET", "path": "/", "description": "this list of endpoints"},
+			{"method": "GET", "path": "/later"},
+			{"method": "GET", "path": "/log/list"}
+		]}`), "the JSON index is unchanged under Accept %v", h)
+	}
+	_, again, _ := get(t, client(), url, nil)
+	g.Expect(again).NotTo(Equal(before), "the JSON lists /later now")
+
+	p.SetIndexPage(nil)
+	_, body, _ = get(t, client(), url, http.Header{"Accept": {"text/html"}})
+	g.Expect(body).To(ContainSubstring(`<a href="/later"><code>/later</code></a>`), "nil restores the endpoint table")
+}
+
+func TestSetIndexPageOnHandlersWithoutHook(t *testing.T) {
+	g := NewWithT(t)
+	g.Expect(rest.SetIndexPage(silentHandlers{}, func(http.ResponseWriter, *http.Request, []rest.Endpoint) {})).To(BeFalse())
+}
+
+func TestEndpointLinkable(t *testing.T) {
+	g := NewWithT(t)
+	g.Expect(rest.Endpoint{Method: http.MethodGet, Path: "/contiv/v1/ipam"}.Linkable()).To(BeTrue())
+	g.Expect(rest.Endpoint{Method: http.MethodGet, Path: "/log/{logger}"}.Linkable()).To(BeFalse())
+	g.Expect(rest.Endpoint{Method: http.MethodPost, Path: "/resync"}.Linkable()).To(BeFalse())
+}

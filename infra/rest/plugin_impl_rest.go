@@ -35,6 +35,7 @@ type Plugin struct {
 	flags           *flag.FlagSet // from RegisterFlags, for -http-port
 	formatter       *Formatter
 	router          *router
+	indexPage       indexPageHolder // SetIndexPage
 
 	// Set by Init.
 	conf    Config
@@ -56,6 +57,7 @@ var (
 	_ config.FlagRegistrar = (*Plugin)(nil)
 	_ HTTPHandlers         = (*Plugin)(nil)
 	_ DescribedHandlers    = (*Plugin)(nil)
+	_ IndexPageSetter      = (*Plugin)(nil)
 )
 
 // RegisterFlags adds -http-config, -config-dir and -http-port to fs.
@@ -86,7 +88,7 @@ func (p *Plugin) Init() error {
 	if err != nil {
 		return fmt.Errorf("index page template: %w", err)
 	}
-	p.router.handleIndex(indexHandler(p.router, p.formatter, tmpl))
+	p.router.handleIndex(indexHandler(p.router, p.formatter, tmpl, &p.indexPage))
 	var h http.Handler = &jsonMux{mux: p.router.mux, f: p.formatter}
 	if p.auth, err = newAuthGate(h, p.router.mux, p.formatter, &conf); err != nil {
 		return fmt.Errorf("client-basic-auth: %w", err)
@@ -240,6 +242,9 @@ func (p *Plugin) RegisterDescribedHandler(path, description string, provider Han
 	}
 	p.router.handle(path, description, h, methods)
 }
+
+// SetIndexPage implements IndexPageSetter.
+func (p *Plugin) SetIndexPage(fn IndexPageFunc) { p.indexPage.set(fn) }
 
 // Endpoints returns every registered endpoint, sorted by path and method.
 func (p *Plugin) Endpoints() []Endpoint { return p.router.list() }
