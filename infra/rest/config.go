@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -41,6 +42,12 @@ type Config struct {
 	// ClientBasicAuth lists "user:password" pairs; when set, every request
 	// must carry one of them as HTTP basic authentication.
 	ClientBasicAuth []string `json:"client-basic-auth"`
+	// AdvertiseURL is the base URL at which other machines reach this
+	// server (http[s]://host[:port][/path]), as the agent publishes it in
+	// its status record; "" derives it from the endpoint (see
+	// Plugin.AdvertiseURL). Set it when the server is behind a proxy or
+	// NAT, or listens on every interface of a node with several addresses.
+	AdvertiseURL string `json:"advertise-url"`
 }
 
 // DefaultConfig returns the configuration used for keys the file leaves out.
@@ -85,6 +92,9 @@ func (c *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("max-header-bytes %d: must not be negative", c.MaxHeaderBytes))
 	}
 	errs = append(errs, c.validateTLS()...)
+	if err := validateAdvertiseURL(c.AdvertiseURL); err != nil {
+		errs = append(errs, fmt.Errorf("advertise-url %q: %w", c.AdvertiseURL, err))
+	}
 	for i, entry := range c.ClientBasicAuth {
 		if _, _, err := splitCredentials(entry); err != nil {
 			errs = append(errs, fmt.Errorf("client-basic-auth[%d]: %w", i, err))
@@ -125,6 +135,33 @@ func validateEndpoint(endpoint string) error {
 	}
 	if strings.ContainsAny(host, " /") {
 		return fmt.Errorf("invalid host %q", host)
+	}
+	return nil
+}
+
+// validateAdvertiseURL accepts "" or an absolute http or https URL with a
+// host, without user info, query or fragment.
+func validateAdvertiseURL(s string) error {
+	if s == "" {
+		return nil
+	}
+	u, err := url.Parse(s)
+	switch {
+	case err != nil:
+		return fmt.Errorf("not a URL: %w", err)
+	case u.Scheme != "http" && u.Scheme != "https":
+		return errors.New("want an http:// or https:// URL")
+	case u.Host == "" || u.Hostname() == "":
+		return errors.New("no host")
+	case u.User != nil:
+		return errors.New("must not hold user info")
+	case u.RawQuery != "" || u.Fragment != "" || u.ForceQuery:
+		return errors.New("must not hold a query or a fragment")
+	}
+	if port := u.Port(); port != "" {
+		if _, err := parsePort(port); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -9,7 +9,9 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/contiv-ipam/agent/infra"
@@ -58,6 +60,7 @@ var (
 	_ HTTPHandlers         = (*Plugin)(nil)
 	_ DescribedHandlers    = (*Plugin)(nil)
 	_ IndexPageSetter      = (*Plugin)(nil)
+	_ Advertiser           = (*Plugin)(nil)
 )
 
 // RegisterFlags adds -http-config, -config-dir and -http-port to fs.
@@ -283,6 +286,38 @@ func (p *Plugin) Addr() string {
 
 // TLS reports whether the server speaks HTTPS (known after Init).
 func (p *Plugin) TLS() bool { return p.tls != nil }
+
+// AdvertiseURL implements Advertiser.
+func (p *Plugin) AdvertiseURL(nodeIP netip.Addr) string {
+	if p.conf.Disabled {
+		return ""
+	}
+	return advertiseURL(&p.conf, p.Addr(), p.TLS(), nodeIP)
+}
+
+// advertiseURL is conf's advertise-url, else the base URL of a server
+// listening on addr ("": not listening), with nodeIP for an unspecified
+// host.
+func advertiseURL(conf *Config, addr string, tls bool, nodeIP netip.Addr) string {
+	if u := conf.AdvertiseURL; u != "" {
+		return strings.TrimRight(u, "/")
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return ""
+	}
+	if ip, err := netip.ParseAddr(host); host == "" || conf.onAllInterfaces() || (err == nil && ip.IsUnspecified()) {
+		if !nodeIP.IsValid() || nodeIP.IsUnspecified() {
+			return ""
+		}
+		host = nodeIP.Unmap().String()
+	}
+	scheme := "http"
+	if tls {
+		scheme = "https"
+	}
+	return scheme + "://" + net.JoinHostPort(host, port)
+}
 
 // warnExposure logs a warning for each way the config exposes the API
 // beyond what its defaults allow: an endpoint on every interface, and

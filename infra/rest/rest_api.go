@@ -1,6 +1,9 @@
 package rest
 
-import "net/http"
+import (
+	"net/http"
+	"net/netip"
+)
 
 // HandlerProvider builds a handler; it receives the server's shared
 // Formatter. It is called once, when the handler is registered.
@@ -43,4 +46,17 @@ type Endpoint struct {
 	Method      string `json:"method"`
 	Path        string `json:"path"`
 	Description string `json:"description,omitempty"`
+}
+
+// Advertiser gives the base URL at which other machines reach the REST
+// server (the agent publishes it in its status record).
+type Advertiser interface {
+	// AdvertiseURL returns http.conf's advertise-url when it is set (its
+	// trailing "/" removed). Otherwise, once the server listens, it is
+	// scheme://host:port: https with server-cert-file and server-key-file,
+	// else http; the listening address, or nodeIP with the listening port
+	// when the endpoint's host is empty or unspecified (0.0.0.0, ::). It
+	// is "" when the server is disabled or not listening, and when nodeIP
+	// is needed but invalid.
+	AdvertiseURL(nodeIP netip.Addr) string
 }
