@@ -112,7 +112,7 @@ test:
 	$(call timed,test-unit)
 	$(call timed,test-race)
 
-test-unit: test-deps test-nodeipam-diff test-cilium-diff test-bench test-node
+test-unit: test-deps test-nodeipam-diff test-cilium-diff test-bench test-node test-monitoring
 	$(GO) test -count=1 -timeout 15m $(PKGS)
 	$(GO) test -tags faults -count=1 ./infra/kvdb/bolt/
 	$(GO) vet -tags contiv_noembed ./cmd/contiv-agent/ ./infra/kvdb/etcd/internal/embedded/
@@ -139,8 +139,21 @@ test-bench:
 test-race: test-deps
 	$(GO) test -race -count=1 -timeout 20m $(PKGS)
 
-## test-deps: what the suites of tests/ run: cnitool (go install into ./bin), Debian's containernetworking-plugins (ptp, host-local in /usr/lib/cni; apt-get), kube-apiserver, kubectl and etcd (make kube-bins), the node of tests/node (make node-bins), and buildah and busybox-static for the image tests (make image-tools)
-test-deps: $(CNITOOL) cni-plugins kube-bins node-bins image-tools
+## test-deps: what the suites of tests/ run: cnitool (go install into ./bin), Debian's containernetworking-plugins (ptp, host-local in /usr/lib/cni; apt-get), kube-apiserver, kubectl and etcd (make kube-bins), the node of tests/node (make node-bins), buildah and busybox-static for the image tests (make image-tools), and promtool for k8s/monitoring (make monitoring-deps)
+test-deps: $(CNITOOL) cni-plugins kube-bins node-bins image-tools monitoring-deps
+
+## monitoring-deps: promtool, from Debian's prometheus package (apt-get, when missing), for make test-monitoring
+.PHONY: monitoring-deps test-monitoring
+monitoring-deps:
+	@if ! command -v promtool >/dev/null 2>&1; then \
+	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq prometheus; \
+	fi
+
+## test-monitoring: check k8s/monitoring's alerting rules (promtool check rules) and run their unit tests (promtool test rules k8s/monitoring/tests/*.yaml)
+test-monitoring: monitoring-deps
+	promtool check rules k8s/monitoring/contiv-alerts.yaml
+	promtool test rules k8s/monitoring/tests/*.yaml
 
 ## kube-bins: build kube-apiserver, kubectl and etcd into _cache/kube/<version>/ (once: 6 to 8 min on 2 cores with an empty Go cache)
 kube-bins: $(KUBE_BINS)/.complete
