@@ -139,8 +139,21 @@ test-bench:
 test-race: test-deps
 	$(GO) test -race -count=1 -timeout 20m $(PKGS)
 
-## test-deps: what the suites of tests/ run: cnitool (go install into ./bin), Debian's containernetworking-plugins (ptp, host-local in /usr/lib/cni; apt-get), kube-apiserver, kubectl and etcd (make kube-bins), the node of tests/node (make node-bins), buildah and busybox-static for the image tests (make image-tools), and promtool for k8s/monitoring (make monitoring-deps)
-test-deps: $(CNITOOL) cni-plugins kube-bins node-bins image-tools monitoring-deps
+## test-deps: what the suites of tests/ run: cnitool (go install into ./bin), Debian's containernetworking-plugins (ptp, host-local in /usr/lib/cni; apt-get), kube-apiserver, kubectl and etcd (make kube-bins), the node of tests/node (make node-bins), buildah and busybox-static for the image tests (make image-tools), promtool for k8s/monitoring (make monitoring-deps), and chromium for tests/browser (make browser-deps)
+test-deps: $(CNITOOL) cni-plugins kube-bins node-bins image-tools monitoring-deps browser-deps
+
+## browser-deps: Debian's chromium for the headless-browser tests (tests/browser; apt-get, when /usr/bin/chromium is missing)
+.PHONY: browser-deps
+browser-deps:
+	@if [ ! -x /usr/bin/chromium ]; then \
+	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium; \
+	fi
+
+## screenshots: the status page of a real agent in headless chromium, written to docs/images/agent-status.png (1200x900; root, make browser-deps)
+.PHONY: screenshots
+screenshots: browser-deps
+	CONTIV_SCREENSHOT_DIR=$(CURDIR)/docs/images $(GO) test -count=1 -run 'TestAgentStatusPage$$' ./tests/browser/
 
 ## monitoring-deps: promtool, from Debian's prometheus package (apt-get, when missing), for make test-monitoring
 .PHONY: monitoring-deps test-monitoring
