@@ -215,7 +215,7 @@ func TestAgentBinaryServesAndStopsOnSIGINT(t *testing.T) {
 			t.Errorf("index lacks %s:\n%s", path, body)
 		}
 	}
-	checkReadmeListsEndpoints(t, body)
+	checkDocsListEndpoints(t, body)
 	checkNodeAddresses(t, base)
 	for _, path := range []string{"/liveness", "/readiness"} {
 		status, body = httpGet(t, base+path)
@@ -262,9 +262,12 @@ func TestAgentBinaryFailsOnTakenPort(t *testing.T) {
 	}
 }
 
-// checkReadmeListsEndpoints checks that README.md's REST table has a row
-// for every endpoint in the index body.
-func checkReadmeListsEndpoints(t *testing.T, index string) {
+// restAPIDoc is the REST reference: a table row per endpoint.
+const restAPIDoc = "docs/rest-api.md"
+
+// checkDocsListEndpoints checks that the REST reference (docs/rest-api.md)
+// has a table row for every endpoint in the index body.
+func checkDocsListEndpoints(t *testing.T, index string) {
 	t.Helper()
 	var body struct {
 		Endpoints []struct{ Method, Path string }
@@ -275,10 +278,10 @@ func checkReadmeListsEndpoints(t *testing.T, index string) {
 	if len(body.Endpoints) < 6 {
 		t.Fatalf("index lists %d endpoints, want at least 6", len(body.Endpoints))
 	}
-	readme := readReadme(t)
+	doc := readDoc(t, restAPIDoc)
 	for _, ep := range body.Endpoints {
-		if !strings.Contains(readme, "| "+ep.Method+" | `"+ep.Path+"` |") {
-			t.Errorf("README.md REST table lacks | %s | `%s` |", ep.Method, ep.Path)
+		if !strings.Contains(doc, "| "+ep.Method+" | `"+ep.Path+"` |") {
+			t.Errorf("%s REST table lacks | %s | `%s` |", restAPIDoc, ep.Method, ep.Path)
 		}
 	}
 }

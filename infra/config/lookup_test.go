@@ -48,7 +48,8 @@ func newLookupTree(t *testing.T) lookupTree {
 
 func (l lookupTree) abs(rel string) string { return filepath.Join(l.root, rel) }
 
-// TestLookupOrder checks the order of README.md's "Configuration" section:
+// TestLookupOrder checks the order docs/configuration.md states (tests/docs
+// checks that the page still states it):
 // the flag -p-config, else env P_CONFIG, else p.conf in -config-dir (else
 // env CONFIG_DIR, else the working directory), and that every path that
 // cannot be right is refused with an error naming the flag or env and the

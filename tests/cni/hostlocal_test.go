@@ -52,7 +52,8 @@ func (o *oracle) lists(t *testing.T, version string) (ours, theirs *libcni.Netwo
 // TestOracle compares contiv-cni with Debian's host-local on
 // the same network config: result shape per version, CHECK and DEL
 // behaviour, and the error cases where the two differ on purpose
-// (README.md, "Differences from host-local"). Each difference is asserted
+// (this package's README.md, "Differences from host-local", which
+// docs/cni.md links). Each difference is asserted
 // on both sides, so the test fails if either plugin changes.
 func TestOracle(t *testing.T) {
 	n := startNode(t, testenv.Options{Conf: map[string]string{"contiv.conf": routedConf(t)}})
