@@ -157,6 +157,9 @@
 //  5. With criSocket, IPAM implements RuntimeWitness: UseRuntime is
 //     called from Init (before IPAM's keeper starts), LookAtRuntime from
 //     runtimeLoop; without it the runtime is only listed (metrics).
+//  6. An IPAM that implements FailureObserver hears every ADD and DEL
+//     answered ERROR (CNIFailed, on the call's goroutine, before the
+//     reply leaves: keep it quick); the agent's status page lists them.
 //
 // Health: StatusCheck hears init until the socket serves, ok while it
 // does, error if serving stops early and after Close. Metrics:

@@ -314,6 +314,9 @@ type stackOpts struct {
 	// witness: podmanager's IPAM is also a podmanager.RuntimeWitness
 	// (stack.witness records what it is told).
 	witness bool
+	// wrapIPAM, when set, makes podmanager's IPAM what it returns for the
+	// fake (a fake with more capabilities).
+	wrapIPAM func(*fakeIPAM) podmanager.IPAM
 }
 
 // startStack runs the stack with the socket in a fresh temp dir.
@@ -353,6 +356,9 @@ func tryStartStack(t *testing.T, o stackOpts) (*stack, error) {
 		if o.witness {
 			s.witness = &fakeWitness{fakeIPAM: s.ipam, looks: make(chan witnessLook, 100)}
 			d.IPAM = s.witness
+		}
+		if o.wrapIPAM != nil {
+			d.IPAM = o.wrapIPAM(s.ipam)
 		}
 	}))
 	ctrl := controller.NewPlugin(controller.UseLoopRef(loop), controller.UseHandlers(s.pm, s.ipam),

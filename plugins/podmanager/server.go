@@ -36,7 +36,7 @@ type blockingEvent interface {
 
 // Add connects a container: see the package doc.
 func (s *server) Add(ctx context.Context, req *cni.CNIRequest) (*cni.CNIReply, error) {
-	return s.p.call(ctx, methodAdd, func(ctx context.Context) (*cni.CNIReply, error) {
+	reply, err := s.p.call(ctx, methodAdd, func(ctx context.Context) (*cni.CNIReply, error) {
 		at, err := parseRequest(req)
 		if err == nil {
 			err = checkNames(at.key)
@@ -46,17 +46,21 @@ func (s *server) Add(ctx context.Context, req *cni.CNIRequest) (*cni.CNIReply, e
 		}
 		return s.p.add(ctx, at, req)
 	})
+	s.p.noteFailure(methodAdd, req, reply)
+	return reply, err
 }
 
 // Delete releases the key's address; an unknown key is OK.
 func (s *server) Delete(ctx context.Context, req *cni.CNIRequest) (*cni.CNIReply, error) {
-	return s.p.call(ctx, methodDelete, func(ctx context.Context) (*cni.CNIReply, error) {
+	reply, err := s.p.call(ctx, methodDelete, func(ctx context.Context) (*cni.CNIReply, error) {
 		at, err := parseRequest(req)
 		if err != nil {
 			return nil, err
 		}
 		return okReply(), s.p.deletePod(ctx, at.pod, at.key, at.netns)
 	})
+	s.p.noteFailure(methodDelete, req, reply)
+	return reply, err
 }
 
 // Check verifies that the key holds an address (one of prev_ips if set).
