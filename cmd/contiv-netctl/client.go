@@ -32,21 +32,29 @@ type client struct {
 // value or combination is a usageError; a certificate file that cannot be
 // read or parsed is an error naming the file.
 func newClient(g *globals, usage func(io.Writer)) (*client, error) {
+	return newClientAt(g, g.server, g.serverFrom, usage)
+}
+
+// newClientAt is newClient for the agent at server (from says where that
+// came from: "-server", "the status record of node x", ...). TLS flags
+// with an http:// server are a usage error only for -server: an agent's
+// status record may name an http server while others are https.
+func newClientAt(g *globals, server, from string, usage func(io.Writer)) (*client, error) {
 	bad := func(format string, args ...any) error {
 		return &usageError{msg: fmt.Sprintf(format, args...), usage: usage}
 	}
-	u, err := url.Parse(g.server)
+	u, err := url.Parse(server)
 	switch {
 	case err != nil:
-		return nil, bad("%s %q: not a URL: want http://host:port or https://host:port", g.serverFrom, g.server)
+		return nil, bad("%s %q: not a URL: want http://host:port or https://host:port", from, server)
 	case u.Scheme != "http" && u.Scheme != "https":
-		return nil, bad("%s %q: want http://host:port or https://host:port", g.serverFrom, g.server)
+		return nil, bad("%s %q: want http://host:port or https://host:port", from, server)
 	case u.Host == "":
-		return nil, bad("%s %q: no host: want http://host:port or https://host:port", g.serverFrom, g.server)
+		return nil, bad("%s %q: no host: want http://host:port or https://host:port", from, server)
 	case u.User != nil:
-		return nil, bad("%s %q: credentials in the URL: give them with -user or %s", g.serverFrom, u.Redacted(), envUser)
+		return nil, bad("%s %q: credentials in the URL: give them with -user or %s", from, u.Redacted(), envUser)
 	case u.RawQuery != "" || u.Fragment != "":
-		return nil, bad("%s %q: want no query and no fragment", g.serverFrom, g.server)
+		return nil, bad("%s %q: want no query and no fragment", from, server)
 	}
 	u.Path = strings.TrimSuffix(u.Path, "/")
 	if g.timeout <= 0 {
@@ -63,8 +71,8 @@ func newClient(g *globals, usage func(io.Writer)) (*client, error) {
 	if (g.cert == "") != (g.key == "") {
 		return nil, bad("-cert and -key go together: give both or neither")
 	}
-	if u.Scheme == "http" && (g.cacert != "" || g.cert != "") {
-		return nil, bad("-cacert, -cert and -key are for an https:// server; %s is %q", g.serverFrom, g.server)
+	if u.Scheme == "http" && (g.cacert != "" || g.cert != "") && from == g.serverFrom && server == g.server {
+		return nil, bad("-cacert, -cert and -key are for an https:// server; %s is %q", from, server)
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	if u.Scheme == "https" {

@@ -12,11 +12,14 @@ import (
 )
 
 // cmdIO is what a command reads and writes: its standard streams and
-// environment.
+// environment, the clock relative times are rendered against, and
+// whether stdout is a terminal (colour with -color auto).
 type cmdIO struct {
 	stdin          io.Reader
 	stdout, stderr io.Writer
 	env            func(string) (string, bool)
+	now            func() time.Time
+	tty            bool
 }
 
 // usageError is a command line that cannot run: why, and the usage of the
@@ -37,10 +40,23 @@ func (*helpRequest) Error() string { return "help requested" }
 const (
 	envServer = "CONTIV_NETCTL_SERVER"
 	envUser   = "CONTIV_NETCTL_USER"
+	// envEtcd, then envEtcdctl, name the etcd endpoints when -etcd does
+	// not.
+	envEtcd    = "CONTIV_NETCTL_ETCD"
+	envEtcdctl = "ETCDCTL_ENDPOINTS"
+	// envNoColor turns colour off under -color auto (https://no-color.org).
+	envNoColor = "NO_COLOR"
 )
 
 // defaultServer is the agent's REST server with http.conf's defaults.
 const defaultServer = "http://127.0.0.1:9999"
+
+// defaultEtcd is the client URL of the embedded etcd of `make run`
+// (conf/etcd.conf embedded-client-url, the etcd plugin's default).
+const defaultEtcd = "http://127.0.0.1:2379"
+
+// commandNames are the top-level commands.
+var commandNames = []string{"nodes", "pods", "ipam", "completion"}
 
 // globals are the global flags.
 type globals struct {
@@ -48,9 +64,15 @@ type globals struct {
 	cacert, cert, key string
 	timeout           time.Duration
 	version           bool
-	// serverFrom and userFrom say where server and user came from
-	// ("-server", "env CONTIV_NETCTL_SERVER", "the default"), for errors.
-	serverFrom, userFrom string
+	// etcd are the etcd endpoints (comma-separated), with the TLS files
+	// of an https etcd.
+	etcd                          string
+	etcdCACert, etcdCert, etcdKey string
+	color                         string
+	// serverFrom, userFrom and etcdFrom say where server, user and etcd
+	// came from ("-server", "env CONTIV_NETCTL_SERVER", "the default"),
+	// for errors.
+	serverFrom, userFrom, etcdFrom string
 }
 
 // globalFlags is the flag set of the global flags, bound to g.
@@ -63,6 +85,11 @@ func globalFlags(g *globals) *flag.FlagSet {
 	fs.StringVar(&g.cert, "cert", "", "client certificate `file` (PEM) for a server that requires one (with -key)")
 	fs.StringVar(&g.key, "key", "", "private key `file` (PEM) of -cert")
 	fs.DurationVar(&g.timeout, "timeout", 30*time.Second, "bound of each request to the server, a `duration` such as 30s or 2m")
+	fs.StringVar(&g.etcd, "etcd", defaultEtcd, "the etcd `endpoints` of the cluster, comma-separated: http://host:port, https://host:port or host:port (env "+envEtcd+", then "+envEtcdctl+"; nodes, pods, ipam NODE)")
+	fs.StringVar(&g.etcdCACert, "etcd-cacert", "", "CA certificate `file` (PEM) that signed an https etcd's certificate")
+	fs.StringVar(&g.etcdCert, "etcd-cert", "", "client certificate `file` (PEM) for etcd (with -etcd-key)")
+	fs.StringVar(&g.etcdKey, "etcd-key", "", "private key `file` (PEM) of -etcd-cert")
+	fs.StringVar(&g.color, "color", "auto", "colour the tables: `when`: auto (stdout a terminal and "+envNoColor+" unset), always, never")
 	fs.BoolVar(&g.version, "version", false, "print the version and exit")
 	return fs
 }
@@ -71,9 +98,18 @@ func globalFlags(g *globals) *flag.FlagSet {
 func mainUsage(w io.Writer) {
 	_, _ = fmt.Fprint(w, `Usage: contiv-netctl [global flags] <command> ...
 
-contiv-netctl talks to a contiv-agent over its REST API.
+contiv-netctl reads the cluster from etcd and talks to the contiv-agents over their REST API.
 
 Commands:
+  nodes [-o table|wide|json|yaml|name]       every node of the cluster from etcd: ID, name,
+                                             addresses, pod CIDRs and blocks, pods used and
+                                             total, agent ready or stale, presence lease
+  pods [-node N] [-namespace NS] [-o ...]    every pod allocation, asked of each agent (or
+                                             of node N's): pod, IPs, node, container, age
+  ipam [-o table|wide|json|yaml] [NODE]      the node's IPAM: node ID, pod subnets, gateway,
+                                             NAT loopback, VXLAN, interconnect; pools with
+                                             fill bars, cooldowns, reservations, release
+                                             candidates (the agent at -server, or NODE's)
   ipam check [-o table|json]                 list the pods holding addresses that the
                                              Kubernetes state lacks (release candidates);
                                              -o json: as a report to save and review
@@ -87,6 +123,7 @@ Commands:
                                              moved aside (an address clash, outside its pools)
   ipam conflicts restore NAME                put the record moved aside as NAME back
   ipam conflicts discard NAME                delete the record moved aside as NAME
+  completion bash|zsh                        print a shell completion script
 
 Global flags:
 `)
@@ -130,17 +167,36 @@ func dispatch(ctx context.Context, args []string, cio *cmdIO) error {
 	} else if v, ok := cio.env(envUser); ok && v != "" {
 		g.user, g.userFrom = v, "env "+envUser
 	}
+	g.etcdFrom = "the default"
+	if set["etcd"] {
+		g.etcdFrom = "-etcd"
+	} else if v, ok := cio.env(envEtcd); ok && v != "" {
+		g.etcd, g.etcdFrom = v, "env "+envEtcd
+	} else if v, ok := cio.env(envEtcdctl); ok && v != "" {
+		g.etcd, g.etcdFrom = v, "env "+envEtcdctl
+	}
+	switch g.color {
+	case "auto", "always", "never":
+	default:
+		return &usageError{msg: fmt.Sprintf("-color %q: want auto, always or never", g.color), usage: mainUsage}
+	}
 	rest := fs.Args()
 	if len(rest) == 0 {
 		return &usageError{msg: "no command given", usage: mainUsage}
 	}
 	switch rest[0] {
+	case "nodes":
+		return nodesCommand(ctx, &g, rest[1:], cio)
+	case "pods":
+		return podsCommand(ctx, &g, rest[1:], cio)
 	case "ipam":
 		return ipamCommand(ctx, &g, rest[1:], cio)
+	case "completion":
+		return completionCommand(rest[1:], cio)
 	case "help":
 		return &helpRequest{usage: mainUsage}
 	}
-	return &usageError{msg: fmt.Sprintf("unknown command %q (the commands: ipam)", rest[0]), usage: mainUsage}
+	return &usageError{msg: fmt.Sprintf("unknown command %q (the commands: %s)", rest[0], strings.Join(commandNames, ", ")), usage: mainUsage}
 }
 
 // parseFlags parses args into fs; -h is a helpRequest, a bad flag a

@@ -24,7 +24,7 @@ func netctl(t *testing.T, env map[string]string, stdin string, args ...string) r
 	t.Helper()
 	var out, errb bytes.Buffer
 	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
-	code := run(t.Context(), args, strings.NewReader(stdin), &out, &errb, lookup)
+	code := run(t.Context(), args, &cmdIO{stdin: strings.NewReader(stdin), stdout: &out, stderr: &errb, env: lookup})
 	return result{code: code, stdout: out.String(), stderr: errb.String()}
 }
 

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/contiv-ipam/agent/plugins/ipam/checkpoint"
@@ -34,7 +35,12 @@ type importReply struct {
 const maxDocument = 16 << 20
 
 func ipamUsage(w io.Writer) {
-	_, _ = fmt.Fprint(w, `Usage: contiv-netctl [global flags] ipam <command> ...
+	_, _ = fmt.Fprint(w, `Usage: contiv-netctl [global flags] ipam [-o table|wide|json|yaml] [NODE]
+       contiv-netctl [global flags] ipam <command> ...
+
+Without a command: the node's IPAM (node ID, pod subnets, gateway, NAT loopback, VXLAN,
+interconnect; pools with fill bars, cooldowns, reservations, release candidates) of the agent
+at -server, or of NODE's agent (found in etcd); "contiv-netctl ipam -o x -h" describes it.
 
 Commands:
   check [-o table|json]                 list the pods holding addresses that the Kubernetes
@@ -98,11 +104,14 @@ func importFlags(replace *bool) *flag.FlagSet {
 	return fs
 }
 
+// ipamCommands are the commands of "ipam".
+var ipamCommands = []string{"check", "checkpoint", "conflicts", "release"}
+
 // ipamCommand runs "ipam ...".
 func ipamCommand(ctx context.Context, g *globals, args []string, cio *cmdIO) error {
 	switch {
-	case len(args) == 0:
-		return &usageError{msg: "ipam: no command given (the commands: check, checkpoint, conflicts, release)", usage: ipamUsage}
+	case len(args) == 0 || args[0] == "--" || (strings.HasPrefix(args[0], "-") && !isHelp(args[0])):
+		return showCommand(ctx, g, args, cio)
 	case isHelp(args[0]):
 		return &helpRequest{usage: ipamUsage}
 	case args[0] == "checkpoint":
@@ -114,7 +123,7 @@ func ipamCommand(ctx context.Context, g *globals, args []string, cio *cmdIO) err
 	case args[0] == "release":
 		return releaseCommand(ctx, g, args[1:], cio)
 	}
-	return &usageError{msg: fmt.Sprintf("ipam: unknown command %q (the commands: check, checkpoint, conflicts, release)", args[0]), usage: ipamUsage}
+	return showCommand(ctx, g, args, cio)
 }
 
 // checkpointCommand runs "ipam checkpoint ...".

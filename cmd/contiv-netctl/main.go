@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 )
 
 // Set by the linker (see the Makefile).
@@ -26,7 +26,8 @@ const (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr, os.LookupEnv)
+	code := run(ctx, os.Args[1:], &cmdIO{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, env: os.LookupEnv,
+		now: time.Now, tty: isTerminal(os.Stdout)})
 	stop()
 	os.Exit(code)
 }
@@ -34,8 +35,12 @@ func main() {
 // run runs one command line and returns the exit code: 0 done, 1 the
 // command failed (the message on stderr), 2 a usage error (the message and
 // the usage on stderr). -h prints the usage on stdout and returns 0.
-func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, env func(string) (string, bool)) int {
-	err := dispatch(ctx, args, &cmdIO{stdin: stdin, stdout: stdout, stderr: stderr, env: env})
+func run(ctx context.Context, args []string, cio *cmdIO) int {
+	if cio.now == nil {
+		cio.now = time.Now
+	}
+	stdout, stderr := cio.stdout, cio.stderr
+	err := dispatch(ctx, args, cio)
 	var help *helpRequest
 	var usage *usageError
 	switch {
@@ -51,4 +56,10 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 	_, _ = fmt.Fprintf(stderr, "contiv-netctl: %v\n", err)
 	return exitError
+}
+
+// isTerminal tells whether f is a terminal (a character device).
+func isTerminal(f *os.File) bool {
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }
