@@ -110,6 +110,9 @@ func (a *ContivAgent) addControllerAndHandlers(reg *logging.Registry) {
 		// Elastic pools (ipam.conf warmTarget): the claims go to etcd,
 		// where contiv-ksr's nodeipam answers them.
 		d.PoolClaims = ipam.StoreClaimer{DB: a.ETCD}
+		// The status record (ipam.conf statusPublishPeriod) goes to etcd,
+		// with the REST URL of http.conf (advertise-url, or derived).
+		d.StatusDB, d.REST = a.ETCD, a.HTTP
 	}))
 	a.PodManager = podmanager.NewPlugin(podmanager.UseDeps(func(d *podmanager.Deps) {
 		d.LogRegistry = reg

@@ -23,6 +23,9 @@ func TestConfigValidate(t *testing.T) {
 		{"no grace period", func(c *ipam.Config) { c.AbsentPodGracePeriod = 0 }, ""},
 		{"negative grace period", func(c *ipam.Config) { c.AbsentPodGracePeriod = -time.Second }, "absentPodGracePeriod -1s: want a duration >= 0"},
 		{"zero store timeout", func(c *ipam.Config) { c.StoreTimeout = 0 }, "storeTimeout 0s: want a positive duration"},
+		{"status record off", func(c *ipam.Config) { c.StatusPublishPeriod = 0 }, ""},
+		{"negative status period", func(c *ipam.Config) { c.StatusPublishPeriod = -time.Second }, "statusPublishPeriod -1s: want a duration >= 0"},
+		{"both kinds of key", func(c *ipam.Config) { c.StatusPublishPeriod, c.StoreTimeout = -time.Second, 0 }, "storeTimeout 0s"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -45,6 +48,8 @@ func TestIPAMConfIsLoaded(t *testing.T) {
 		{"bad value", "absentPodGracePeriod: -5m\n", "absentPodGracePeriod -5m0s"},
 		{"unknown key", "absentPodGrace: 5m\n", `unknown key "absentPodGrace"`},
 		{"not a duration", "storeTimeout: soon\n", "storeTimeout"},
+		{"status period not a duration", "statusPublishPeriod: 30\n", "statusPublishPeriod"},
+		{"negative status period", "statusPublishPeriod: -30s\n", "statusPublishPeriod -30s"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -86,4 +91,19 @@ func TestIPAMConfGracePeriodTakesEffect(t *testing.T) {
 	(&beater{p: p}).beat(t)
 	g.Eventually(func() bool { return p.GetPodIP(pod1) == nil }).WithTimeout(10*time.Second).Should(BeTrue(),
 		"with no grace period, a pod Kubernetes does not have loses its address at once")
+}
+
+// statusPublishPeriod is read from ipam.conf next to the keeper's keys,
+// and defaults to 30 s.
+func TestStatusPublishPeriodDecodes(t *testing.T) {
+	g := NewWithT(t)
+	c := ipam.DefaultConfig()
+	g.Expect(c.StatusPublishPeriod).To(Equal(30 * time.Second))
+	g.Expect(config.Decode([]byte("statusPublishPeriod: 5s\nstoreTimeout: 3s\n"), &c, "ipam.conf")).To(Succeed())
+	g.Expect(c.StatusPublishPeriod).To(Equal(5 * time.Second))
+	g.Expect(c.StoreTimeout).To(Equal(3 * time.Second))
+	g.Expect(config.Decode([]byte("statusPublishPeriod: 0\n"), &c, "ipam.conf")).To(Succeed())
+	g.Expect(c.StatusPublishPeriod).To(BeZero())
+	g.Expect(config.Decode([]byte("Config: {}\n"), &c, "ipam.conf")).To(MatchError(ContainSubstring(`unknown key "Config"`)),
+		"the embedded keeper config has no key of its own")
 }

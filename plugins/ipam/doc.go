@@ -122,6 +122,18 @@
 // its clients: they call its methods, which run on its goroutine, and
 // never touch the table.
 //
+// # The status record
+//
+// With Deps.StatusDB (etcd) and ipam.conf statusPublishPeriod > 0, the
+// agent publishes its status record (package agentstatus: node name and
+// ID, REST URL from Deps.REST, readiness, the used and total addresses of
+// each pool, pods held, release candidates) at agentstatus.Key(node) after
+// the first resync: when it changed, at least every two periods, and
+// within a second of a readiness change; Close deletes it. Its owner is
+// the status publisher's goroutine (statuspub.go): it alone snapshots and
+// writes, outside the event loop, through the keeper's read requests; a
+// failed write is logged (rate-limited) and tried again next period.
+//
 // # Caller duties
 //
 //  1. Build with NewPlugin; wire ContivConf, NodeSync, ServiceLabel and

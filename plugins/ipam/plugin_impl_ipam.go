@@ -45,6 +45,13 @@ type Deps struct {
 	// PoolClaims writes this node's pool claim for the elastic pools
 	// (optional; with ipam.conf warmTarget > 0).
 	PoolClaims PoolClaimer
+	// StatusDB is the store of this node's status record (etcd's root
+	// broker: the key is agentstatus.Key(node)); nil: no record
+	// (optional; see statuspub.go and ipam.conf statusPublishPeriod).
+	StatusDB kvdb.Broker
+	// REST gives the agent's REST base URL for the status record
+	// (optional: without it the record has no URL).
+	REST rest.Advertiser
 }
 
 // Plugin is the IPAM plugin.
@@ -63,6 +70,7 @@ type Plugin struct {
 	readyMu sync.Mutex                // orders the readiness reports
 	keeper  *keeper.Keeper
 	metrics *ipamMetrics
+	page    *statusPage // GET / for browsers (statuspage.go); nil without HTTP
 
 	// exclMu guards runtimeExcl, the exclusions made at run time
 	// (BlacklistIP, ReserveLocalRoutes): appended by any caller, read at
@@ -74,6 +82,10 @@ type Plugin struct {
 	// stopped by Close.
 	stopClaimer context.CancelFunc
 	claimerDone chan struct{}
+
+	// statusPub publishes the agentstatus record (nil: off); started by
+	// AfterInit, stopped by Close.
+	statusPub *statusPublisher
 }
 
 var (
@@ -107,7 +119,7 @@ func (p *Plugin) Init() error {
 		p.clock = keeper.RealClock{}
 	}
 	p.metrics = newIPAMMetrics(p)
-	p.keeper = keeper.New(p.LocalDB, cfg, p.Log, p.clock, p.metrics.keeper)
+	p.keeper = keeper.New(p.LocalDB, cfg.Config, p.Log, p.clock, p.metrics.keeper)
 	p.keeper.OnStoreHealth(func(failing error) {
 		if failing != nil {
 			p.Log.Error("the store does not take the pod allocations: IPAM is not ready", "error", failing)
@@ -124,6 +136,7 @@ func (p *Plugin) Init() error {
 	if p.HTTP != nil {
 		p.registerHandlers()
 	}
+	p.statusPub = newStatusPublisher(p)
 	if p.StatusCheck != nil {
 		p.StatusCheck.Register(p.String(), nil)
 	}
@@ -144,16 +157,28 @@ func (p *Plugin) AfterInit() error {
 			p.runClaimer(ctx, p.keeper.Claims())
 		}()
 	}
+	if p.statusPub != nil {
+		p.statusPub.start()
+	}
 	return nil
 }
 
 // Close stops the keeper after the batch it is storing; the calls decided
 // meanwhile, still queued, or made after fail with an error (their
 // decisions undone). Allocations are durable as they are acknowledged, so
-// nothing is lost.
+// nothing is lost. It first stops the status publisher, and deletes the
+// status record once the keeper is closed (within 2 s, best effort).
 func (p *Plugin) Close() error {
+	publishing := p.statusPub != nil && p.statusPub.done != nil
+	if publishing {
+		p.statusPub.halt()
+	}
 	if p.keeper != nil {
 		p.keeper.Close()
+	}
+	if publishing {
+		p.statusPub.wait() // then deletes the record
+		p.statusPub = nil
 	}
 	if p.stopClaimer != nil {
 		p.stopClaimer()
