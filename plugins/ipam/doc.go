@@ -122,6 +122,25 @@
 // its clients: they call its methods, which run on its goroutine, and
 // never touch the table.
 //
+// # The status page (GET / for browsers)
+//
+// statuspage.go serves the REST server's HTML index (rest.SetIndexPage;
+// the JSON index is unchanged): the node's addressing, each pool's fill,
+// the allocations and releases of the last hour, the last CNI errors,
+// reservations, cooldowns, release candidates and links to every
+// endpoint. A render reads snapshots only: the addressing pointer, one
+// inspection of the keeper (keeper.Status, not waiting for the writes in
+// flight), the candidates and two rings. The owners of its state:
+//
+//   - series (series.go): 60 one-minute buckets of allocations and
+//     releases; written by the keeper's goroutine (keeper.Activity, at the
+//     keeper's clock, as each becomes durable), read by renders; guarded
+//     by its own mutex.
+//   - cniErrors (cnierrors.go): the last 20 CNI ADDs and DELs answered
+//     ERROR; written by podmanager's call goroutines (CNIFailed, the
+//     plugin being podmanager's FailureObserver), read by renders; guarded
+//     by its own mutex.
+//
 // # The status record
 //
 // With Deps.StatusDB (etcd) and ipam.conf statusPublishPeriod > 0, the

@@ -107,6 +107,7 @@ func (p *Plugin) registerHandlers() {
 	p.registerCheckpointHandlers()
 	p.registerPoolsHandler()
 	p.registerCandidatesHandler()
+	p.registerStatusPage()
 }
 
 // Conflict is a record moved aside in GET /contiv/v1/ipam/conflicts.

@@ -168,6 +168,7 @@ func (k *Keeper) allocateOwned(t *table, b *batch, oa OwnerAlloc, res *[]*Alloca
 		switch o {
 		case durable:
 			*res = t.results(as, rv.idOf())
+			k.noteAllocated()
 			k.log.Info("address allocated", "owner", oa.Owner, "ip", as.String(), "expires", rv != nil)
 		case failed:
 			d.undo()

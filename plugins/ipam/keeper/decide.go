@@ -76,6 +76,9 @@ func (k *Keeper) allocated(r *Request, key allocKey, pod podmodel.ID, d decision
 			delete(t.unsure, key)
 			k.acknowledged(pod)
 			k.noteHeld(pod)
+			if d.fresh {
+				k.noteAllocated()
+			}
 			r.answer(t.replyOf(d.addrs, t.resvID(key)))
 		case failed:
 			d.undo()
@@ -203,6 +206,7 @@ func (k *Keeper) released(t *table, key allocKey) {
 	now := k.clock.Now()
 	as, _ := t.lookupAll(key)
 	t.release(key, now, k.cfg.AddressCooldown)
+	k.noteReleased()
 	if k.cfg.AddressCooldown > 0 {
 		k.expiryNear(now.Add(k.cfg.AddressCooldown))
 	}

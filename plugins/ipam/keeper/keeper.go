@@ -26,6 +26,9 @@ type Keeper struct {
 	log     *slog.Logger
 	clock   Clock
 	metrics *Metrics
+	// activity hears allocations and releases (SetActivity, before
+	// Start; nil: nobody).
+	activity Activity
 
 	reqs    chan *Request
 	stop    chan struct{}
