@@ -17,8 +17,11 @@ type nodesyncMetrics struct {
 	conflicts *prometheus.CounterVec
 }
 
+// newNodesyncMetrics returns the metrics with every label value at zero,
+// so that an alert on increase() sees the first conflict (a series born
+// at 1 has no increase).
 func newNodesyncMetrics() *nodesyncMetrics {
-	return &nodesyncMetrics{
+	m := &nodesyncMetrics{
 		idChanges: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "contiv_nodesync_node_id_changes_total",
 			Help: "Claims that gave this node another ID than the one it last ran with, by action (refused: the agent stays unready; accepted: -accept-node-id-change).",
@@ -28,6 +31,13 @@ func newNodesyncMetrics() *nodesyncMetrics {
 			Help: "Fatal conflicts: this node's ID held by another node (node-id), or its node name served by another live agent (node-name).",
 		}, []string{"kind"}),
 	}
+	for _, action := range []string{changeRefused, changeAccepted} {
+		m.idChanges.WithLabelValues(action)
+	}
+	for _, kind := range []string{conflictID, conflictName} {
+		m.conflicts.WithLabelValues(kind)
+	}
+	return m
 }
 
 // Describe implements prometheus.Collector.

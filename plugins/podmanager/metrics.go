@@ -29,8 +29,11 @@ type podmanagerMetrics struct {
 	runtimeOn         bool // set by Init: runtimeUp is collected
 }
 
+// newPodmanagerMetrics returns the metrics; the latency of every method is
+// there from the start (empty), so that a dashboard shows no calls rather
+// than no data.
 func newPodmanagerMetrics() *podmanagerMetrics {
-	return &podmanagerMetrics{
+	m := &podmanagerMetrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "contiv_podmanager_requests_total",
 			Help: "CNI calls answered on the socket, by method and CNI error code (0: OK; 11: try again later; 100 and above: the agent's own codes).",
@@ -58,6 +61,10 @@ func newPodmanagerMetrics() *podmanagerMetrics {
 			Help: "Lists of the container runtime's pod sandboxes, by result (ok, error).",
 		}, []string{"result"}),
 	}
+	for _, method := range []string{methodAdd, methodDelete, methodCheck, methodGC, methodStatus, methodConfirm} {
+		m.latency.WithLabelValues(method)
+	}
+	return m
 }
 
 // observe counts one answered call.

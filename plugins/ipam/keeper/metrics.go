@@ -1,6 +1,10 @@
 package keeper
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
 
 // Metrics are the keeper's counters. The plugin registers them (they are
 // a prometheus.Collector), beside its gauges of the pools.
@@ -21,8 +25,33 @@ type Metrics struct {
 
 var _ prometheus.Collector = (*Metrics)(nil)
 
-// NewMetrics returns the counters, at zero.
+// NewMetrics returns the counters, at zero: every known label value is
+// there from the start, so that an alert on increase() sees the first
+// failure or release (a series born at 1 has no increase).
 func NewMetrics() *Metrics {
+	m := newMetrics()
+	for _, outcome := range []string{outcomeNotApplied, outcomeUnknown} {
+		m.storeFailures.WithLabelValues(outcome)
+	}
+	for _, reason := range []string{"queue", "store"} {
+		m.refused.WithLabelValues(reason)
+	}
+	for _, reason := range []string{reasonAbsent, reasonExpired} {
+		m.reclaimed.WithLabelValues(reason)
+	}
+	for _, reason := range []string{ReleaseCall, ReleaseGC, ReleaseObsolete, ReleaseOperator, ReleasePool, ReleaseRuntime, reasonExpired, reasonAbsent} {
+		m.released.WithLabelValues(reason)
+	}
+	return m
+}
+
+// The outcomes of contiv_ipam_store_failures_total (batch.go).
+const (
+	outcomeNotApplied = "not applied"
+	outcomeUnknown    = "unknown"
+)
+
+func newMetrics() *Metrics {
 	return &Metrics{
 		failed: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "contiv_ipam_pod_ip_allocation_failures_total",
@@ -102,4 +131,32 @@ func (m *Metrics) FailedAllocations() prometheus.Counter { return m.failed }
 // AbsentReleases counts the addresses released after the grace period.
 func (m *Metrics) AbsentReleases() prometheus.Counter {
 	return m.reclaimed.WithLabelValues(reasonAbsent)
+}
+
+// MirrorView is what the keeper knows of contiv-ksr's mirror marker, for
+// the metrics.
+type MirrorView struct {
+	// Age is how long ago (keeper clock) the marker last changed; valid
+	// only when Changed.
+	Age time.Duration
+	// Changed: a marker newer than the first one seen since the agent
+	// started has been seen (the first may be a dead contiv-ksr's last
+	// word, so it does not count).
+	Changed bool
+	// StaleAfter is how long the marker stays fresh without a newer one
+	// (three of its heartbeats, at least 3 s).
+	StaleAfter time.Duration
+}
+
+// Mirror reports the marker's freshness as the evidence rule sees it
+// (evidence.go); the zero MirrorView before the keeper started.
+func (k *Keeper) Mirror() MirrorView {
+	var v MirrorView
+	k.Do(&Request{Kind: reqInspect, read: func(*table) {
+		v.StaleAfter = k.staleAfter()
+		if !k.mir.changed.IsZero() {
+			v.Age, v.Changed = k.clock.Now().Sub(k.mir.changed), true
+		}
+	}})
+	return v
 }
