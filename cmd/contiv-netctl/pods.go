@@ -243,7 +243,9 @@ func askAgents(ctx context.Context, g *globals, targets []agentTarget, ns string
 	sem := make(chan struct{}, agentLimit)
 	for _, t := range targets {
 		if t.problem != "" {
+			mu.Lock()
 			reply.Unreachable = append(reply.Unreachable, unreachable{Node: t.node, URL: t.url, Error: t.problem})
+			mu.Unlock()
 			continue
 		}
 		wg.Add(1)
