@@ -74,6 +74,10 @@ type Plugin struct {
 	// poolMetrics count for the pool block servers of every leadership.
 	poolMetrics *nodeipam.PoolBlockMetrics
 
+	// statuses follows the agents' status records for the cluster page
+	// (its goroutine writes, the page reads); set by Init.
+	statuses *statusWatch
+
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 }
@@ -145,6 +149,7 @@ func (p *Plugin) Init() error {
 		}
 	}
 	p.mirror = &mirror{db: p.DB, res: p.res, metrics: p.metrics, log: p.Log}
+	p.statuses = newStatusWatch(p.DB, p.Log)
 	p.releaser = &releaser{db: p.DB, nodes: p.res[0].informer.GetStore(), absence: p.absence,
 		grace: p.cfg.NodeIDGracePeriod, clock: p.clock, metrics: p.metrics, log: p.Log}
 	if p.Metrics != nil {
@@ -233,6 +238,7 @@ func (p *Plugin) AfterInit() error {
 	}
 	p.factory.Start(ctx.Done())
 	p.wg.Go(func() { p.run(ctx) })
+	p.wg.Go(func() { p.statuses.run(ctx) })
 	return nil
 }
 

@@ -26,6 +26,7 @@ func (p *Plugin) registerHandlers() {
 		p.statusHandler, http.MethodGet)
 	rest.RegisterDescribed(p.HTTP, ResyncPath,
 		"contiv-ksr: resync etcd against the API now (leader only)", p.resyncHandler, http.MethodPost)
+	p.registerClusterPage()
 }
 
 func (p *Plugin) statusHandler(f *rest.Formatter) http.HandlerFunc {
