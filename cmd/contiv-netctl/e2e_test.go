@@ -47,8 +47,15 @@ func startE2EAgent(t *testing.T, node string) *testenv.Agent {
 // binNetctl runs the contiv-netctl binary against a.
 func binNetctl(t *testing.T, a *testenv.Agent, args ...string) result {
 	t.Helper()
+	return binNetctlEnv(t, []string{envServer + "=" + a.REST, envUser + "=" + e2eUser}, args...)
+}
+
+// binNetctlEnv runs the contiv-netctl binary with env added to this
+// process's environment.
+func binNetctlEnv(t *testing.T, env []string, args ...string) result {
+	t.Helper()
 	cmd := exec.Command(testenv.Binaries().NetCtl, args...)
-	cmd.Env = append(os.Environ(), envServer+"="+a.REST, envUser+"="+e2eUser)
+	cmd.Env = append(os.Environ(), env...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
@@ -64,11 +71,18 @@ func binNetctl(t *testing.T, a *testenv.Agent, args ...string) result {
 // cniAdd runs contiv-cni ADD for pod default/name, container cid, on a.
 func cniAdd(t *testing.T, a *testenv.Agent, name, cid string) {
 	t.Helper()
+	cniAddAt(t, a.Socket, "default", name, cid)
+}
+
+// cniAddAt runs contiv-cni ADD for pod ns/name, container cid, on the
+// agent of the CNI socket.
+func cniAddAt(t *testing.T, socket, ns, name, cid string) {
+	t.Helper()
 	cmd := exec.Command(testenv.Binaries().CNI)
 	cmd.Env = append(os.Environ(), "CNI_COMMAND=ADD", "CNI_CONTAINERID="+cid, "CNI_NETNS=/var/run/netns/"+cid,
 		"CNI_IFNAME=eth0", "CNI_PATH="+testenv.Binaries().Dir,
-		"CNI_ARGS=IgnoreUnknown=1;K8S_POD_NAMESPACE=default;K8S_POD_NAME="+name+";K8S_POD_INFRA_CONTAINER_ID="+cid)
-	cmd.Stdin = strings.NewReader(`{"cniVersion": "1.0.0", "name": "k8s-pod-network", "type": "contiv-cni", "grpcServer": "` + a.Socket + `"}`)
+		"CNI_ARGS=IgnoreUnknown=1;K8S_POD_NAMESPACE="+ns+";K8S_POD_NAME="+name+";K8S_POD_INFRA_CONTAINER_ID="+cid)
+	cmd.Stdin = strings.NewReader(`{"cniVersion": "1.0.0", "name": "k8s-pod-network", "type": "contiv-cni", "grpcServer": "` + socket + `"}`)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("contiv-cni ADD %s: %v: %s", name, err, out)
 	}

@@ -36,7 +36,7 @@ var goldenNow = time.Date(2026, 11, 25, 15, 0, 0, 0, time.UTC)
 // that the remaining TTL reads as the same minutes during the test.
 const presenceTTL = 4000
 
-// cluster is the golden fixture: an embedded etcd holding the records of
+// fixture is the golden fixture: an embedded etcd holding the records of
 // five nodes, and the fake agents of two of them.
 //
 //   - worker-1: node ID 1, Kubernetes Node with pod CIDRs, agent ready
@@ -47,7 +47,7 @@ const presenceTTL = 4000
 //     no presence key;
 //   - worker-4: a Kubernetes Node only;
 //   - worker-5: a presence key without a status record.
-type cluster struct {
+type fixture struct {
 	etcd           *etcdtest.Server
 	agent1, agent2 *fakeAgent
 	dead           string // the REST URL of worker-3's (closed) agent
@@ -56,9 +56,9 @@ type cluster struct {
 	ports *strings.Replacer
 }
 
-func newCluster(t *testing.T) *cluster {
+func newCluster(t *testing.T) *fixture {
 	t.Helper()
-	c := &cluster{etcd: etcdtest.Start(t), agent1: newFakeAgent(t), agent2: newFakeAgent(t)}
+	c := &fixture{etcd: etcdtest.Start(t), agent1: newFakeAgent(t), agent2: newFakeAgent(t)}
 	dead := httptest.NewServer(http.NotFoundHandler())
 	c.dead = dead.URL
 	dead.Close()
@@ -181,7 +181,7 @@ var ttlField = regexp.MustCompile(`("ttlSeconds": |ttlSeconds: )\d+`)
 
 // runAt runs contiv-netctl in-process at goldenNow with etcd and -server
 // pointing at the fixture.
-func (c *cluster) runAt(t *testing.T, env map[string]string, tty bool, args ...string) result {
+func (c *fixture) runAt(t *testing.T, env map[string]string, tty bool, args ...string) result {
 	t.Helper()
 	var out, errb bytes.Buffer
 	if env == nil {
@@ -200,14 +200,14 @@ func (c *cluster) runAt(t *testing.T, env map[string]string, tty bool, args ...s
 }
 
 // normalize replaces the fixture's ports and the moving lease TTLs.
-func (c *cluster) normalize(s string) string {
+func (c *fixture) normalize(s string) string {
 	s = c.ports.Replace(s)
 	return ttlField.ReplaceAllString(s, "${1}TTL")
 }
 
 // golden compares res with testdata/golden/name.txt (or rewrites it with
 // -update).
-func golden(t *testing.T, c *cluster, name string, args []string, res result) {
+func golden(t *testing.T, c *fixture, name string, args []string, res result) {
 	t.Helper()
 	got := fmt.Sprintf("$ contiv-netctl %s\n# exit %d\n# stdout\n%s# stderr\n%s", strings.Join(args, " "), res.code,
 		c.normalize(res.stdout), c.normalize(res.stderr))
