@@ -84,7 +84,7 @@ func globalFlags(g *globals) *flag.FlagSet {
 	fs.StringVar(&g.cacert, "cacert", "", "CA certificate `file` (PEM) that signed an https server's certificate (default: the system's CAs)")
 	fs.StringVar(&g.cert, "cert", "", "client certificate `file` (PEM) for a server that requires one (with -key)")
 	fs.StringVar(&g.key, "key", "", "private key `file` (PEM) of -cert")
-	fs.DurationVar(&g.timeout, "timeout", 30*time.Second, "bound of each request to the server, a `duration` such as 30s or 2m")
+	fs.DurationVar(&g.timeout, "timeout", 30*time.Second, "bound of each request to an agent and of each etcd read, a `duration` such as 30s or 2m")
 	fs.StringVar(&g.etcd, "etcd", defaultEtcd, "the etcd `endpoints` of the cluster, comma-separated: http://host:port, https://host:port or host:port (env "+envEtcd+", then "+envEtcdctl+"; nodes, pods, ipam NODE)")
 	fs.StringVar(&g.etcdCACert, "etcd-cacert", "", "CA certificate `file` (PEM) that signed an https etcd's certificate")
 	fs.StringVar(&g.etcdCert, "etcd-cert", "", "client certificate `file` (PEM) for etcd (with -etcd-key)")
