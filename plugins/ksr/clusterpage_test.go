@@ -137,6 +137,7 @@ func TestClusterPageRendersEveryNode(t *testing.T) {
 	g.Expect(text(rows[0])).To(ContainSubstring("yes"))
 	g.Expect(text(rows[0])).To(ContainSubstring("5s"))
 	g.Expect(text(rows[1])).To(ContainSubstring("10m0s (stale)"))
+	g.Expect(text(rows[1])).To(ContainSubstring("unknown (last said yes)"), "a stale record's readiness is not vouched for")
 	g.Expect(text(rows[2])).To(ContainSubstring("absent"))
 	g.Expect(text(rows[4])).To(ContainSubstring("version 2"))
 
