@@ -8,7 +8,8 @@
 // packages; this command adds only the config, the requests and the
 // replies.
 //
-// Two ways to use it (README.md has full examples):
+// Two ways to use it (docs/cni.md, "Two ways to use it", has full
+// examples):
 //
 //   - plugin mode: "type":"contiv-cni" in a conflist, "grpcServer" at the
 //     top level; the full result (one interface, CNI_IFNAME in

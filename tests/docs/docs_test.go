@@ -17,13 +17,6 @@ const root = "../.."
 // maxReadmeLines bounds README.md: the entry point, not the reference.
 const maxReadmeLines = 400
 
-// pendingImages are images a page names before the change that produces
-// them lands; a missing one is logged, not failed. Once the file exists it
-// is checked like every other link.
-var pendingImages = map[string]string{
-	"docs/images/agent-status.png": "the status page screenshot, produced with the agent's status page",
-}
-
 // page is one documentation file: its path relative to the root and text.
 type page struct {
 	rel  string
@@ -210,10 +203,6 @@ func TestLinksResolve(t *testing.T) {
 						continue
 					}
 					if _, err := os.Stat(abs); err != nil {
-						if why, ok := pendingImages[rel]; ok {
-							t.Logf("%s: %s is not there yet (%s)", where, rel, why)
-							continue
-						}
 						t.Errorf("%s: %s does not exist", where, rel)
 						continue
 					}
