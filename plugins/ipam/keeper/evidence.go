@@ -138,6 +138,20 @@ func (k *Keeper) staleAt() time.Time {
 	return k.mir.changed.Add(k.staleAfter())
 }
 
+// noteEvidence takes a change of whether absence is evidence at the
+// moment of the event that changed it (a marker, a pod, a resync), before
+// its caller is answered: a grace period that starts again when the
+// evidence is fresh again starts then, not at the next turn of the loop,
+// which may come after the clock has moved (a test's fake clock did, and
+// the period ended a whole period late). The gauge of whether absent pods
+// are released follows at once too.
+func (k *Keeper) noteEvidence() {
+	if k.tab != nil {
+		k.reportEvidence(k.evidence())
+		k.metrics.evidence.Set(boolGauge(k.releaseBlock() == ""))
+	}
+}
+
 // reportEvidence logs and shows a change of whether absent pods are
 // released.
 func (k *Keeper) reportEvidence(why string) {

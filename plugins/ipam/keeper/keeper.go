@@ -343,7 +343,9 @@ func (k *Keeper) runNow(r *Request) {
 		}
 		r.answer(Reply{})
 	case ReqResync:
-		r.answer(Reply{Err: k.resync(r.Resync)})
+		err := k.resync(r.Resync)
+		k.noteEvidence()
+		r.answer(Reply{Err: err})
 	default:
 		r.answer(Reply{Err: fmt.Errorf("request kind %d is marked a barrier but has no barrier handler", r.Kind)})
 	}

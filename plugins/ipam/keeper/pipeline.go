@@ -171,6 +171,7 @@ func (k *Keeper) busy(r *Request) bool {
 func (k *Keeper) decideNow(r *Request) {
 	if r.Kind.notes() {
 		k.note(r)
+		k.noteEvidence()
 		r.answer(Reply{})
 		return
 	}
