@@ -101,6 +101,22 @@ func TestAddPodRepliesWithThePodSubnetPrefixGatewayAndDefaultRoute(t *testing.T)
 	}
 }
 
+// The allocations reply says when each allocation was made (the keeper's
+// clock, RFC 3339): contiv-netctl pods shows it as the pod's age.
+func TestAllocationsSayWhenTheyWereMade(t *testing.T) {
+	g := NewWithT(t)
+	clk := newFakeClock()
+	f := mustFixture(t, fixtureOpts{clock: clk}, nil)
+	mustAdd(g, f.ipam, pod1, att("c1", "eth0"))
+	first := clk.Now()
+	clk.Advance(90 * time.Second)
+	mustAdd(g, f.ipam, pod2, att("c2", "eth0"))
+	pods := ipam.AllocationsOf(f.ipam).Pods
+	g.Expect(pods).To(HaveLen(2))
+	g.Expect(pods[0].AllocatedAt).To(Equal(first.UTC().Format(time.RFC3339)))
+	g.Expect(pods[1].AllocatedAt).To(Equal(first.Add(90 * time.Second).UTC().Format(time.RFC3339)))
+}
+
 func TestARepeatedAddReturnsTheSameAddress(t *testing.T) {
 	g := NewWithT(t)
 	db := openBolt(t, filepath.Join(t.TempDir(), "bolt.db"))
@@ -129,7 +145,11 @@ func TestAnAddAdoptsThePodKeyedAllocation(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(mustAdd(g, f.ipam, pod1, att("c1", "eth0"))).To(Equal(ip.String()))
 	g.Expect(stored(g, db, pod1)).To(BeEmpty(), "the pod-keyed record is deleted")
-	g.Expect(ipam.AllocationsOf(f.ipam).Pods).To(ConsistOf(ipam.PodAllocation{
+	pods := ipam.AllocationsOf(f.ipam).Pods
+	g.Expect(pods).To(HaveLen(1))
+	g.Expect(pods[0].AllocatedAt).NotTo(BeEmpty(), "the adopted allocation keeps its time")
+	pods[0].AllocatedAt = ""
+	g.Expect(pods).To(ConsistOf(ipam.PodAllocation{
 		PodID: ipam.PodName{Name: "pod1", Namespace: "default"}, MainIP: ip.String(), Network: "net", ContainerID: "c1", IfName: "eth0"}))
 	f.close(t)
 	g.Expect(db.Close()).To(Succeed())
@@ -523,15 +543,17 @@ func TestGetPodIPWithoutEth0IsTheLowest(t *testing.T) {
 // attachment and left out for a pod-keyed allocation.
 func TestTheAllocationsJSONNamesTheAttachment(t *testing.T) {
 	g := NewWithT(t)
-	f := mustFixture(t, fixtureOpts{}, nil)
+	clk := newFakeClock()
+	f := mustFixture(t, fixtureOpts{clock: clk}, nil)
 	mustAdd(g, f.ipam, pod1, att("c1", "eth0"))
 	_, err := f.ipam.AllocatePodIP(pod2, "", "")
 	g.Expect(err).NotTo(HaveOccurred())
 	body, err := json.Marshal(ipam.AllocationsOf(f.ipam))
 	g.Expect(err).NotTo(HaveOccurred())
+	at := clk.Now().UTC().Format(time.RFC3339)
 	g.Expect(string(body)).To(Equal(`{"Pods":[` +
-		`{"PodID":{"Name":"pod1","Namespace":"default"},"MainIP":"1.2.128.10","network":"net","containerId":"c1","ifName":"eth0"},` +
-		`{"PodID":{"Name":"pod2","Namespace":"default"},"MainIP":"1.2.128.11"}]}`))
+		`{"PodID":{"Name":"pod1","Namespace":"default"},"MainIP":"1.2.128.10","network":"net","containerId":"c1","ifName":"eth0","allocatedAt":"` + at + `"},` +
+		`{"PodID":{"Name":"pod2","Namespace":"default"},"MainIP":"1.2.128.11","allocatedAt":"` + at + `"}]}`))
 }
 
 // An address learned from Kubernetes at a restore (no record: a new store

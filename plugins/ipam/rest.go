@@ -78,6 +78,9 @@ type PodAllocation struct {
 	// ReservationDeadline is set while the allocation awaits its
 	// confirmation (RFC 3339): unconfirmed, it is released then.
 	ReservationDeadline string `json:"reservationDeadline,omitempty"`
+	// AllocatedAt is when the allocation was made (RFC 3339, UTC); absent
+	// when unknown (a record of an agent that did not keep the time).
+	AllocatedAt string `json:"allocatedAt,omitempty"`
 }
 
 // PodName names a pod in the REST replies.
@@ -254,6 +257,9 @@ func (p *Plugin) allocations() Allocations {
 		}
 		if !al.Deadline.IsZero() {
 			pa.ReservationDeadline = al.Deadline.UTC().Format(time.RFC3339Nano)
+		}
+		if !al.Born.IsZero() {
+			pa.AllocatedAt = al.Born.UTC().Format(time.RFC3339)
 		}
 		out.Pods = append(out.Pods, pa)
 	}

@@ -89,6 +89,9 @@ type Allocation struct {
 	Addrs      Addrs
 	// Deadline is the end of its reservation (zero: confirmed, or none).
 	Deadline time.Time
+	// Born is when the allocation was made (zero when unknown: a record
+	// stored by an agent that did not keep the time).
+	Born time.Time
 }
 
 // Allocations lists every held allocation, sorted by namespace, name
@@ -98,7 +101,7 @@ func (k *Keeper) Allocations() []Allocation {
 	var keys []allocKey
 	k.read(func(t *table) {
 		t.each(func(key allocKey, pod podmodel.ID, as Addrs) bool {
-			al := Allocation{Pod: pod, Attachment: key.att, Addrs: as}
+			al := Allocation{Pod: pod, Attachment: key.att, Addrs: as, Born: t.born[key]}
 			if key.ownerKeyed() {
 				al.Owner, al.Seq = key.pod.Name, key.seq
 			}
