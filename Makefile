@@ -150,10 +150,10 @@ browser-deps:
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium; \
 	fi
 
-## screenshots: the status page of a real agent in headless chromium, written to docs/images/agent-status.png (1200x900; root, make browser-deps)
+## screenshots: the agent's status page and contiv-ksr's cluster page, each served by the real binary and rendered in headless chromium, written to docs/images/agent-status.png (1200x900) and docs/images/ksr-cluster.png (1200x800) (root, make browser-deps)
 .PHONY: screenshots
-screenshots: browser-deps
-	CONTIV_SCREENSHOT_DIR=$(CURDIR)/docs/images $(GO) test -count=1 -run 'TestAgentStatusPage$$' ./tests/browser/
+screenshots: browser-deps kube-bins
+	CONTIV_SCREENSHOT_DIR=$(CURDIR)/docs/images $(GO) test -count=1 -run 'TestAgentStatusPage$$|TestKSRClusterPage$$' ./tests/browser/
 
 ## monitoring-deps: promtool, from Debian's prometheus package (apt-get, when missing), for make test-monitoring
 .PHONY: monitoring-deps test-monitoring

@@ -32,8 +32,9 @@ type allocationList struct {
 	Pods []allocation `json:"Pods"`
 }
 
-// allocation is ipam.PodAllocation. AllocatedAt is read when an agent
-// sends it (RFC 3339): agents that do not leave SINCE empty.
+// allocation is ipam.PodAllocation. AllocatedAt (RFC 3339) is absent
+// for a record stored without the time, and from older agents: AGE is
+// "-" then.
 type allocation struct {
 	PodID struct {
 		Name      string `json:"Name"`
