@@ -140,7 +140,7 @@ test-race: test-deps
 	$(GO) test -race -count=1 -timeout 20m $(PKGS)
 
 ## test-deps: what the suites of tests/ run: cnitool (go install into ./bin), Debian's containernetworking-plugins (ptp, host-local in /usr/lib/cni; apt-get), kube-apiserver, kubectl and etcd (make kube-bins), the node of tests/node (make node-bins), buildah and busybox-static for the image tests (make image-tools), promtool for k8s/monitoring (make monitoring-deps), and chromium for tests/browser (make browser-deps)
-test-deps: $(CNITOOL) cni-plugins kube-bins node-bins image-tools monitoring-deps browser-deps
+test-deps: $(CNITOOL) cni-plugins kube-bins node-bins image-tools monitoring-deps browser-deps completion-deps
 
 ## browser-deps: Debian's chromium for the headless-browser tests (tests/browser; apt-get, when /usr/bin/chromium is missing)
 .PHONY: browser-deps
@@ -161,6 +161,14 @@ monitoring-deps:
 	@if ! command -v promtool >/dev/null 2>&1; then \
 	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq prometheus; \
+	fi
+
+## completion-deps: zsh (apt-get, when missing), so that contiv-netctl's zsh completion is checked by zsh itself, as its bash completion is by bash
+.PHONY: completion-deps
+completion-deps:
+	@if ! command -v zsh >/dev/null 2>&1; then \
+	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq zsh; \
 	fi
 
 ## test-monitoring: check k8s/monitoring's alerting rules (promtool check rules) and run their unit tests (promtool test rules k8s/monitoring/tests/*.yaml)
