@@ -12,7 +12,8 @@
 //     allowed. A malformed or conflicting path is refused and logged; when
 //     that happens before the server starts, AfterInit fails.
 //  3. Answer with Formatter.JSON, JSONList (a long array, encoded item by
-//     item), Text, HTML or Error ({"error": "..."}). The server answers
+//     item), JSONStream (a large value: JSON's bytes, indented while
+//     written), Text, HTML or Error ({"error": "..."}). The server answers
 //     unknown paths (404) and wrong methods (405, with Allow) in the same
 //     JSON error shape.
 //

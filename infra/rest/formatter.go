@@ -29,10 +29,57 @@ func NewFormatter(log *slog.Logger) *Formatter {
 func (f *Formatter) JSON(w http.ResponseWriter, status int, v any) {
 	body, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
-		status = http.StatusInternalServerError
-		body, _ = json.Marshal(errorBody{Error: "encoding response: " + err.Error()})
+		f.write(w, http.StatusInternalServerError, "application/json; charset=utf-8", encodingError(err))
+		return
 	}
 	f.write(w, status, "application/json; charset=utf-8", append(body, '\n'))
+}
+
+// encodingError is the body of the 500 that answers a value json cannot
+// encode.
+func encodingError(err error) []byte {
+	body, _ := json.Marshal(errorBody{Error: "encoding response: " + err.Error()})
+	return append(body, '\n')
+}
+
+// JSONStream writes the bytes JSON writes for v, for a large v: it
+// indents the compact encoding while writing it, through a small buffer,
+// instead of holding the indented body and a copy of it. If v cannot be
+// encoded, the client gets JSON's 500 (nothing is written before v is
+// encoded).
+func (f *Formatter) JSONStream(w http.ResponseWriter, status int, v any) {
+	out := &headerOnWrite{w: w, status: status}
+	iw := &indentWriter{w: out, buf: make([]byte, 0, indentChunk+indentChunk/4)}
+	if err := json.NewEncoder(iw).Encode(v); err != nil {
+		if !out.started {
+			f.write(w, http.StatusInternalServerError, "application/json; charset=utf-8", encodingError(err))
+			return
+		}
+		f.log.Debug("writing response failed", "error", err)
+		return
+	}
+	iw.buf = append(iw.buf, '\n')
+	if err := iw.flush(); err != nil {
+		f.log.Debug("writing response failed", "error", err)
+	}
+}
+
+// headerOnWrite sends the JSON headers and status before the first body
+// bytes.
+type headerOnWrite struct {
+	w       http.ResponseWriter
+	status  int
+	started bool
+}
+
+func (h *headerOnWrite) Write(b []byte) (int, error) {
+	if !h.started {
+		h.started = true
+		h.w.Header().Set("Content-Type", "application/json; charset=utf-8")
+		h.w.Header().Set("X-Content-Type-Options", "nosniff")
+		h.w.WriteHeader(h.status)
+	}
+	return h.w.Write(b)
 }
 
 // JSONList writes an indented JSON array of n items, item(i) for each,

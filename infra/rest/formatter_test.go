@@ -6,6 +6,7 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	. "github.com/onsi/gomega"
@@ -76,4 +77,57 @@ func TestJSONListMatchesJSON(t *testing.T) {
 			g.Expect(list.Body.String()).To(Equal(whole.Body.String()))
 		})
 	}
+}
+
+// JSONStream writes the bytes, status and headers JSON writes, for any
+// value: empty and nested objects and arrays, strings with escaped quotes
+// and backslashes and punctuation in them, nesting deeper than the
+// precomputed indents, and a body larger than its write buffer.
+func TestJSONStreamMatchesJSON(t *testing.T) {
+	type inner struct {
+		S     string         `json:"s"`
+		Empty []int          `json:"empty"`
+		Obj   map[string]int `json:"obj"`
+		Nil   *inner         `json:"nil"`
+	}
+	deep := any("bottom")
+	for range 40 {
+		deep = []any{deep, map[string]any{"k": 1}}
+	}
+	big := make([]inner, 3000)
+	for i := range big {
+		big[i] = inner{S: strings.Repeat(`a"\,:{[`, i%7), Obj: map[string]int{"x": i}}
+	}
+	f := rest.NewFormatter(nil)
+	for name, v := range map[string]any{
+		"scalar":      1.5,
+		"string":      `a"b\c`,
+		"null":        nil,
+		"empty array": []int{},
+		"empty map":   map[string]int{},
+		"punctuation in strings": []string{`"`, `\`, `\\`, `\"`, `"}`, `,`, `:`, `{}`, `[]`, "\u2028<>&",
+			"é\x00\t"},
+		"struct": inner{S: "x", Empty: []int{}, Obj: map[string]int{"a": 1, "b": 2}},
+		"deep":   deep,
+		"big":    big,
+	} {
+		t.Run(name, func(t *testing.T) {
+			g := NewWithT(t)
+			whole, stream := httptest.NewRecorder(), httptest.NewRecorder()
+			f.JSON(whole, http.StatusAccepted, v)
+			f.JSONStream(stream, http.StatusAccepted, v)
+			g.Expect(stream.Code).To(Equal(http.StatusAccepted))
+			g.Expect(stream.Header()).To(Equal(whole.Header()))
+			g.Expect(stream.Body.String()).To(Equal(whole.Body.String()))
+		})
+	}
+	t.Run("cannot be encoded", func(t *testing.T) {
+		g := NewWithT(t)
+		whole, stream := httptest.NewRecorder(), httptest.NewRecorder()
+		f.JSON(whole, http.StatusOK, math.Inf(1))
+		f.JSONStream(stream, http.StatusOK, math.Inf(1))
+		g.Expect(stream.Code).To(Equal(http.StatusInternalServerError))
+		g.Expect(stream.Header()).To(Equal(whole.Header()))
+		g.Expect(stream.Body.String()).To(Equal(whole.Body.String()))
+	})
 }

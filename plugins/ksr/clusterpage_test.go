@@ -2,6 +2,7 @@ package ksr
 
 import (
 	"encoding/json"
+	"html/template"
 	"net/http"
 	"strings"
 	"testing"
@@ -281,4 +282,56 @@ func TestClusterPageIsTheIndexForBrowsers(t *testing.T) {
 	code, body = web.Get(NodesStatusPath)
 	g.Expect(code).To(Equal(http.StatusOK))
 	g.Expect(body).To(ContainSubstring(`"identity": "replica-a"`))
+}
+
+// The hand-written cells and rows escape every string from the records,
+// as html/template escapes it: a node name, an address, a REST URL and an
+// error holding "<>&'+ come back from the parsed page as they were, and
+// the page never holds them raw.
+func TestClusterPageEscapesEveryNodeField(t *testing.T) {
+	g := NewWithT(t)
+	const bad = `"<x y='1'>&amp;+</x>`
+	st := agentRecord("name"+bad, 7, 1, 254, time.Second)
+	st.REST = "http://10.0.0.1:9999/" + bad
+	n := nodeView(7, "name"+bad, &watchedStatus{Status: st})
+	n.IPs = []string{"ip" + bad, "10.0.0.2/24"}
+	invalid := nodeView(8, "n8", &watchedStatus{Err: "error" + bad})
+	var b strings.Builder
+	g.Expect(renderClusterPage(&b, ClusterView{Now: pageNow, Nodes: []NodeView{n, invalid}}, nil)).To(Succeed())
+	page := b.String()
+	g.Expect(page).NotTo(ContainSubstring(bad), "every copy of the payload is escaped")
+	g.Expect(strings.Count(page, `&#34;&lt;x y=&#39;1&#39;&gt;&amp;amp;&#43;&lt;/x&gt;`)).To(Equal(7),
+		"the name (cell's data-node and title, row's data-node and cell), the address, the REST URL, the error: escaped")
+	doc := parsePage(t, page)
+
+	cell := find(doc, func(n *html.Node) bool { return hasClass(n, "node-cell") })[0]
+	g.Expect(attr(cell, "data-node")).To(Equal("name" + bad))
+	g.Expect(text(cell)).To(HavePrefix("name" + bad + " (ID 7)"))
+	rows := find(doc, func(n *html.Node) bool { return hasClass(n, "node-row") })
+	g.Expect(attr(rows[0], "data-node")).To(Equal("name" + bad))
+	var tds []string
+	for _, td := range find(rows[0], func(n *html.Node) bool { return n.Data == "td" }) {
+		tds = append(tds, text(td))
+	}
+	g.Expect(tds).To(Equal([]string{"7", "name" + bad, "ip" + bad + ", 10.0.0.2/24", "yes", "1s",
+		"1 / 254 (0%)", "1", "0", "http://10.0.0.1:9999/" + bad}))
+	g.Expect(find(doc, func(n *html.Node) bool { return n.Data == "x" })).To(BeEmpty(), "no element from the data")
+	g.Expect(text(rows[1])).To(ContainSubstring("(error" + bad + ")"))
+}
+
+// appendEscaped writes what html/template writes for a string in text
+// and in a quoted attribute, for every byte and some runes.
+func TestAppendEscapedIsTemplates(t *testing.T) {
+	g := NewWithT(t)
+	var all []byte
+	for c := range 256 {
+		all = append(all, byte(c))
+	}
+	tmpl := template.Must(template.New("t").Parse(`<p title="{{.}}">{{.}}</p>`))
+	for _, s := range []string{"", "plain", string(all), "é—\u2028\uFFFD", `"<>&'+`} {
+		var want strings.Builder
+		g.Expect(tmpl.Execute(&want, s)).To(Succeed())
+		esc := string(appendEscaped(nil, s))
+		g.Expect(`<p title="`+esc+`">`+esc+`</p>`).To(Equal(want.String()), "%q", s)
+	}
 }

@@ -111,6 +111,10 @@
 //   - The running node CIDR allocator (ipam book): the loop sets it, REST
 //     reads it; under its mutex.
 //   - The informers' stores: client-go owns them; everyone reads.
+//   - The cluster page's state (clusterPageState: the node-ID records
+//     decoded for the last view, the last page's size): the page's
+//     handlers, any number at once; the records under its mutex, the
+//     size atomic.
 //
 // # Caller duties
 //

@@ -77,6 +77,8 @@ type Plugin struct {
 	// statuses follows the agents' status records for the cluster page
 	// (its goroutine writes, the page reads); set by Init.
 	statuses *statusWatch
+	// page is what the cluster page's handlers keep between requests.
+	page clusterPageState
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
