@@ -24,8 +24,13 @@
 //     and killed. t.Cleanup removes the profile directory (t.TempDir).
 //   - The namespace is made on a goroutine locked to its OS thread that
 //     unshares the thread's network namespace, brings lo up, listens and
-//     starts chromium, then returns without unlocking: the runtime ends
-//     that thread, so no other goroutine ever runs in the namespace.
+//     starts chromium, then sets the thread back into the test's
+//     namespace and only then unlocks it, so no other goroutine ever runs
+//     in the namespace. (Ending the goroutine locked would not do: Go
+//     never ends the main thread, and a namespace left on it is the whole
+//     process's as /proc/self sees it; a CI run met that.) Every process
+//     left in the namespace after chromium exits is killed (reap): a
+//     helper of chromium may leave its process group.
 //
 // # Caller duties
 //
@@ -147,7 +152,7 @@ func run(t testing.TB, target string, mode ...string) string {
 	var stdout, stderr bytes.Buffer
 	args := append([]string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
 		"--disable-component-update", "--no-first-run", "--disable-sync", "--disable-default-apps",
-		"--disable-extensions", "--no-default-browser-check", "--disable-dev-shm-usage",
+		"--disable-extensions", "--no-default-browser-check", "--disable-dev-shm-usage", "--disable-breakpad", "--disable-crash-reporter",
 		"--user-data-dir=" + profile, "--virtual-time-budget=" + strconv.Itoa(virtualTimeBudget)}, mode...)
 	ns, err := startInNamespace(func(inNS string) *exec.Cmd {
 		nu := *u
@@ -210,10 +215,13 @@ type namespace struct {
 }
 
 // startInNamespace unshares a network namespace on a locked thread,
-// brings lo up, listens on 127.0.0.1:0 in it, and starts the command
-// build returns for the listener's address, in the namespace. The
-// thread waits for the process (its Pdeathsig is tied to that thread),
-// then ends.
+// brings lo up, listens on 127.0.0.1:0 in it, starts the command build
+// returns for the listener's address (forked from that thread, so in the
+// namespace), then puts the thread back into the test's namespace and
+// unlocks it (startOnThisThread). The namespace lives on in the
+// listener's socket and the process. A thread must go back: a goroutine
+// that ends locked ends its thread, except the main thread, which Go
+// never ends, and whose namespace /proc/self names for the whole process.
 func startInNamespace(build func(inNS string) *exec.Cmd) (*namespace, error) {
 	type result struct {
 		ns  *namespace
@@ -221,19 +229,46 @@ func startInNamespace(build func(inNS string) *exec.Cmd) (*namespace, error) {
 	}
 	res := make(chan result, 1)
 	go func() {
-		runtime.LockOSThread()
-		// No UnlockOSThread: the thread ends with the goroutine, and
-		// with it the only thread in the namespace.
-		ns, err := enterAndStart(build)
+		ns, err := startOnThisThread(build)
 		res <- result{ns, err}
-		if err == nil {
-			ns.done <- ns.cmd.Wait()
-		}
 	}()
 	r := <-res
-	return r.ns, r.err
+	if r.err != nil {
+		return nil, r.err
+	}
+	go func() { r.ns.done <- r.ns.cmd.Wait() }()
+	return r.ns, nil
 }
 
+// startOnThisThread runs enterAndStart on the locked calling thread and
+// restores the thread's network namespace; only a restored thread is
+// unlocked.
+func startOnThisThread(build func(inNS string) *exec.Cmd) (*namespace, error) {
+	runtime.LockOSThread()
+	orig, err := os.Open("/proc/thread-self/ns/net")
+	if err != nil {
+		runtime.UnlockOSThread()
+		return nil, fmt.Errorf("the thread's network namespace: %w", err)
+	}
+	defer func() { _ = orig.Close() }()
+	ns, err := enterAndStart(build)
+	if rerr := unix.Setns(int(orig.Fd()), unix.CLONE_NEWNET); rerr != nil {
+		// the thread stays in the test's namespace: it ends with its
+		// goroutine (locked, never unlocked)
+		if err == nil {
+			err = fmt.Errorf("back to the test's network namespace: %w", rerr)
+			_ = syscall.Kill(-ns.cmd.Process.Pid, syscall.SIGKILL)
+			_ = ns.ln.Close()
+		}
+		return nil, err
+	}
+	runtime.UnlockOSThread()
+	return ns, err
+}
+
+// enterAndStart unshares the calling (locked) thread's network
+// namespace, brings lo up, listens on 127.0.0.1:0 and starts the command
+// build returns for that address.
 func enterAndStart(build func(inNS string) *exec.Cmd) (*namespace, error) {
 	if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
 		return nil, fmt.Errorf("unshare(CLONE_NEWNET): %w", err)
@@ -359,7 +394,46 @@ func (ns *namespace) wait(ctx context.Context) error {
 		<-ns.done
 	}
 	_ = syscall.Kill(-ns.cmd.Process.Pid, syscall.SIGKILL) // its group's leftovers, if any
+	if left := ns.reap(5 * time.Second); len(left) > 0 && err == nil {
+		err = fmt.Errorf("processes of chromium's namespace outlived SIGKILL for 5s: %v", left)
+	}
 	return err
+}
+
+// reap kills every process left in the namespace (a helper of chromium
+// that left its process group: a crash handler starts a session of its
+// own) until none is left or d has passed; it returns the PIDs still
+// there then.
+func (ns *namespace) reap(d time.Duration) []int {
+	deadline := time.Now().Add(d)
+	for {
+		left := inNamespace(ns.inode)
+		if len(left) == 0 || time.Now().After(deadline) {
+			return left
+		}
+		for _, pid := range left {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// inNamespace lists the processes (not this one) whose network namespace
+// has inode ino; a zombie has none and is not listed.
+func inNamespace(ino uint64) []int {
+	var out []int
+	dirs, _ := filepath.Glob("/proc/[0-9]*")
+	for _, dir := range dirs {
+		pid, err := strconv.Atoi(filepath.Base(dir))
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		var st unix.Stat_t
+		if unix.Stat(dir+"/ns/net", &st) == nil && st.Ino == ino {
+			out = append(out, pid)
+		}
+	}
+	return out
 }
 
 // close closes the listener and every proxied connection: with the

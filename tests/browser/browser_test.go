@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strconv"
 	"strings"
@@ -107,6 +108,17 @@ func TestNothingIsLeftAfterARun(t *testing.T) {
 	g.Expect(run.inode).NotTo(BeZero())
 	g.Expect(run.inode).NotTo(Equal(own.Ino), "chromium ran in a namespace of its own")
 	g.Expect(errors.Is(syscall.Kill(run.pid, 0), syscall.ESRCH)).To(BeTrue(), "chromium %d still runs", run.pid)
+	// Every thread of this process is back in its namespace: the thread
+	// that made the namespace went back before it was unlocked (a thread
+	// left there, the main one above all, would hold it for the process).
+	tasks, err := filepath.Glob("/proc/self/task/[0-9]*")
+	g.Expect(err).NotTo(HaveOccurred())
+	for _, task := range tasks {
+		var st unix.Stat_t
+		if unix.Stat(task+"/ns/net", &st) == nil {
+			g.Expect(st.Ino).To(Equal(own.Ino), "thread %s is in the test's network namespace", task)
+		}
+	}
 	// Helpers of chromium (zygote, crashpad) may take a moment to go.
 	g.Eventually(func() []string { return holders(run.inode, run.profile) }, 10*time.Second, 100*time.Millisecond).
 		Should(BeEmpty(), "processes still in the run's namespace or on its profile")
@@ -122,7 +134,16 @@ func holders(inode uint64, profile string) []string {
 		for _, task := range append(tasks, p) {
 			var st unix.Stat_t
 			if unix.Stat(task+"/ns/net", &st) == nil && st.Ino == inode {
-				out = append(out, task+" is in the namespace")
+				comm, _ := os.ReadFile(task + "/comm")
+				status, _ := os.ReadFile(task + "/status")
+				ppid := regexp.MustCompile(`(?m)^PPid:\s*(\d+)`).FindSubmatch(status)
+				tgid := regexp.MustCompile(`(?m)^Tgid:\s*(\d+)`).FindSubmatch(status)
+				state := regexp.MustCompile(`(?m)^State:\s*(.*)`).FindSubmatch(status)
+				desc := strings.TrimSpace(string(comm))
+				if ppid != nil && state != nil && tgid != nil {
+					desc += " tgid " + string(tgid[1]) + " ppid " + string(ppid[1]) + " state " + string(state[1]) + fmt.Sprintf(" (this test: %d)", os.Getpid())
+				}
+				out = append(out, task+" is in the namespace ("+desc+")")
 			}
 		}
 		if cmdline, err := os.ReadFile(p + "/cmdline"); err == nil && bytes.Contains(cmdline, []byte(profile)) {
