@@ -8,7 +8,7 @@ import (
 )
 
 // The surfaces of the pools (the AWS datastore's ENIs and elastic
-// blocks), the checkpoints, the records moved aside and the stats: each
+// blocks; their per-address calls are in awspool.go), the checkpoints, the records moved aside and the stats: each
 // a call of the keeper (see package keeper for what each does, and
 // when it returns).
 
@@ -26,6 +26,7 @@ const (
 	SchemaVersion    = keeper.SchemaVersion
 	ProbeKey         = keeper.ProbeKey
 	OwnerNamespace   = keeper.OwnerNamespace
+	UnlistedPrefix   = keeper.UnlistedPrefix
 )
 
 // Errors of the pool, checkpoint and conflict calls (see package keeper).
@@ -35,6 +36,14 @@ var (
 	ErrNotEmpty       = keeper.ErrNotEmpty
 	ErrNoSuchConflict = keeper.ErrNoSuchConflict
 	ErrCannotRestore  = keeper.ErrCannotRestore
+	// ErrDuplicatePool: AddPool of a pool the node has already.
+	ErrDuplicatePool = keeper.ErrDuplicatePool
+	// ErrAddressInPool: AddPoolAddress of an address in its pool already.
+	ErrAddressInPool = keeper.ErrAddressInPool
+	// ErrAddressNotInPool: DelPoolAddress of an address not in its pool.
+	ErrAddressNotInPool = keeper.ErrAddressNotInPool
+	// ErrAddressInUse: DelPoolAddress without force of an assigned one.
+	ErrAddressInUse = keeper.ErrAddressInUse
 	// ErrSchemaTooNew: the store was written by a newer agent.
 	ErrSchemaTooNew = keeper.ErrSchemaTooNew
 )

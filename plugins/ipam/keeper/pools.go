@@ -29,9 +29,14 @@ var (
 // AddPool adds a pod subnet to this node (the AWS datastore's AddENI, a
 // block that nodeipam granted): its addresses are handed out once the
 // blocks before it are full. It must be of a family of the node and
-// overlap none of its pod subnets. The pool list is durable when it
-// returns, and a restart keeps it.
-func (k *Keeper) AddPool(prefix netip.Prefix) error {
+// overlap none of its pod subnets: a pool the node has already is
+// ErrDuplicatePool. The pool list is durable when it returns, and a
+// restart keeps it.
+func (k *Keeper) AddPool(prefix netip.Prefix) error { return k.addPool(prefix, false) }
+
+// addPool adds the pool of prefix, without any of its addresses when
+// empty (AddEmptyPool).
+func (k *Keeper) addPool(prefix netip.Prefix, empty bool) error {
 	if !prefix.IsValid() {
 		return fmt.Errorf("adding a pool: invalid prefix %q", prefix)
 	}
@@ -44,8 +49,13 @@ func (k *Keeper) AddPool(prefix netip.Prefix) error {
 		if !ok {
 			return fmt.Errorf("adding pool %s: %w", prefix, disabledErr(prefix.Addr().Is6()))
 		}
-		for _, b := range t.blocks[i] {
-			if b.prefix.Overlaps(prefix) {
+		for j, b := range t.blocks[i] {
+			switch {
+			case b.prefix == prefix && j == 0:
+				return fmt.Errorf("adding pool %s: it is the pod subnet cut from the node ID: %w", prefix, ErrDuplicatePool)
+			case b.prefix == prefix:
+				return fmt.Errorf("adding pool %s: %w", prefix, ErrDuplicatePool)
+			case b.prefix.Overlaps(prefix):
 				return fmt.Errorf("adding pool %s: it overlaps the pod subnet %s of this node", prefix, b.prefix)
 			}
 		}
@@ -53,12 +63,28 @@ func (k *Keeper) AddPool(prefix netip.Prefix) error {
 		if err != nil {
 			return fmt.Errorf("adding pool %s: %w", prefix, err)
 		}
-		if err := k.storeBlocks(append(t.added(), prefix)); err != nil {
+		// What a pool of this prefix left in the store goes; an empty
+		// pool's addresses are stored before the pool list that makes
+		// them count.
+		ws := k.unlistedDeletes(t, prefix)
+		var out []netip.Addr
+		if empty {
+			for a := prefix.Addr(); a.IsValid() && prefix.Contains(a); a = a.Next() {
+				if b.pool.Pool().Contains(a) {
+					out = append(out, a)
+					ws = append(ws, write{op: kvdb.PutOp(unlistedKey(a), []byte(prefix.String())), done: k.logFailed("adding empty pool " + prefix.String())})
+				}
+			}
+		}
+		if err := k.commitInOrder(append(ws, k.blocksWrite(append(t.added(), prefix)))); err != nil {
 			return fmt.Errorf("adding pool %s: %w", prefix, err)
 		}
 		t.blocks[i] = append(t.blocks[i], b)
 		k.excludeIn(t, b)
-		k.log.Info("pod address pool added", "pool", prefix.String(), "pools", t.blockList(i))
+		for _, a := range out {
+			t.unlist(a)
+		}
+		k.log.Info("pod address pool added", "pool", prefix.String(), "pools", t.blockList(i), "empty", empty)
 		return nil
 	})
 }
@@ -67,9 +93,9 @@ func (k *Keeper) AddPool(prefix netip.Prefix) error {
 // RemoveENIFromDataStore). A pool with assigned addresses is refused
 // (ErrPoolInUse) unless force: then every allocation holding an address
 // of it is released (all of its addresses), each logged, and the names
-// of the released allocations are returned. Its cooling and excluded
-// addresses go with it. The subnet cut from the node ID cannot be
-// removed.
+// of the released allocations are returned. Its cooling, excluded and
+// out-of-pool addresses (DelPoolAddress) go with it. The subnet cut from
+// the node ID cannot be removed.
 func (k *Keeper) RemovePool(prefix netip.Prefix, force bool) (released []string, err error) {
 	prefix = prefix.Masked()
 	err = k.exec(func(t *table, _ *batch) error {
@@ -95,11 +121,9 @@ func (k *Keeper) RemovePool(prefix netip.Prefix, force bool) (released []string,
 				"pod", t.podOf(key).String(), "ip", as.String())
 			ws = append(ws, write{op: kvdb.DeleteOp(key.storeKey()), done: k.releaseDone(key, ReleasePool, "released with its pool", nil)})
 		}
-		rest := slices.DeleteFunc(t.added(), func(q netip.Prefix) bool { return q == prefix })
-		if err := k.commitInOrder(append(ws, k.blocksWrite(rest))); err != nil {
+		if err := k.dropPool(t, i, j, ws); err != nil {
 			return fmt.Errorf("removing pool %s: %w", prefix, err)
 		}
-		t.dropBlock(i, j)
 		k.log.Info("pod address pool removed", "pool", prefix.String(), "released", len(keys))
 		return nil
 	})
@@ -256,6 +280,7 @@ func (k *Keeper) restoreBlocks(t *table) {
 		}
 		t.blocks[i] = append(t.blocks[i], b)
 	}
+	k.restoreUnlisted(t)
 }
 
 // loadBlocks reads the stored list of added blocks; in memory mode the
