@@ -180,14 +180,14 @@ func TestRemoveUnusedPool(t *testing.T) {
 	fillNodeSubnet(g, i)
 	mustAdd(g, i, pod1, att("c1", "eth0")) // in a
 
-	// 4 in the node's subnet + 4 in a are left without b.
-	removed, err := i.RemoveUnusedPool(9, 0)
+	// Without b: 3 free (in a), 8 in all (4 in the node's subnet, 4 in a).
+	removed, err := i.RemoveUnusedPool(4, 0)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(removed.IsValid()).To(BeFalse(), "the warm target keeps b")
 	removed, err = i.RemoveUnusedPool(0, 9)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(removed.IsValid()).To(BeFalse(), "the minimum target keeps b")
-	removed, err = i.RemoveUnusedPool(8, 8)
+	removed, err = i.RemoveUnusedPool(3, 8)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(removed).To(Equal(b))
 	removed, err = i.RemoveUnusedPool(0, 0)
@@ -196,6 +196,12 @@ func TestRemoveUnusedPool(t *testing.T) {
 	stats, err := i.Stats()
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(stats.Pools).To(HaveLen(2))
+
+	// A pool added empty is unused.
+	g.Expect(i.AddEmptyPool(b)).To(Succeed())
+	removed, err = i.RemoveUnusedPool(0, 0)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(removed).To(Equal(b))
 }
 
 // SaveCheckpoint keeps the node's allocations in a JSON file that

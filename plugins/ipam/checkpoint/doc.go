@@ -1,9 +1,12 @@
 // Package checkpoint is the file format of an IPAM checkpoint: every
 // allocation of one node, in a plain, versioned JSON document that an
 // operator can keep, read, and restore on the same node or another one.
-// It is the codec only (Encode, Decode): pure, no I/O, no clock, and it
-// imports nothing of this repository. Nothing here is shared or mutable;
-// every function is safe for concurrent use.
+// It is the codec (Encode, Decode, and DecodeAWS for the checkpoint of
+// the AWS VPC CNI): pure, no I/O, no clock, and it imports nothing of
+// this repository; and the Checkpointer interface with its two backings,
+// JSONFile (checkpointer.go: the one piece that does I/O, an atomic
+// replace of one file) and Memory. Nothing but a Checkpointer is shared
+// or mutable; every function is safe for concurrent use.
 //
 // # Who calls what
 //
@@ -97,6 +100,18 @@
 //   - "reservation": a non-empty "id" and a non-zero "deadline".
 //   - Across entries: no two have the same key (of one kind), no address
 //     is in two.
+//
+// # The AWS VPC CNI's checkpoint (DecodeAWS)
+//
+// ipamd keeps its allocations in /var/run/aws-node/ipam.json, version
+// "vpc-cni-ipam/1" (AWSVersion): {"version", "allocations": [{"networkName",
+// "containerID", "ifName", "ipv4" or "ipv6", "allocationTimestamp" (ns
+// since 1970), "metadata": {"k8sPodNamespace", "k8sPodName",
+// "interfacesCount"}}]}. DecodeAWS reads it as strictly as Decode reads
+// ours and converts each entry to an attachment with its pod, so that
+// `contiv-netctl ipam checkpoint import -from aws-vpc-cni` can restore a
+// node's pods' addresses on a node moving from the AWS VPC CNI. Decode
+// refuses such a file (its version is not ours).
 //
 // What the node does with a valid document (entries outside its pod
 // subnets, a node that holds allocations already) is plugins/ipam's

@@ -250,27 +250,28 @@ func (k *Keeper) PoolAddresses(prefix netip.Prefix) (out []netip.Addr, err error
 
 // RemoveUnusedPool removes one added pool that nothing uses (the AWS
 // datastore's RemoveUnusedENIFromStore): no address of it assigned or
-// cooling down, and its family keeps at least warmTarget and
-// minimumTarget addresses (0: no bound) in its other pools, counting
-// every address in a pool that is not excluded. Of several, the one added
-// last goes. It returns the pool removed, or the zero prefix when none
-// could be; the pool list is durable when it returns.
+// cooling down, and without it its family keeps at least warmTarget
+// addresses free or cooling down and minimumTarget addresses in all (0:
+// no bound), counted over its other pools (the node's own subnet
+// included), excluded addresses left out. Of several, the one added last
+// goes. It returns the pool removed, or the zero prefix when none could
+// be; the pool list is durable when it returns.
 func (k *Keeper) RemoveUnusedPool(warmTarget, minimumTarget int) (removed netip.Prefix, err error) {
 	err = k.exec(func(t *table, _ *batch) error {
 		if t.externalMode() {
 			return nil
 		}
 		for i := range t.slots() {
-			total := uint64(0)
+			var warm, all uint64
 			for _, b := range t.blocks[i] {
 				s := t.blockStats(b)
-				total += s.Total - s.Excluded
+				warm += s.Free + s.Cooldown
+				all += s.Free + s.Cooldown + s.Assigned
 			}
 			for j := len(t.blocks[i]) - 1; j > 0; j-- {
 				b := t.blocks[i][j]
 				s := t.blockStats(b)
-				rest := total - (s.Total - s.Excluded)
-				if s.Assigned > 0 || s.Cooldown > 0 || rest < uint64(warmTarget) || rest < uint64(minimumTarget) {
+				if s.Assigned > 0 || s.Cooldown > 0 || warm-s.Free < uint64(warmTarget) || all-s.Free < uint64(minimumTarget) {
 					continue
 				}
 				if err := k.dropPool(t, i, j, nil); err != nil {
