@@ -87,8 +87,12 @@ func clusterName(claim *ipamv1.IPAddressClaim) string {
 // ensureIPAddress creates the claim's IPAddress, or brings the metadata of
 // the existing one in line with NewIPAddress; the spec of an existing
 // IPAddress is never changed.
-func ensureIPAddress(ctx context.Context, c client.Client, claim *ipamv1.IPAddressClaim, pool client.Object, h ClaimHandler) (*ipamv1.IPAddress, *ctrl.Result, error) {
+//
+// The claim's owner reference names the claim at the served version v
+// (NewIPAddress's is v1beta2): the garbage collector resolves it.
+func ensureIPAddress(ctx context.Context, c client.Client, v Versions, claim *ipamv1.IPAddressClaim, pool client.Object, h ClaimHandler) (*ipamv1.IPAddress, *ctrl.Result, error) {
 	want := NewIPAddress(claim, pool)
+	want.OwnerReferences[0].APIVersion = IPAMGroup + "/" + v.normal().IPAM
 	existing := &ipamv1.IPAddress{}
 	err := c.Get(ctx, client.ObjectKeyFromObject(&want), existing)
 	switch {
@@ -163,7 +167,7 @@ func upsertOwner(obj *ipamv1.IPAddress, ref metav1.OwnerReference) {
 // concurrent change (a merge patch replaces whole lists such as
 // finalizers). A gone object is not an error.
 func patchMeta(ctx context.Context, c client.Client, before, obj client.Object) error {
-	patch := client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})
+	patch := MergeFrom(before, client.MergeFromWithOptimisticLock{})
 	if err := c.Patch(ctx, obj, patch); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("ipamutil: patch metadata of %T %s/%s: %w", obj, obj.GetNamespace(), obj.GetName(), err)
 	}

@@ -3,9 +3,32 @@
 // (finalizers, pausing, the IPAddress object, the claim's status, the
 // watches), and a ProviderAdapter owns the pools and the addresses.
 //
+// # Versions
+//
+// Cluster API v1.11 and later serve ipam.cluster.x-k8s.io and
+// cluster.x-k8s.io at v1beta2 (the storage version) and, converted by
+// Cluster API's webhook, at v1beta1; older ones serve v1beta1 only.
+// DiscoverVersions picks per group v1beta2 when served (with the
+// resources the reconciler uses), else v1beta1, and ClaimReconciler's
+// Versions says which. Whatever they are, the reconciler, the handlers
+// and every client of NewClient or NewReader work with the v1beta2 Go
+// types: the watches, indexes and requests are at the served version,
+// and objects are converted on the way in and out with Cluster API's
+// own conversion functions (its v1beta1 packages). Merge patches are
+// computed between the two converted objects (MergeFrom), since the
+// shapes differ. The Ready condition is also written in its deprecated
+// v1beta1 form (status.deprecated.v1beta1.conditions, which a v1beta1
+// reader sees as status.conditions): True, or False with the reason and
+// severity Warning (PoolNotReady, PoolExhausted) or Error
+// (AllocationFailed). The claim's owner reference on its IPAddress names
+// the served version. VersionWatch ends the manager when the versions
+// discovery picks change (an upgrade), so that a restart talks the new
+// ones.
+//
 // # What Reconcile does
 //
-// For one IPAddressClaim (ipam.cluster.x-k8s.io/v1beta2), in this order:
+// For one IPAddressClaim (ipam.cluster.x-k8s.io, v1beta2 in memory), in
+// this order:
 //
 //  1. Get the claim; a gone claim is done. Skip a claim the reconciler
 //     does not serve: its clusterv1.WatchLabel differs from
@@ -67,17 +90,24 @@
 // # Caller duties
 //
 //  1. Register ipamv1 (sigs.k8s.io/cluster-api/api/ipam/v1beta2),
-//     clusterv1 (.../core/v1beta2) and the pool types in the Scheme of the
+//     clusterv1 (.../core/v1beta2), their v1beta1 packages when a group
+//     is served at v1beta1, and the pool types in the Scheme of the
 //     manager and of ClaimReconciler. The cluster must serve the Cluster
-//     CRD: the reconciler watches Clusters.
+//     CRD: the reconciler watches Clusters. Set Versions from
+//     DiscoverVersions (the zero value is v1beta2), and run a
+//     VersionWatch beside the manager.
 //  2. Call ClaimReconciler.SetupWithManager before the manager starts; it
 //     registers the field indexes, then calls Adapter.SetupWithManager
 //     with the builder (which must not call For), then builds the
 //     controller (named "ipaddressclaim").
 //  3. The adapter watches its pool kinds and maps a pool to its claims,
 //     e.g. Watches(&Pool{}, handler.EnqueueRequestsFromMapFunc(
-//     ClaimsForPool(mgr.GetClient(), poolGroupKind))). Nothing else wakes
-//     a claim waiting with PoolNotReady.
+//     ClaimsForPool(NewReader(mgr.GetClient(), versions), poolGroupKind))).
+//     Nothing else wakes a claim waiting with PoolNotReady. Every other
+//     read of claims or IPAddresses by the adapter goes through NewClient
+//     or NewReader at the same Versions (the client handed to
+//     ClaimHandlerFor is one), and watches on them use
+//     Versions.AddressObject and ToIPAddress.
 //  4. A handler returns errors wrapping ErrPoolExhausted and
 //     ErrPoolNotReady for those conditions; other errors are retried.
 //  5. EnsureAddress is idempotent per claim, and the source of truth for

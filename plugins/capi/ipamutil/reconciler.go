@@ -36,6 +36,15 @@ type ClaimReconciler struct {
 	// MaxConcurrentReconciles is the number of workers; 0 means 1. More
 	// than one needs a handler safe for concurrent use (different claims).
 	MaxConcurrentReconciles int
+	// Versions are the served versions of the Cluster API groups to talk
+	// (DiscoverVersions); the zero value is v1beta2. Client is wrapped
+	// with NewClient at these versions, and the handlers get that client.
+	Versions Versions
+}
+
+// versioned is the reconciler's Client at its Versions.
+func (r *ClaimReconciler) versioned() client.Client {
+	return NewClient(r.Client, r.Versions)
 }
 
 // ControllerOptions are the options of every controller of the provider:
@@ -57,7 +66,10 @@ func (r *ClaimReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager
 	if r.Client == nil || r.Scheme == nil || r.Adapter == nil {
 		return errors.New("ipamutil: ClaimReconciler needs Client, Scheme and Adapter")
 	}
-	if err := addIndexes(ctx, mgr); err != nil {
+	if err := r.Versions.Validate(); err != nil {
+		return err
+	}
+	if err := addIndexes(ctx, mgr, r.Versions); err != nil {
 		return err
 	}
 	workers := r.MaxConcurrentReconciles
@@ -65,11 +77,11 @@ func (r *ClaimReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager
 		workers = 1
 	}
 	b := ctrl.NewControllerManagedBy(mgr).
-		For(&ipamv1.IPAddressClaim{}, builder.WithPredicates(r.claimPredicate())).
+		For(r.Versions.ClaimObject(), builder.WithPredicates(r.claimPredicate())).
 		WithOptions(ControllerOptions(workers)).
-		Watches(&clusterv1.Cluster{}, handler.EnqueueRequestsFromMapFunc(r.clusterToClaims),
+		Watches(r.Versions.ClusterObject(), handler.EnqueueRequestsFromMapFunc(r.clusterToClaims),
 			builder.WithPredicates(r.unpausedPredicate())).
-		Watches(&ipamv1.IPAddress{}, handler.EnqueueRequestsFromMapFunc(r.addressToClaims),
+		Watches(r.Versions.AddressObject(), handler.EnqueueRequestsFromMapFunc(r.addressToClaims),
 			builder.WithPredicates(deletedPredicate()))
 	if err := r.Adapter.SetupWithManager(ctx, b); err != nil {
 		return fmt.Errorf("ipamutil: adapter setup: %w", err)
@@ -82,8 +94,9 @@ func (r *ClaimReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager
 
 // Reconcile runs the steps of the package documentation for one claim.
 func (r *ClaimReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	c := r.versioned()
 	claim := &ipamv1.IPAddressClaim{}
-	if err := r.Get(ctx, req.NamespacedName, claim); err != nil {
+	if err := c.Get(ctx, req.NamespacedName, claim); err != nil {
 		if apierrors.IsNotFound(err) {
 			return ctrl.Result{}, nil
 		}
@@ -92,26 +105,26 @@ func (r *ClaimReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 	if !r.selected(claim) {
 		return ctrl.Result{}, nil
 	}
-	paused, err := r.paused(ctx, claim)
+	paused, err := r.paused(ctx, c, claim)
 	if err != nil || paused {
 		return ctrl.Result{}, err
 	}
-	h := r.Adapter.ClaimHandlerFor(r.Client, claim)
+	h := r.Adapter.ClaimHandlerFor(c, claim)
 	if !claim.DeletionTimestamp.IsZero() {
-		return r.reconcileDelete(ctx, claim, h)
+		return r.reconcileDelete(ctx, c, claim, h)
 	}
-	return r.reconcileNormal(ctx, claim, h)
+	return r.reconcileNormal(ctx, c, claim, h)
 }
 
 // reconcileNormal is step 4: finalizer, pool, IPAddress, status.
-func (r *ClaimReconciler) reconcileNormal(ctx context.Context, claim *ipamv1.IPAddressClaim, h ClaimHandler) (ctrl.Result, error) {
+func (r *ClaimReconciler) reconcileNormal(ctx context.Context, c client.Client, claim *ipamv1.IPAddressClaim, h ClaimHandler) (ctrl.Result, error) {
 	if before := claim.DeepCopy(); controllerutil.AddFinalizer(claim, ReleaseAddressFinalizer) {
-		if err := patchMeta(ctx, r.Client, before, claim); err != nil {
+		if err := patchMeta(ctx, c, before, claim); err != nil {
 			return ctrl.Result{}, dropConflict(err)
 		}
 	}
 	before := claim.DeepCopy()
-	addr, res, err := r.allocate(ctx, claim, h)
+	addr, res, err := r.allocate(ctx, c, claim, h)
 	switch {
 	case res != nil && err == nil:
 		return *res, nil
@@ -128,19 +141,19 @@ func (r *ClaimReconciler) reconcileNormal(ctx context.Context, claim *ipamv1.IPA
 		ref := claim.Spec.PoolRef
 		err = fmt.Errorf("ipamutil: IPAddressClaim %s/%s of %s %q: %w", claim.Namespace, claim.Name, ref.Kind, ref.Name, err)
 	}
-	if perr := patchStatus(ctx, r.Client, before, claim); perr != nil {
+	if perr := patchStatus(ctx, c, before, claim); perr != nil {
 		return ctrl.Result{}, errors.Join(dropConflict(perr), err)
 	}
 	return ctrl.Result{}, err
 }
 
 // allocate fetches the pool and creates or adopts the IPAddress.
-func (r *ClaimReconciler) allocate(ctx context.Context, claim *ipamv1.IPAddressClaim, h ClaimHandler) (*ipamv1.IPAddress, *ctrl.Result, error) {
+func (r *ClaimReconciler) allocate(ctx context.Context, c client.Client, claim *ipamv1.IPAddressClaim, h ClaimHandler) (*ipamv1.IPAddress, *ctrl.Result, error) {
 	pool, res, err := r.fetchPool(ctx, claim, h)
 	if err != nil || res != nil {
 		return nil, res, err
 	}
-	return ensureIPAddress(ctx, r.Client, claim, pool, h)
+	return ensureIPAddress(ctx, c, r.Versions, claim, pool, h)
 }
 
 // fetchPool calls the handler and gives the pool its TypeMeta; a missing
@@ -178,7 +191,7 @@ func retryable(err error) error {
 
 // reconcileDelete is step 3: release, then the IPAddress's finalizer, the
 // IPAddress, and the claim's finalizer last.
-func (r *ClaimReconciler) reconcileDelete(ctx context.Context, claim *ipamv1.IPAddressClaim, h ClaimHandler) (ctrl.Result, error) {
+func (r *ClaimReconciler) reconcileDelete(ctx context.Context, c client.Client, claim *ipamv1.IPAddressClaim, h ClaimHandler) (ctrl.Result, error) {
 	if !controllerutil.ContainsFinalizer(claim, ReleaseAddressFinalizer) {
 		return ctrl.Result{}, nil
 	}
@@ -191,12 +204,12 @@ func (r *ClaimReconciler) reconcileDelete(ctx context.Context, claim *ipamv1.IPA
 		}
 		return orEmpty(res), err
 	}
-	if err := deleteIPAddress(ctx, r.Client, claim); err != nil {
+	if err := deleteIPAddress(ctx, c, claim); err != nil {
 		return ctrl.Result{}, err
 	}
 	before := claim.DeepCopy()
 	controllerutil.RemoveFinalizer(claim, ReleaseAddressFinalizer)
-	return ctrl.Result{}, dropConflict(patchMeta(ctx, r.Client, before, claim))
+	return ctrl.Result{}, dropConflict(patchMeta(ctx, c, before, claim))
 }
 
 // dropConflict drops a conflict of a write to the claim: the reconcile
@@ -212,7 +225,7 @@ func dropConflict(err error) error {
 
 // paused is step 2: the claim's paused annotation, or its Cluster's
 // spec.paused or paused annotation. A missing Cluster is not paused.
-func (r *ClaimReconciler) paused(ctx context.Context, claim *ipamv1.IPAddressClaim) (bool, error) {
+func (r *ClaimReconciler) paused(ctx context.Context, c client.Reader, claim *ipamv1.IPAddressClaim) (bool, error) {
 	if _, ok := claim.Annotations[clusterv1.PausedAnnotation]; ok {
 		return true, nil
 	}
@@ -222,7 +235,7 @@ func (r *ClaimReconciler) paused(ctx context.Context, claim *ipamv1.IPAddressCla
 	}
 	cluster := &clusterv1.Cluster{}
 	key := types.NamespacedName{Namespace: claim.Namespace, Name: name}
-	if err := r.Get(ctx, key, cluster); err != nil {
+	if err := c.Get(ctx, key, cluster); err != nil {
 		if apierrors.IsNotFound(err) {
 			return false, nil
 		}

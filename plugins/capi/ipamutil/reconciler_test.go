@@ -1,3 +1,5 @@
+//lint:file-ignore SA1019 Cluster API's v1beta1 packages and the deprecated v1beta1 conditions are what a management cluster at v1beta1 serves
+
 package ipamutil_test
 
 import (
@@ -28,7 +30,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	clusterv1beta1 "sigs.k8s.io/cluster-api/api/core/v1beta1"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	ipamv1beta1 "sigs.k8s.io/cluster-api/api/ipam/v1beta1"
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 
 	"github.com/contiv-ipam/agent/plugins/capi/api/v1alpha1"
@@ -205,7 +209,8 @@ type suite struct {
 
 func newScheme(t *testing.T) *runtime.Scheme {
 	s := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, ipamv1.AddToScheme, clusterv1.AddToScheme, v1alpha1.AddToScheme} {
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, ipamv1.AddToScheme, ipamv1beta1.AddToScheme,
+		clusterv1.AddToScheme, clusterv1beta1.AddToScheme, v1alpha1.AddToScheme} {
 		if err := add(s); err != nil {
 			t.Fatal(err)
 		}
@@ -215,6 +220,11 @@ func newScheme(t *testing.T) *runtime.Scheme {
 
 // startSuite runs the manager until the test ends.
 func startSuite(t *testing.T, cfg *rest.Config) *suite {
+	return startSuiteAt(t, cfg, ipamutil.Versions{})
+}
+
+// startSuiteAt is startSuite with the reconciler at versions.
+func startSuiteAt(t *testing.T, cfg *rest.Config, versions ipamutil.Versions) *suite {
 	scheme := newScheme(t)
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 scheme,
@@ -227,9 +237,10 @@ func startSuite(t *testing.T, cfg *rest.Config) *suite {
 		t.Fatal(err)
 	}
 	j := &journal{}
-	adapter := &listAdapter{cached: mgr.GetClient(), live: mgr.GetAPIReader(), j: j, hold: map[types.NamespacedName]bool{}}
+	adapter := &listAdapter{cached: ipamutil.NewReader(mgr.GetClient(), versions), live: ipamutil.NewReader(mgr.GetAPIReader(), versions),
+		j: j, hold: map[types.NamespacedName]bool{}}
 	r := &ipamutil.ClaimReconciler{Client: recordingClient{Client: mgr.GetClient(), j: j}, Scheme: scheme,
-		WatchFilterValue: filter, Adapter: adapter}
+		WatchFilterValue: filter, Adapter: adapter, Versions: versions}
 	ctx, cancel := context.WithCancel(context.Background())
 	if err := r.SetupWithManager(ctx, mgr); err != nil {
 		t.Fatal(err)

@@ -1,10 +1,14 @@
+//lint:file-ignore SA1019 Cluster API's v1beta1 packages and the deprecated v1beta1 conditions are what a management cluster at v1beta1 serves
+
 package ipamutil
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -40,7 +44,10 @@ func reasonFor(err error) string {
 	}
 }
 
-// setReady sets the claim's Ready condition in memory.
+// setReady sets the claim's Ready condition in memory, and its
+// deprecated v1beta1 twin (status.deprecated.v1beta1.conditions), which
+// is status.conditions of the claim read at v1beta1: the conditions of
+// the field's providers and of the older Cluster APIs.
 func setReady(claim *ipamv1.IPAddressClaim, status metav1.ConditionStatus, reason, message string) {
 	meta.SetStatusCondition(&claim.Status.Conditions, metav1.Condition{
 		Type:               ipamv1.IPAddressClaimReadyCondition,
@@ -49,6 +56,41 @@ func setReady(claim *ipamv1.IPAddressClaim, status metav1.ConditionStatus, reaso
 		Message:            message,
 		ObservedGeneration: claim.Generation,
 	})
+	setV1Beta1Ready(claim, status, reason, message)
+}
+
+// setV1Beta1Ready sets the deprecated v1beta1 Ready condition the way
+// Cluster API's v1beta1 conditions read: True without a reason; False
+// with the reason, the message and a severity (Warning for the waits,
+// Error for AllocationFailed). lastTransitionTime moves only when the
+// status does.
+func setV1Beta1Ready(claim *ipamv1.IPAddressClaim, status metav1.ConditionStatus, reason, message string) {
+	c := clusterv1.Condition{Type: clusterv1.ReadyV1Beta1Condition, Status: corev1.ConditionStatus(status)}
+	if status == metav1.ConditionFalse {
+		c.Reason, c.Message, c.Severity = reason, message, clusterv1.ConditionSeverityWarning
+		if reason == ipamv1.AllocationFailedV1Beta1Reason {
+			c.Severity = clusterv1.ConditionSeverityError
+		}
+	}
+	if claim.Status.Deprecated == nil {
+		claim.Status.Deprecated = &ipamv1.IPAddressClaimDeprecatedStatus{}
+	}
+	if claim.Status.Deprecated.V1Beta1 == nil {
+		claim.Status.Deprecated.V1Beta1 = &ipamv1.IPAddressClaimV1Beta1DeprecatedStatus{}
+	}
+	conds := &claim.Status.Deprecated.V1Beta1.Conditions
+	for i := range *conds {
+		if old := &(*conds)[i]; old.Type == c.Type {
+			c.LastTransitionTime = old.LastTransitionTime
+			if old.Status != c.Status {
+				c.LastTransitionTime = metav1.NewTime(time.Now().Truncate(time.Second))
+			}
+			*old = c
+			return
+		}
+	}
+	c.LastTransitionTime = metav1.NewTime(time.Now().Truncate(time.Second))
+	*conds = append(*conds, c)
 }
 
 // setNotReady sets Ready False with the reason of err.
@@ -77,7 +119,7 @@ func patchStatus(ctx context.Context, c client.Client, before, claim *ipamv1.IPA
 	if equality.Semantic.DeepEqual(before.Status, claim.Status) {
 		return nil
 	}
-	patch := client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})
+	patch := MergeFrom(before, client.MergeFromWithOptimisticLock{})
 	if err := c.Status().Patch(ctx, claim, patch); err != nil {
 		return fmt.Errorf("ipamutil: patch status of IPAddressClaim %s/%s: %w", claim.Namespace, claim.Name, err)
 	}

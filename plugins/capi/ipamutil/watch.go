@@ -32,17 +32,23 @@ func PoolRefKey(ref ipamv1.IPPoolReference) string {
 	return ref.APIGroup + "/" + ref.Kind + "/" + ref.Name
 }
 
-func addIndexes(ctx context.Context, mgr ctrl.Manager) error {
+// addIndexes registers the claim indexes on the served IPAddressClaim
+// type: a client of NewClient lists the served type, so that is where the
+// cache must index.
+func addIndexes(ctx context.Context, mgr ctrl.Manager, v Versions) error {
 	idx := mgr.GetFieldIndexer()
-	err := idx.IndexField(ctx, &ipamv1.IPAddressClaim{}, PoolRefIndex, func(o client.Object) []string {
-		return []string{PoolRefKey(o.(*ipamv1.IPAddressClaim).Spec.PoolRef)}
+	err := idx.IndexField(ctx, v.ClaimObject(), PoolRefIndex, func(o client.Object) []string {
+		if claim := claimOf(ctx, o); claim != nil {
+			return []string{PoolRefKey(claim.Spec.PoolRef)}
+		}
+		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("ipamutil: index %s: %w", PoolRefIndex, err)
 	}
-	err = idx.IndexField(ctx, &ipamv1.IPAddressClaim{}, clusterIndex, func(o client.Object) []string {
-		if name := clusterName(o.(*ipamv1.IPAddressClaim)); name != "" {
-			return []string{name}
+	err = idx.IndexField(ctx, v.ClaimObject(), clusterIndex, func(o client.Object) []string {
+		if claim := claimOf(ctx, o); claim != nil && clusterName(claim) != "" {
+			return []string{clusterName(claim)}
 		}
 		return nil
 	})
@@ -52,10 +58,22 @@ func addIndexes(ctx context.Context, mgr ctrl.Manager) error {
 	return nil
 }
 
+// claimOf is obj, an IPAddressClaim of a served version, as a v1beta2
+// one; nil (logged) when it does not convert.
+func claimOf(ctx context.Context, obj client.Object) *ipamv1.IPAddressClaim {
+	claim, err := ToIPAddressClaim(obj)
+	if err != nil {
+		log.FromContext(ctx).Error(err, "an IPAddressClaim that does not convert is left out", "claim", client.ObjectKeyFromObject(obj))
+		return nil
+	}
+	return claim
+}
+
 // ClaimsForPool maps a pool of kind gk to the claims that reference it:
 // those in the pool's namespace, or in every namespace for a
 // cluster-scoped pool. For an adapter's watch on its pools; it reads
-// through c (the manager's cached client) with PoolRefIndex, which
+// through c (the manager's cached client, through NewClient at the
+// reconciler's Versions) with PoolRefIndex, which
 // ClaimReconciler.SetupWithManager registers.
 func ClaimsForPool(c client.Reader, gk schema.GroupKind) handler.MapFunc {
 	return func(ctx context.Context, pool client.Object) []reconcile.Request {
@@ -91,12 +109,13 @@ func claimsOfPool(ctx context.Context, c client.Reader, ref ipamv1.IPPoolReferen
 // may be woken too (the ref does not tell the pool's scope); they find
 // their pool still exhausted.
 func (r *ClaimReconciler) addressToClaims(ctx context.Context, obj client.Object) []reconcile.Request {
-	addr, ok := obj.(*ipamv1.IPAddress)
-	if !ok {
+	addr, err := ToIPAddress(obj)
+	if err != nil {
+		log.FromContext(ctx).Error(err, "a deleted IPAddress that does not convert is left out", "ipaddress", client.ObjectKeyFromObject(obj))
 		return nil
 	}
 	reqs := []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: addr.Namespace, Name: addr.Spec.ClaimRef.Name}}}
-	claims, err := claimsOfPool(ctx, r.Client, addr.Spec.PoolRef, "")
+	claims, err := claimsOfPool(ctx, r.versioned(), addr.Spec.PoolRef, "")
 	if err != nil {
 		log.FromContext(ctx).Error(err, "map a deleted IPAddress to the claims waiting on its pool", "ipaddress", client.ObjectKeyFromObject(addr))
 	}
@@ -112,7 +131,7 @@ func (r *ClaimReconciler) addressToClaims(ctx context.Context, obj client.Object
 // it (step 2).
 func (r *ClaimReconciler) clusterToClaims(ctx context.Context, obj client.Object) []reconcile.Request {
 	list := &ipamv1.IPAddressClaimList{}
-	err := r.List(ctx, list, client.InNamespace(obj.GetNamespace()), client.MatchingFields{clusterIndex: obj.GetName()})
+	err := r.versioned().List(ctx, list, client.InNamespace(obj.GetNamespace()), client.MatchingFields{clusterIndex: obj.GetName()})
 	if err != nil {
 		log.FromContext(ctx).Error(err, "map a Cluster to its claims", "cluster", client.ObjectKeyFromObject(obj))
 		return nil
@@ -143,8 +162,11 @@ func (r *ClaimReconciler) filtered(obj client.Object) bool {
 
 func (r *ClaimReconciler) claimPredicate() predicate.Predicate {
 	return predicate.NewPredicateFuncs(func(o client.Object) bool {
-		claim, ok := o.(*ipamv1.IPAddressClaim)
-		return ok && r.selected(claim)
+		if !r.filtered(o) { // no conversion for the claims of others
+			return false
+		}
+		claim := claimOf(context.Background(), o)
+		return claim != nil && r.selected(claim)
 	})
 }
 
@@ -156,9 +178,12 @@ func (r *ClaimReconciler) unpausedPredicate() predicate.Predicate {
 		DeleteFunc:  func(event.DeleteEvent) bool { return false },
 		GenericFunc: func(event.GenericEvent) bool { return false },
 		UpdateFunc: func(e event.UpdateEvent) bool {
-			old, okOld := e.ObjectOld.(*clusterv1.Cluster)
-			cur, okNew := e.ObjectNew.(*clusterv1.Cluster)
-			return okOld && okNew && r.filtered(cur) && clusterPaused(old) && !clusterPaused(cur)
+			if !r.filtered(e.ObjectNew) {
+				return false
+			}
+			old, errOld := ToCluster(e.ObjectOld)
+			cur, errNew := ToCluster(e.ObjectNew)
+			return errOld == nil && errNew == nil && clusterPaused(old) && !clusterPaused(cur)
 		},
 	}
 }
