@@ -124,6 +124,12 @@
 //     and removes it only when no IPAddress of the pool is left; the
 //     deleted pool's engine is then dropped.
 //
+// Setup takes the served Cluster API versions (Options.Versions, from
+// ipamutil.DiscoverVersions): the claim reconciler, the IPAddress watch of
+// the pool controllers and the Provider's readers (Reader, Claims wrapped
+// with ipamutil.NewReader) all talk them, and the engine sees v1beta2
+// objects whatever they are.
+//
 // Left to the deployment: one serving replica (the binary elects it with
 // a Lease), so that no other process decides for the same pools.
 package pool

@@ -16,9 +16,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
-
-	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 
 	"github.com/contiv-ipam/agent/plugins/capi/api/v1alpha1"
 	"github.com/contiv-ipam/agent/plugins/capi/ipamutil"
@@ -31,6 +30,9 @@ type PoolReconciler struct {
 	Provider *Provider
 	// Kind is KindPool or KindGlobalPool.
 	Kind string
+	// Versions are the served Cluster API versions: the IPAddresses are
+	// watched at Versions.IPAM.
+	Versions ipamutil.Versions
 }
 
 // newObject returns an empty pool object of the reconciler's kind.
@@ -59,14 +61,18 @@ func (r *PoolReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Named("contiv-"+strings.ToLower(r.Kind)).
 		WithOptions(ipamutil.ControllerOptions(1)).
 		For(r.newObject()).
-		Watches(&ipamv1.IPAddress{}, handler.EnqueueRequestsFromMapFunc(r.addressToPool)).
+		Watches(r.Versions.AddressObject(), handler.EnqueueRequestsFromMapFunc(r.addressToPool)).
 		Complete(r)
 }
 
 // addressToPool maps an IPAddress to its pool of Kind.
-func (r *PoolReconciler) addressToPool(_ context.Context, obj client.Object) []reconcile.Request {
-	ip, ok := obj.(*ipamv1.IPAddress)
-	if !ok || ip.Spec.PoolRef.APIGroup != v1alpha1.GroupVersion.Group || ip.Spec.PoolRef.Kind != r.Kind {
+func (r *PoolReconciler) addressToPool(ctx context.Context, obj client.Object) []reconcile.Request {
+	ip, err := ipamutil.ToIPAddress(obj)
+	if err != nil {
+		log.FromContext(ctx).Error(err, "an IPAddress that does not convert is left out", "ipaddress", client.ObjectKeyFromObject(obj))
+		return nil
+	}
+	if ip.Spec.PoolRef.APIGroup != v1alpha1.GroupVersion.Group || ip.Spec.PoolRef.Kind != r.Kind {
 		return nil
 	}
 	key := types.NamespacedName{Name: ip.Spec.PoolRef.Name}

@@ -24,6 +24,7 @@ import (
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 
 	"github.com/contiv-ipam/agent/plugins/capi/api/v1alpha1"
+	"github.com/contiv-ipam/agent/plugins/capi/ipamutil"
 	"github.com/contiv-ipam/agent/plugins/capi/pool"
 	"github.com/contiv-ipam/agent/tests/kubeenv"
 )
@@ -37,9 +38,12 @@ const (
 // of the providers' grace periods.
 type env struct {
 	cfg    *rest.Config
-	c      client.Client
+	c      client.Client // at versions, through ipamutil.NewClient
+	raw    client.Client // the API server as it is
 	scheme *k8sruntime.Scheme
 	clock  *stepClock
+	// versions are those the providers talk.
+	versions ipamutil.Versions
 }
 
 // stepClock is the real time until frozen; advance then moves it forward
@@ -94,7 +98,7 @@ func startEnv(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &env{cfg: cfg, c: c, scheme: scheme, clock: &stepClock{}}
+	return &env{cfg: cfg, c: c, raw: c, scheme: scheme, clock: &stepClock{}}
 }
 
 // startProvider runs the provider in a manager until stop (or the test's
@@ -111,7 +115,7 @@ func (e *env) startProvider(t *testing.T, workers int) (stop func()) {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	if _, err := pool.Setup(ctx, mgr, pool.Options{MaxConcurrentReconciles: workers, Clock: e.clock}); err != nil {
+	if _, err := pool.Setup(ctx, mgr, pool.Options{MaxConcurrentReconciles: workers, Clock: e.clock, Versions: e.versions}); err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
