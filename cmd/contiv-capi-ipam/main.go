@@ -15,8 +15,10 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/go-logr/logr"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -24,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/contiv-ipam/agent/plugins/capi/ipamutil"
 	"github.com/contiv-ipam/agent/plugins/capi/pool"
 )
 
@@ -54,6 +57,9 @@ type options struct {
 	qps             float64
 	burst           int
 	debug, version  bool
+	// versionCheck is how often discovery is asked whether the served
+	// Cluster API versions changed.
+	versionCheck time.Duration
 	// skipNameCheck lets several managers run in one process (tests):
 	// controller-runtime refuses a controller name it has seen before.
 	skipNameCheck bool
@@ -78,6 +84,7 @@ func parse(args []string, stderr io.Writer, env func(string) (string, bool)) (op
 	fs.IntVar(&o.workers, "max-concurrent-reconciles", 8, "claims reconciled at once (the engine decides every address, so any number is safe)")
 	fs.Float64Var(&o.qps, "kube-api-qps", 50, "requests per second to the API server, sustained (client-go's own default, 5, makes 1,000 claims take minutes)")
 	fs.IntVar(&o.burst, "kube-api-burst", 100, "requests to the API server in a burst above -kube-api-qps")
+	fs.DurationVar(&o.versionCheck, "api-version-check-interval", time.Minute, "how often to ask the API server which versions of the Cluster API groups it serves; when they change (an upgrade), the provider exits so that its restart talks the new ones")
 	fs.BoolVar(&o.debug, "debug", false, "log at debug level")
 	fs.BoolVar(&o.version, "version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
@@ -88,6 +95,9 @@ func parse(args []string, stderr io.Writer, env func(string) (string, bool)) (op
 	}
 	if o.workers < 1 {
 		return o, fmt.Errorf("-max-concurrent-reconciles %d: want at least 1", o.workers)
+	}
+	if o.versionCheck <= 0 {
+		return o, fmt.Errorf("-api-version-check-interval %v: want above 0", o.versionCheck)
 	}
 	if !(o.qps > 0) || o.burst < 1 {
 		return o, fmt.Errorf("-kube-api-qps %v, -kube-api-burst %d: want both above 0", o.qps, o.burst)
@@ -156,7 +166,21 @@ func serveOn(ctx context.Context, cfg *rest.Config, origin string, o options, lo
 	if err != nil {
 		return fmt.Errorf("manager for %s: %w", cfg.Host, err)
 	}
-	if _, err := pool.Setup(ctx, mgr, pool.Options{WatchFilterValue: o.watchFilter, MaxConcurrentReconciles: o.workers, Log: log}); err != nil {
+	disc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("discovery client for %s: %w", cfg.Host, err)
+	}
+	versions, err := ipamutil.DiscoverVersions(disc)
+	if err != nil {
+		return fmt.Errorf("%s: %w (are the Cluster API CRDs installed?)", cfg.Host, err)
+	}
+	if _, err := pool.Setup(ctx, mgr, pool.Options{WatchFilterValue: o.watchFilter, MaxConcurrentReconciles: o.workers, Log: log,
+		Versions: versions}); err != nil {
+		return err
+	}
+	watch := &ipamutil.VersionWatch{Discovery: disc, Started: versions, Interval: o.versionCheck,
+		OnError: func(err error) { log.Warn("served Cluster API versions not checked", "err", err) }}
+	if err := mgr.Add(watch); err != nil {
 		return err
 	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
@@ -166,6 +190,7 @@ func serveOn(ctx context.Context, cfg *rest.Config, origin string, o options, lo
 		return err
 	}
 	log.Info("contiv-capi-ipam starting", "version", version, "api-server", cfg.Host, "kubeconfig", origin,
+		"ipam-version", ipamutil.IPAMGroup+"/"+versions.IPAM, "cluster-version", ipamutil.ClusterGroup+"/"+versions.Cluster,
 		"leader-elect", o.leaderElect, "workers", o.workers, "kube-api-qps", cfg.QPS, "kube-api-burst", cfg.Burst, "metrics", o.metrics, "health", o.health)
 	return mgr.Start(ctx)
 }
