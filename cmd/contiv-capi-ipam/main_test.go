@@ -43,6 +43,8 @@ func TestCommandLine(t *testing.T) {
 		{"no workers", []string{"-max-concurrent-reconciles", "0"}, 2, "-max-concurrent-reconciles 0"},
 		{"no rate", []string{"-kube-api-qps", "0"}, 2, "-kube-api-qps 0, -kube-api-burst 100: want both above 0"},
 		{"no burst", []string{"-kube-api-burst", "0"}, 2, "-kube-api-qps 50, -kube-api-burst 0: want both above 0"},
+		{"no version check", []string{"-api-version-check-interval", "0"}, 2, "-api-version-check-interval 0s: want above 0"},
+		{"help names the version check", []string{"-h"}, 0, "-api-version-check-interval"},
 		{"stray argument", []string{"serve"}, 2, `unexpected arguments ["serve"]`},
 		{"missing kubeconfig", []string{"-kubeconfig", "/nonexistent/kc"}, 1, `kubeconfig \"/nonexistent/kc\"`},
 		{"not in a pod", nil, 1, "not in a pod"},
