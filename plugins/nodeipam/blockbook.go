@@ -143,6 +143,23 @@ func (b *blockBook) adopt(node string, cidrs []netip.Prefix) bool {
 	return len(conflicts) == 0
 }
 
+// outside returns the CIDRs of cidrs that occupy would report as
+// outside: in no range, or far larger than a block.
+func (b *blockBook) outside(cidrs []netip.Prefix) []netip.Prefix {
+	var out []netip.Prefix
+	for _, p := range cidrs {
+		set := b.setFor(p)
+		if set == nil {
+			out = append(out, p)
+			continue
+		}
+		if _, _, err := set.blocks(p, maxOccupyBlocks); err != nil {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
 // occupy takes the blocks of cidrs for node. It returns the CIDRs outside
 // every range and those with a block another node holds (recorded as
 // shared: the other node keeps it).

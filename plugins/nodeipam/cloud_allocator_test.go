@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/record"
+	testingclock "k8s.io/utils/clock/testing"
 )
 
 // cloudRig is a cloud allocator on a fake clientset with a running
@@ -210,4 +211,38 @@ func TestIPAMFromClusterFinishesTheAllocationsOfTheLeaderBefore(t *testing.T) {
 		g.Expect(r.cidrsOf(g, "fresh")).To(Equal([]string{"10.0.1.0/24"}))
 	}).Should(Succeed())
 	g.Expect(reasons(r.events)).To(BeEmpty())
+}
+
+// WithSyncReport tells the outcome of every run of a node's loop and its
+// release, once each, in order.
+func TestWithSyncReportTellsEveryRunAndTheRelease(t *testing.T) {
+	g := NewWithT(t)
+	type report struct {
+		node string
+		err  error
+	}
+	reports := make(chan report, 10)
+	client := fake.NewClientset(node("n"))
+	nodes := informers.NewSharedInformerFactory(client, 0).Core().V1().Nodes() // not started: the test hands the node in
+	cloud := NewMemCloud()
+	c, err := NewIPAMController(t.Context(), Params{Client: client, Nodes: nodes, Config: cloudConfig(IPAMFromCloudAllocatorType, "10.0.0.0/16"),
+		Cloud: cloud, Recorder: record.NewFakeRecorder(10), Log: testLogger(t)}, SyncFromCloud, nil,
+		WithClock(testingclock.NewFakeClock(time.Now())), WithSyncReport(func(n string, err error) { reports <- report{n, err} }))
+	g.Expect(err).NotTo(HaveOccurred())
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() { defer close(done); c.Run(stop) }()
+	t.Cleanup(func() { close(stop); <-done })
+
+	g.Expect(c.AllocateOrOccupyCIDR(t.Context(), node("n"))).To(Succeed())
+	var r report
+	g.Eventually(reports).Should(Receive(&r))
+	g.Expect(r.node).To(Equal("n"))
+	g.Expect(r.err).To(MatchError(ErrNoCloudRanges))
+
+	g.Expect(cloud.SetNodeRanges(t.Context(), "n", mustPrefixes("10.0.4.0/24"))).To(Succeed())
+	g.Expect(c.AllocateOrOccupyCIDR(t.Context(), node("n"))).To(Succeed())
+	g.Eventually(reports).Should(Receive(Equal(report{"n", nil})))
+	g.Expect(c.ReleaseCIDR(t.Context(), node("n", "10.0.4.0/24"))).To(Succeed())
+	g.Eventually(reports).Should(Receive(Equal(report{"n", nil})))
+	g.Consistently(reports, 100*time.Millisecond).ShouldNot(Receive(), "one report per run")
 }

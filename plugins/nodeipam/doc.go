@@ -65,7 +65,10 @@
 // keeps checking every Resync; SyncFromCluster (IPAMFromCluster) cuts the
 // CIDRs from the cluster ranges, writes them to the cloud (fenced in
 // contiv-ksr), then patches the Node. A mismatch is reported, never
-// overwritten. In SyncFromCluster the cloud write is the durable record:
+// overwritten. A range outside the cluster ranges (when they are set) is
+// reported and copied neither way: not onto the Node in SyncFromCloud,
+// not into the cloud in SyncFromCluster (Kubernetes' sync refuses it
+// too). In SyncFromCluster the cloud write is the durable record:
 // a node without CIDRs whose cloud ranges are free blocks of the ranges
 // gets them (at start, before any loop runs, and in its loop).
 //

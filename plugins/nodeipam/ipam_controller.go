@@ -19,7 +19,8 @@ var errStopped = errors.New("nodeipam: the sync controller is stopped")
 type Option func(*options)
 
 type options struct {
-	clock clock.WithTickerAndDelayedExecution
+	clock   clock.WithTickerAndDelayedExecution
+	observe func(node string, err error)
 }
 
 // WithClock replaces the real clock of the sync loops, the retries and the
@@ -33,6 +34,15 @@ func asAllocator[T CIDRAllocator](a T, err error) (CIDRAllocator, error) {
 		return nil, err
 	}
 	return a, nil
+}
+
+// WithSyncReport makes the node sync loops of IPAMController call fn
+// after every run with its outcome (nil: success) and with nil once a
+// deleted node's CIDRs are released, in the node's loop goroutine (as
+// Kubernetes' sync loop reports to its controller). fn must return
+// quickly. Tests use it to know when a run is over.
+func WithSyncReport(fn func(node string, err error)) Option {
+	return func(o *options) { o.observe = fn }
 }
 
 func buildOptions(opts []Option) options {
@@ -130,7 +140,7 @@ func newSyncer(p Params, mode SyncMode, o options) (*syncer, error) {
 		return nil, err
 	}
 	return &syncer{mode: mode, kube: newKube(p.Client, p.Recorder, p.Log), cloud: p.Cloud, sets: sets,
-		metrics: p.Metrics, log: p.Log, clock: o.clock, get: p.Nodes.Lister().Get,
+		metrics: p.Metrics, log: p.Log, clock: o.clock, get: p.Nodes.Lister().Get, observe: o.observe,
 		timing: Timeout{Resync: p.Config.Resync, MaxBackoff: p.Config.MaxBackoff, InitialRetry: p.Config.InitialRetry}}, nil
 }
 

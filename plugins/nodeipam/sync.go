@@ -52,6 +52,9 @@ type syncer struct {
 	timing  Timeout // the template of every loop's Timeout
 	// get reads a node (from the informer's cache).
 	get func(name string) (*v1.Node, error)
+	// observe, when set, is told the outcome of every run and of every
+	// release (WithSyncReport).
+	observe func(node string, err error)
 }
 
 // nodeSync is the sync loop of one node: one goroutine (loop) that alone
@@ -142,6 +145,9 @@ func (n *nodeSync) report(err error) {
 		n.s.log.Debug("node sync failed; retried with backoff", "node", n.name, "err", err)
 	}
 	n.timeout.Update(err == nil)
+	if n.s.observe != nil {
+		n.s.observe(n.name, err)
+	}
 }
 
 // release frees the node's CIDRs; in SyncFromCluster it also removes the
@@ -155,6 +161,9 @@ func (n *nodeSync) release(ctx context.Context) {
 		}
 	}
 	n.s.log.Info("node deleted: its CIDRs are released", "node", n.name, "mode", n.s.mode)
+	if n.s.observe != nil {
+		n.s.observe(n.name, nil)
+	}
 }
 
 // run compares the node's CIDRs with the cloud's ranges and acts on the
@@ -221,8 +230,11 @@ func (n *nodeSync) allocate(ctx context.Context, node *v1.Node) error {
 }
 
 // fromCloud handles a node without CIDRs that the cloud has ranges for.
-// SyncFromCloud occupies them (reporting those outside the cluster
-// ranges) and patches the node. SyncFromCluster patches them when they
+// SyncFromCloud occupies them and patches the node, unless one is outside
+// the cluster ranges (when there are any): then it patches nothing,
+// reports them (ReasonCIDROutOfRange) and returns an error wrapping
+// ErrOutsideCluster, retried with backoff (Kubernetes' sync refuses such
+// a range too: its Occupy fails). SyncFromCluster patches them when they
 // are the ones this loop wrote, or blocks of the cluster ranges that are
 // free (or the node's already): the cloud write comes before the patch,
 // so they are an allocation whose patch did not land, by this replica or
@@ -238,12 +250,23 @@ func (n *nodeSync) fromCloud(ctx context.Context, node *v1.Node, cloud []netip.P
 			n.name, cloud, n.s.mode)
 		return fmt.Errorf("node %s: cloud ranges %v: %w", n.name, cloud, ErrInvalidMode)
 	}
+	if out := n.s.sets.outside(cloud); len(out) > 0 {
+		for _, p := range out {
+			n.s.metrics.fail(ReasonCIDROutOfRange)
+			n.warn(node, ReasonCIDROutOfRange, "node %s: the cloud's range %s is outside the cluster ranges %v; not set on the node",
+				n.name, p, n.s.sets.clusters())
+		}
+		return fmt.Errorf("node %s: cloud ranges %v: %w", n.name, out, ErrOutsideCluster)
+	}
 	n.occupy(node, cloud)
 	return n.patch(ctx, cloud)
 }
 
 // toCloud handles a node with CIDRs that the cloud has no ranges for.
-// SyncFromCluster occupies them and writes them to the cloud.
+// SyncFromCluster occupies them and writes them to the cloud, unless one
+// is outside the cluster ranges: then it writes nothing (reported by
+// occupy, ReasonCIDROutOfRange) and returns an error wrapping
+// ErrOutsideCluster (as Kubernetes' sync, whose Occupy fails).
 // SyncFromCloud refuses (ReasonInvalidMode).
 func (n *nodeSync) toCloud(ctx context.Context, node *v1.Node, have []netip.Prefix) error {
 	n.written = nil
@@ -253,6 +276,9 @@ func (n *nodeSync) toCloud(ctx context.Context, node *v1.Node, have []netip.Pref
 		n.warn(node, ReasonInvalidMode, "node %s holds %v and the cloud has no ranges for it: mode %s does not copy to the cloud",
 			n.name, have, n.s.mode)
 		return fmt.Errorf("node %s: pod CIDRs %v: %w", n.name, have, ErrInvalidMode)
+	}
+	if out := n.s.sets.outside(have); len(out) > 0 {
+		return fmt.Errorf("node %s: pod CIDRs %v not written to the cloud: %w", n.name, out, ErrOutsideCluster)
 	}
 	if err := n.s.cloud.SetNodeRanges(ctx, n.name, have); err != nil {
 		n.s.metrics.fail("cloud")

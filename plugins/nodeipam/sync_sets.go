@@ -76,6 +76,17 @@ func (s *syncSets) occupy(node string, cidrs []netip.Prefix) (outside []netip.Pr
 	return outside, conflicts
 }
 
+// outside returns the CIDRs of cidrs outside every cluster range (or
+// far larger than a block); none when there are no cluster ranges.
+func (s *syncSets) outside(cidrs []netip.Prefix) []netip.Prefix {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.book.sets) == 0 {
+		return nil
+	}
+	return s.book.outside(cidrs)
+}
+
 // release frees the blocks node holds.
 func (s *syncSets) release(node string) {
 	s.mu.Lock()
