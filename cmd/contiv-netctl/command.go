@@ -119,6 +119,10 @@ Commands:
                                              to a checkpoint file (default: stdout)
   ipam checkpoint import [-replace] file|-   restore the allocations of a checkpoint
                                              file (- : stdin) on the agent's node
+  ipam checkpoint import -from aws-vpc-cni [-replace] file|-
+                                             the same from the AWS VPC CNI's checkpoint
+                                             (its ipam.json), converted: a node moving
+                                             from the AWS VPC CNI keeps its pods' addresses
   ipam conflicts [list]                      list the stored allocation records the agent
                                              moved aside (an address clash, outside its pools)
   ipam conflicts restore NAME                put the record moved aside as NAME back

@@ -6,7 +6,7 @@
 //	contiv-netctl [global flags] pods [-node N] [-namespace NS] [-o table|wide|json|yaml|name]
 //	contiv-netctl [global flags] ipam [-o table|wide|json|yaml] [NODE]
 //	contiv-netctl [global flags] ipam checkpoint export [-o file]
-//	contiv-netctl [global flags] ipam checkpoint import [-replace] file|-
+//	contiv-netctl [global flags] ipam checkpoint import [-replace] [-from contiv|aws-vpc-cni] file|-
 //	contiv-netctl [global flags] ipam check [-o table|json]
 //	contiv-netctl [global flags] ipam release -from-report file
 //	contiv-netctl [global flags] ipam conflicts [list]
@@ -96,6 +96,14 @@
 // before anything is sent; then POSTed unchanged to
 // /contiv/v1/ipam/checkpoint?replace=true|false; the counts the agent
 // answers (imported, skipped, each skipped entry's reason) are printed.
+//
+// import -from aws-vpc-cni (awsimport.go): the file is the IPAM checkpoint
+// of the AWS VPC CNI ("vpc-cni-ipam/1", /var/run/aws-node/ipam.json),
+// decoded and converted by checkpoint.DecodeAWS (each entry an
+// attachment with its pod, taken at the file's modification time); a bad
+// file is refused naming the entry, the field and the value; the
+// converted document is encoded and POSTed as above. A contiv import of
+// an AWS file is refused with a hint to use -from.
 //
 // The conflicts commands, step by step (the records a restore of the
 // agent could not place, moved aside instead of deleted):

@@ -50,6 +50,9 @@ Commands:
                                         the pod it names still holds it
   checkpoint export [-o file]           save every allocation of the agent's node
   checkpoint import [-replace] file|-   restore the allocations of a checkpoint file
+  checkpoint import -from aws-vpc-cni [-replace] file|-
+                                        restore those of the AWS VPC CNI's checkpoint
+                                        (/var/run/aws-node/ipam.json), converted
   conflicts [list]                      list the stored allocation records the agent moved
                                         aside (an address clash, outside the node's pools)
   conflicts restore NAME                put the record moved aside as NAME back
@@ -63,6 +66,7 @@ func checkpointUsage(w io.Writer) {
 	_, _ = fmt.Fprint(w, `Usage:
   contiv-netctl [global flags] ipam checkpoint export [-o file]
   contiv-netctl [global flags] ipam checkpoint import [-replace] file|-
+  contiv-netctl [global flags] ipam checkpoint import -from aws-vpc-cni [-replace] file|-
 
 export saves every allocation of the agent's node (GET /contiv/v1/ipam/checkpoint) as a
 checkpoint document: to -o file (written to a temporary file in the same directory, synced,
@@ -72,6 +76,13 @@ import reads a checkpoint document from file (- : stdin), checks it (a bad docum
 of a newer format, is refused before anything is sent), sends it to the agent (POST
 /contiv/v1/ipam/checkpoint) and prints what was imported and what was skipped. Without
 -replace the agent refuses when its node holds allocations; with -replace it drops them first.
+
+import -from aws-vpc-cni reads the IPAM checkpoint the AWS VPC CNI writes on a node
+(/var/run/aws-node/ipam.json, version "vpc-cni-ipam/1") instead, so that a node moving from
+the AWS VPC CNI keeps its pods' addresses: each entry (networkName, containerID, ifName,
+ipv4 or ipv6, allocationTimestamp, metadata k8sPodNamespace and k8sPodName) becomes an
+attachment of a checkpoint document, which is sent as above. A bad file is refused naming
+the entry, the field and the value, before anything is sent.
 
 Both need an agent whose REST server authenticates its clients (http.conf client-basic-auth,
 or client-cert-files): give -user, or -cacert with -cert and -key.
@@ -86,8 +97,11 @@ func exportUsage(w io.Writer) {
 }
 
 func importUsage(w io.Writer) {
-	_, _ = fmt.Fprint(w, "Usage: contiv-netctl [global flags] ipam checkpoint import [-replace] file|-\n\n")
-	printDefaults(w, importFlags(new(bool)))
+	_, _ = fmt.Fprint(w, `Usage: contiv-netctl [global flags] ipam checkpoint import [-replace] file|-
+       contiv-netctl [global flags] ipam checkpoint import -from aws-vpc-cni [-replace] file|-
+
+`)
+	printDefaults(w, importFlags(new(bool), new(string)))
 }
 
 func exportFlags(out *string) *flag.FlagSet {
@@ -97,10 +111,11 @@ func exportFlags(out *string) *flag.FlagSet {
 	return fs
 }
 
-func importFlags(replace *bool) *flag.FlagSet {
+func importFlags(replace *bool, from *string) *flag.FlagSet {
 	fs := flag.NewFlagSet("import", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.BoolVar(replace, "replace", false, "drop the allocations the node holds first (without it the agent refuses a node that holds any)")
+	fs.StringVar(from, "from", fromContiv, "the `format` of the file: contiv (a checkpoint export wrote), or aws-vpc-cni (the AWS VPC CNI's ipam.json, converted)")
 	return fs
 }
 
@@ -192,8 +207,12 @@ func exportCommand(ctx context.Context, g *globals, args []string, cio *cmdIO) e
 // importCommand: read the document, check it, POST it, print the counts.
 func importCommand(ctx context.Context, g *globals, args []string, cio *cmdIO) error {
 	var replace bool
-	fs := importFlags(&replace)
+	var from string
+	fs := importFlags(&replace, &from)
 	if err := parseFlags(fs, args, importUsage); err != nil {
+		return err
+	}
+	if err := checkFrom(from); err != nil {
 		return err
 	}
 	switch fs.NArg() {
@@ -208,28 +227,24 @@ func importCommand(ctx context.Context, g *globals, args []string, cio *cmdIO) e
 		return err
 	}
 	name := fs.Arg(0)
-	doc, err := readInput(name, cio.stdin, "an agent imports")
+	raw, err := readInput(name, cio.stdin, "an agent imports")
 	if err != nil {
 		return fmt.Errorf("ipam checkpoint import: %w", err)
 	}
-	if name == "-" {
-		name = "stdin"
-	}
-	d, err := checkpoint.Decode(doc)
+	doc, err := importDocument(from, name, raw)
 	if err != nil {
-		return fmt.Errorf("ipam checkpoint import: %s: %w; nothing sent", name, err)
+		return fmt.Errorf("ipam checkpoint import: %w", err)
 	}
 	q := url.Values{"replace": {fmt.Sprint(replace)}}
-	reply, err := c.do(ctx, http.MethodPost, checkpointPath, q, doc)
+	reply, err := c.do(ctx, http.MethodPost, checkpointPath, q, doc.send)
 	if err != nil {
-		return fmt.Errorf("ipam checkpoint import: %s (%d allocations of node %q): %w", name, len(d.Allocations), d.Node, err)
+		return fmt.Errorf("ipam checkpoint import: %s: %w", doc.brief, err)
 	}
 	var res importReply
 	if err := json.Unmarshal(reply, &res); err != nil {
 		return fmt.Errorf("ipam checkpoint import: the agent's reply %q: %w", cut(string(reply)), err)
 	}
-	_, _ = fmt.Fprintf(cio.stdout, "imported %d allocations, skipped %d (from %s: %d allocations of node %q, taken at %s)\n",
-		res.Imported, res.Skipped, name, len(d.Allocations), d.Node, d.TakenAt.Format(time.RFC3339))
+	_, _ = fmt.Fprintf(cio.stdout, "imported %d allocations, skipped %d (from %s)\n", res.Imported, res.Skipped, doc.what)
 	for _, r := range res.SkippedReasons {
 		_, _ = fmt.Fprintf(cio.stdout, "skipped: %s\n", r)
 	}
