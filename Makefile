@@ -57,7 +57,7 @@ AGENT_APPLETS := sh cp chmod mv basename echo
 STATIC_DIR  ?= $(BIN)/static
 STATIC_CMDS := ./cmd/contiv-cni ./cmd/contiv-ksr ./cmd/contiv-capi-ipam
 
-.PHONY: all build static images run test test-unit test-race test-deps kube-bins cni-plugins check lint bench chaos crash fuzz clean tools generate generate-crds demo test-nodeipam-diff test-cilium-diff bench-nodeipam bench-report bench-list bench-micro test-bench test-flakes
+.PHONY: all build static images run test test-unit test-race test-deps kube-bins cni-plugins check lint bench chaos crash fuzz clean tools generate generate-crds demo test-nodeipam-diff test-cilium-diff test-aws-diff bench-nodeipam bench-report bench-list bench-micro test-bench test-flakes
 
 all: build
 
@@ -112,7 +112,7 @@ test:
 	$(call timed,test-unit)
 	$(call timed,test-race)
 
-test-unit: test-deps test-nodeipam-diff test-cilium-diff test-bench test-node test-monitoring
+test-unit: test-deps test-nodeipam-diff test-cilium-diff test-aws-diff test-bench test-node test-monitoring
 	$(GO) test -count=1 -timeout 15m $(PKGS)
 	$(GO) test -tags faults -count=1 ./infra/kvdb/bolt/
 	$(GO) vet -tags contiv_noembed ./cmd/contiv-agent/ ./infra/kvdb/etcd/internal/embedded/
@@ -129,6 +129,12 @@ test-cilium-diff:
 	@cd tests/ciliumdiff && $(GO) mod tidy -diff >/dev/null 2>&1 || { \
 	  echo "tests/ciliumdiff/go.mod is out of date (it replaces the main module, whose requirements changed): cd tests/ciliumdiff && go mod tidy" >&2; exit 1; }
 	cd tests/ciliumdiff && $(GO) vet ./... && $(GO) test -race -count=1 -timeout 10m ./...
+
+# test-aws-diff: the differential test of plugins/ipam's AWS-style pools, checkpoints and import against the AWS VPC CNI's datastore code (tests/awsdiff, a module of its own)
+test-aws-diff:
+	@cd tests/awsdiff && $(GO) mod tidy -diff >/dev/null 2>&1 || { \
+	  echo "tests/awsdiff/go.mod is out of date (it replaces the main module, whose requirements changed): cd tests/awsdiff && go mod tidy" >&2; exit 1; }
+	cd tests/awsdiff && $(GO) vet ./... && $(GO) test -race -count=1 -timeout 10m ./...
 
 ## test-bench: the tests of the bench module (tests/bench): the report's, and each scenario's run at a tiny size; no benchmark runs
 test-bench:
@@ -267,6 +273,7 @@ generate-crds: $(CONTROLLER_GEN)
 	$(CONTROLLER_GEN) crd paths=sigs.k8s.io/cluster-api/api/ipam/v1beta2 output:crd:artifacts:config=plugins/capi/api/crd/capi
 	rm -rf $(CURDIR)/_cache/capi-core && $(CONTROLLER_GEN) crd paths=sigs.k8s.io/cluster-api/api/core/v1beta2 output:crd:artifacts:config=$(CURDIR)/_cache/capi-core
 	cp $(CURDIR)/_cache/capi-core/cluster.x-k8s.io_clusters.yaml plugins/capi/api/crd/capi/
+	plugins/capi/capitest/crds.sh $(CONTROLLER_GEN)
 
 $(CONTROLLER_GEN):
 	GOBIN=$(BIN) $(GO) install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_GEN_VERSION)
