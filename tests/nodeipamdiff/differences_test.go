@@ -271,4 +271,124 @@ func TestDifferencesOnPurpose(t *testing.T) {
 			})
 		}
 	})
+
+	// The node mask shorter than the cluster range: Kubernetes' cidrset
+	// counts 1<<(node mask - cluster mask) blocks, which is 0 here, so
+	// the allocator starts and refuses every node (kube-controller-
+	// manager refuses the flags before it builds the allocator). Ours
+	// refuses the config: it can never hand out a CIDR.
+	t.Run("a node mask shorter than the cluster range: k8s accepts and never allocates, ours refuses", func(t *testing.T) {
+		rows := []struct {
+			name string
+			su   setup
+			want string
+		}{
+			{"IPv4 /16 by /12", setup{clusters: []string{"10.0.0.0/16"}, v4Mask: 12}, "nodeCIDRMaskSizeIPv4 12 for clusterCIDRs[0] 10.0.0.0/16: want 16 to 32"},
+			{"IPv6 /64 by /48", setup{clusters: []string{"fd00::/64"}, v6Mask: 48}, "nodeCIDRMaskSizeIPv6 48 for clusterCIDRs[0] fd00::/64: want 64 to 128"},
+		}
+		for _, row := range rows {
+			t.Run(row.name, func(t *testing.T) {
+				g := NewWithT(t)
+				k8s, kerr := newK8s(t, row.su)
+				g.Expect(kerr).NotTo(HaveOccurred())
+				got, err := k8s.add(t, newNode("a"))
+				g.Expect(err).To(MatchError(ContainSubstring(cidrset.ErrCIDRRangeNoCIDRsRemaining.Error())))
+				g.Expect(got).To(BeEmpty())
+				_, oerr := newOurs(t, row.su)
+				g.Expect(oerr).To(MatchError(ContainSubstring(row.want)))
+			})
+		}
+	})
+
+	// Two cluster ranges of one family: Kubernetes' allocator takes them
+	// and gives every node a block of each, two pod CIDRs of one family,
+	// which the API server refuses on a real Node (kube-controller-
+	// manager refuses the flags: it wants one range per family). Ours
+	// refuses the config.
+	t.Run("two cluster ranges of one family: k8s gives a node two CIDRs of it, ours refuses", func(t *testing.T) {
+		rows := []struct {
+			name  string
+			su    setup
+			first []string
+			want  string
+		}{
+			{"IPv4", setup{clusters: []string{"10.0.0.0/20", "10.1.0.0/20"}, v4Mask: 24},
+				[]string{"10.0.0.0/24", "10.1.0.0/24"}, `clusterCIDRs[1] "10.1.0.0/20": a second IPv4 range (the first is 10.0.0.0/20)`},
+			{"IPv6", setup{clusters: []string{"fd00::/112", "fd01::/112"}, v6Mask: 120},
+				[]string{"fd00::/120", "fd01::/120"}, `clusterCIDRs[1] "fd01::/112": a second IPv6 range (the first is fd00::/112)`},
+		}
+		for _, row := range rows {
+			t.Run(row.name, func(t *testing.T) {
+				g := NewWithT(t)
+				k8s, kerr := newK8s(t, row.su)
+				g.Expect(kerr).NotTo(HaveOccurred())
+				got, err := k8s.add(t, newNode("a"))
+				g.Expect(err).NotTo(HaveOccurred())
+				g.Expect(got).To(Equal(row.first))
+				_, oerr := newOurs(t, row.su)
+				g.Expect(oerr).To(MatchError(ContainSubstring(row.want)))
+			})
+		}
+	})
+
+	// A service range that covers every block: Kubernetes marks them all
+	// taken and starts, then refuses every node. Ours refuses the config.
+	t.Run("a service range covering every block: k8s accepts and never allocates, ours refuses", func(t *testing.T) {
+		rows := []struct {
+			name string
+			su   setup
+		}{
+			{"IPv4, the service range larger", setup{clusters: []string{"10.0.0.0/20"}, v4Mask: 24, service: "10.0.0.0/16"}},
+			{"IPv4, the same range", setup{clusters: []string{"10.0.0.0/20"}, v4Mask: 24, service: "10.0.0.0/20"}},
+			{"IPv6, the service range larger", setup{clusters: []string{"fd00::/112"}, v6Mask: 120, service: "fd00::/64"}},
+			{"dual-stack, the secondary covers the IPv6 range", setup{clusters: []string{"10.0.0.0/20", "fd00::/112"}, v4Mask: 24, v6Mask: 120,
+				service: "10.96.0.0/12", secondary: "fd00::/112"}},
+		}
+		for _, row := range rows {
+			t.Run(row.name, func(t *testing.T) {
+				g := NewWithT(t)
+				k8s, kerr := newK8s(t, row.su)
+				g.Expect(kerr).NotTo(HaveOccurred())
+				got, err := k8s.add(t, newNode("a"))
+				g.Expect(err).To(MatchError(ContainSubstring(cidrset.ErrCIDRRangeNoCIDRsRemaining.Error())))
+				g.Expect(got).To(BeEmpty())
+				_, oerr := newOurs(t, row.su)
+				g.Expect(oerr).To(MatchError(ContainSubstring("cover every block")))
+			})
+		}
+	})
+
+	// A Node whose pod CIDR is not a CIDR (the API server validates the
+	// field, so a hand-made object or a restore): Kubernetes' allocator
+	// fails to start on it (the controller manager crash-loops: its own
+	// comment) and returns an error for it later. Ours reports it (a
+	// Warning event, reason CloudCIDRAllocatorInvalidPodCIDR), leaves it
+	// as it is and serves the other nodes.
+	t.Run("a node whose pod CIDR is not a CIDR: k8s fails to start, ours reports it and starts", func(t *testing.T) {
+		for _, su := range []setup{
+			{clusters: []string{"10.0.0.0/20"}, v4Mask: 24},
+			{clusters: []string{"fd00::/112"}, v6Mask: 120},
+		} {
+			t.Run(su.clusters[0], func(t *testing.T) {
+				g := NewWithT(t)
+				bad := su
+				bad.existing = []*v1.Node{newNode("x", "not-a-cidr")}
+				_, kerr := newK8s(t, bad)
+				g.Expect(kerr).To(MatchError(ContainSubstring("failed to parse node x")))
+				ours, oerr := newOurs(t, bad)
+				g.Expect(oerr).NotTo(HaveOccurred())
+				g.Expect(ours.warnings()).To(ConsistOf(nodeipam.ReasonInvalidPodCIDR))
+
+				// Afterwards: k8s returns an error for such a node, ours
+				// reports it; both serve the next node.
+				k8s, ours := both(t, su)
+				_, err := k8s.add(t, newNode("y", "not-a-cidr"))
+				g.Expect(err).To(MatchError(ContainSubstring("failed to parse node y")))
+				_, err = ours.add(t, newNode("y", "not-a-cidr"))
+				g.Expect(err).NotTo(HaveOccurred())
+				g.Expect(ours.warnings()).To(ConsistOf(nodeipam.ReasonInvalidPodCIDR))
+				step(t, k8s, ours, "+a")
+			})
+		}
+	})
 }
