@@ -54,10 +54,13 @@ func (b *blockBook) clusters() []netip.Prefix {
 	return out
 }
 
-// setFor returns the set whose range holds p's first address.
+// setFor returns the set whose range overlaps p: the one that holds p,
+// or the one p covers (as Kubernetes' cidrset, whose Occupy of a CIDR
+// that covers the range takes every block). The ranges are of different
+// families, so at most one overlaps.
 func (b *blockBook) setFor(p netip.Prefix) *CIDRSet {
 	for _, set := range b.sets {
-		if set.ClusterCIDR().Contains(p.Masked().Addr()) {
+		if p.IsValid() && set.ClusterCIDR().Overlaps(p) {
 			return set
 		}
 	}

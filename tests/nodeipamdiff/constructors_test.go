@@ -44,18 +44,19 @@ var constructorDifferences = []namedDifference{
 // sizes (shorter than the range, equal, 4 and 8 bits longer, and 17 bits
 // for IPv6, which Kubernetes refuses), service ranges (none, inside,
 // outside, covering a range) and a Node that holds a value (none, not a
-// CIDR, outside, inside). The ranges are small: a service range that
+// CIDR, outside, inside, covering the IPv4 range from before it). The ranges are small: a service range that
 // covers 2^16 blocks or more costs a second under -race.
 func constructorGrid() []setup {
 	clusters := [][]string{
-		{"10.0.0.0/20"}, {"fd00::/104"}, {"10.0.0.0/20", "fd00::/104"}, {"fd00::/104", "10.0.0.0/20"},
-		{"10.0.0.0/20", "10.1.0.0/20"}, {"fd00::/104", "fd01::/104"}, {"10.0.0.0/20", "fd00::/104", "10.1.0.0/20"},
+		{"10.0.16.0/20"}, {"fd00::/104"}, {"10.0.16.0/20", "fd00::/104"}, {"fd00::/104", "10.0.16.0/20"},
+		{"10.0.16.0/20", "10.1.16.0/20"}, {"fd00::/104", "fd01::/104"}, {"10.0.16.0/20", "fd00::/104", "10.1.16.0/20"},
 	}
 	v4Masks := []int{16, 20, 24, 28}
 	v6Masks := []int{96, 104, 108, 112, 121}
-	services := [][2]string{{"", ""}, {"10.0.1.0/24", ""}, {"10.0.0.0/16", ""}, {"192.168.0.0/24", ""},
+	services := [][2]string{{"", ""}, {"10.0.17.0/24", ""}, {"10.0.0.0/16", ""}, {"192.168.0.0/24", ""},
 		{"10.96.0.0/12", "fd00::/64"}, {"10.96.0.0/12", "fd00::1:0/112"}}
-	existing := [][]*v1.Node{nil, {newNode("x", "not-a-cidr")}, {newNode("x", "192.168.5.0/24")}, {newNode("x", "10.0.3.0/24")}}
+	existing := [][]*v1.Node{nil, {newNode("x", "not-a-cidr")}, {newNode("x", "192.168.5.0/24")}, {newNode("x", "10.0.19.0/24")},
+		{newNode("x", "10.0.0.0/16")}}
 	var out []setup
 	for _, c := range clusters {
 		has4 := slices.ContainsFunc(c, func(s string) bool { return !strings.Contains(s, ":") })

@@ -58,11 +58,12 @@ var syncRows = []struct {
 	cluster string
 	mask    int
 	outside string // a block outside the cluster range
+	cover   string // a range that covers the cluster range and starts before it
 }{
-	{"SyncFromCluster IPv4 /24 by /28", nodeipam.SyncFromCluster, "10.0.0.0/24", 28, "192.168.0.16/28"},
-	{"SyncFromCluster IPv6 /120 by /124", nodeipam.SyncFromCluster, "fd00::/120", 124, "fd01::10/124"},
-	{"SyncFromCloud IPv4 /24 by /28", nodeipam.SyncFromCloud, "10.0.0.0/24", 28, "192.168.0.16/28"},
-	{"SyncFromCloud IPv6 /120 by /124", nodeipam.SyncFromCloud, "fd00::/120", 124, "fd01::10/124"},
+	{"SyncFromCluster IPv4 /24 by /28", nodeipam.SyncFromCluster, "10.0.16.0/24", 28, "192.168.0.16/28", "10.0.0.0/16"},
+	{"SyncFromCluster IPv6 /120 by /124", nodeipam.SyncFromCluster, "fd00::100/120", 124, "fd01::10/124", "fd00::/112"},
+	{"SyncFromCloud IPv4 /24 by /28", nodeipam.SyncFromCloud, "10.0.16.0/24", 28, "192.168.0.16/28", "10.0.0.0/16"},
+	{"SyncFromCloud IPv6 /120 by /124", nodeipam.SyncFromCloud, "fd00::100/120", 124, "fd01::10/124", "fd00::/112"},
 }
 
 const syncSteps = 5000
@@ -250,6 +251,7 @@ type gen struct {
 	blocks  []string
 	mask    int
 	outside string
+	cover   string
 	names   []string
 }
 
@@ -298,8 +300,10 @@ func (g *gen) next(present map[string]string) syncOp {
 	switch r := g.rng.IntN(10); {
 	case r < 2:
 		op.cidr = ""
-	case r < 4:
+	case r < 3:
 		op.cidr = g.outside
+	case r < 4:
+		op.cidr = g.cover
 	case r < 6:
 		op.cidr = half(g.pick(g.blocks))
 	case pod != "" && r < 8:
@@ -353,7 +357,7 @@ func TestSyncRandomSequences(t *testing.T) {
 		t.Run(row.name, func(t *testing.T) {
 			c := newSyncCompare(t, row.mode, row.cluster, row.mask, hits)
 			g := &gen{rng: rand.New(rand.NewPCG(seed, uint64(i))), mode: row.mode,
-				blocks: blocksOf(row.cluster, row.mask), mask: row.mask, outside: row.outside}
+				blocks: blocksOf(row.cluster, row.mask), mask: row.mask, outside: row.outside, cover: row.cover}
 			for j := range 20 {
 				g.names = append(g.names, fmt.Sprintf("n%02d", j))
 			}
