@@ -11,6 +11,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/contiv-ipam/agent/engine/ipalloc"
+	"github.com/contiv-ipam/agent/plugins/controller/api"
 	"github.com/contiv-ipam/agent/plugins/ipam"
 	"github.com/contiv-ipam/agent/plugins/ipam/checkpoint"
 	podmodel "github.com/contiv-ipam/agent/plugins/ksr/model/pod"
@@ -236,4 +237,33 @@ func TestSaveAndRestoreACheckpointFile(t *testing.T) {
 	g.Expect(m.Restore(&d)).To(Succeed())
 	g.Expect(d.Allocations).To(HaveLen(2))
 	g.Expect(time.Since(d.TakenAt)).To(BeNumerically("<", time.Minute))
+}
+
+// Without a store, a resync keeps the pools as they are (memory is the
+// store), addresses out of their pool included.
+func TestAResyncInMemoryKeepsThePoolsAddresses(t *testing.T) {
+	g := NewWithT(t)
+	f := mustFixture(t, fixtureOpts{}, nil)
+	i := f.ipam
+	eni := netip.MustParsePrefix("1.2.200.0/29")
+	g.Expect(i.AddEmptyPool(eni)).To(Succeed())
+	g.Expect(i.AddPoolAddress(eni, netip.MustParseAddr("1.2.200.3"))).To(Succeed())
+	g.Expect(i.AddPoolAddress(eni, netip.MustParseAddr("1.2.200.5"))).To(Succeed())
+	fillNodeSubnet(g, i)
+	ev, err := addPod(i, pod1, att("c1", "eth0"))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(ips(ev)[0]).To(Equal("1.2.200.3/29 gw 1.2.200.1"))
+	for n := range 2 {
+		ks := api.KubeStateData{}
+		g.Expect(i.Resync(&api.DBResync{KubeState: ks}, ks, 2+n, nil)).To(Succeed())
+		in, err := i.PoolAddresses(eni)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(in).To(Equal(addrs("1.2.200.3", "1.2.200.5")), "after resync %d", n+1)
+		g.Expect(attIP(g, i, att("c1", "eth0"))).To(Equal("1.2.200.3/29"))
+	}
+	ev, err = addPod(i, pod2, att("c2", "eth0"))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(ips(ev)[0]).To(Equal("1.2.200.5/29 gw 1.2.200.1"), "the one address left in the pool")
+	_, err = addPod(i, podmodel.ID{Name: "pod3", Namespace: "default"}, att("c3", "eth0"))
+	g.Expect(err).To(MatchError(ContainSubstring("no IP address is free")))
 }
