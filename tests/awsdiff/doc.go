@@ -19,16 +19,18 @@
 // RemoveUnusedENIFromStore, AssignPodIPv4Address, UnassignPodIPAddress,
 // FreeableIPs, AllocatedIPs, GetENICIDRs, GetIPStats, ReadBackingStore.
 // What its API does not let a test control, the rig (rig_aws_test.go)
-// reaches through the unexported fields of the datastore, never changing
-// what it holds, only times and its netlink:
+// reaches through the unexported fields of the datastore (reflect and
+// unsafe), changing times and its netlink, never which ENIs, addresses
+// and allocations it holds:
 //
 //   - Its clock: it reads time.Now() for the cooldown (an address's
 //     UnassignedTime) and the minimum life of an ENI (createTime); the
 //     rig moves both back when the sequences advance our fake clock.
 //   - Its choice: AssignPodIPv4Address takes the first free address in
 //     Go map order. For each assign the rig leaves it only the address
-//     ours handed out (the others marked as cooling down for that call),
-//     and checks beforehand that the datastore could hand it out.
+//     ours handed out: for that call the others are marked as cooling
+//     down (an address never used gets a cooling entry, deleted after),
+//     and it checks beforehand that the datastore could hand it out.
 //   - Its host: ReadBackingStore keeps an allocation only when its pod's
 //     host veth exists (netlink LinkList) and deletes the IP rules of the
 //     others; its netlink is a fake that lists the veths the test says
