@@ -12,7 +12,10 @@ import (
 
 // This file is the allocation surface of Cilium's agent IPAM (seed 002):
 // the calls, their argument forms and per-family Allocators, on the
-// keeper's owner-keyed allocations (see keeper.OwnerAlloc).
+// keeper's owner-keyed allocations (see keeper.OwnerAlloc), one per
+// address as in Cilium. Where it differs from Cilium's pkg/ipam on
+// purpose, tests/ciliumdiff lists the difference and its reason, and
+// asserts it against Cilium's code.
 
 // Family is an address family of the Cilium-style API.
 type Family = keeper.Family
@@ -102,21 +105,43 @@ func (p *Plugin) slotsOf(family string) ([]int, error) {
 // AllocateNext allocates the next free address of each family to owner:
 // family "" gives one of every family of the node, both or neither (when
 // the second fails, the first is rolled back); "ipv4" or "ipv6" one of
-// that family.
+// that family. Each address is an allocation of its own, released alone
+// by ReleaseIP (ReleaseIPString of the owner releases them all).
 func (p *Plugin) AllocateNext(family, owner string) (v4, v6 *AllocationResult, err error) {
 	return p.AllocateNextWithExpiration(family, owner, 0)
 }
 
 // AllocateNextWithExpiration is AllocateNext with an expiration timer of
-// timeout (0: none): unless StopExpirationTimer confirms it in time, the
-// allocation is released at the deadline. The deadline is stored with
-// the allocation and survives a restart.
+// timeout (0: none) on each address, each with its own ID
+// (AllocationResult.ExpirationUUID), as StartExpirationTimer would start
+// it: unless StopExpirationTimer(ip, its ID) stops it in time, that
+// address is released at the deadline, the other family's address is
+// not. The deadlines are stored with the allocations and survive a
+// restart. A negative timeout is refused: a timer that has run out
+// before the call returns would be a release.
 func (p *Plugin) AllocateNextWithExpiration(family, owner string, timeout time.Duration) (v4, v6 *AllocationResult, err error) {
+	if timeout < 0 {
+		return nil, nil, fmt.Errorf("expiration timeout %s: want a positive duration, or 0 for none", timeout)
+	}
 	slots, err := p.slotsOf(family)
 	if err != nil {
 		return nil, nil, err
 	}
 	res, err := p.allocate(keeper.OwnerAlloc{Owner: owner, Slots: slots, Timeout: timeout})
+	v4, v6 = splitResults(res)
+	return v4, v6, err
+}
+
+// reserveNext is AllocateNextWithExpiration as the operator's REST reserve
+// makes it: one allocation of the addresses of every family asked for,
+// under one expiration timer whose ID (in every result) confirms it all,
+// released whole.
+func (p *Plugin) reserveNext(family, owner string, timeout time.Duration) (v4, v6 *AllocationResult, err error) {
+	slots, err := p.slotsOf(family)
+	if err != nil {
+		return nil, nil, err
+	}
+	res, err := p.allocate(keeper.OwnerAlloc{Owner: owner, Slots: slots, Timeout: timeout, Joint: true})
 	v4, v6 = splitResults(res)
 	return v4, v6, err
 }
@@ -165,10 +190,11 @@ func (p *Plugin) AllocateIPString(ipAddr, owner string) error {
 }
 
 // ReleaseIP releases the allocation that holds ip, with every address of
-// it: an owner-keyed allocation of AllocateNext("") gives back both
-// families, and so does a pod's (a pod never keeps one family of its
-// dual-stack attachment). An address nobody holds is ErrNotAllocated.
-// It returns once the release is durable.
+// it: an owner-keyed allocation holds one address (AllocateNext("") makes
+// one per family, as Cilium does), so that address only; a pod's CNI
+// attachment holds every family of the pod and gives back both (a pod
+// never keeps one family of its dual-stack attachment). An address nobody
+// holds is ErrNotAllocated. It returns once the release is durable.
 func (p *Plugin) ReleaseIP(ip net.IP) error {
 	a, ok := addressing.ToAddr(ip)
 	if !ok {

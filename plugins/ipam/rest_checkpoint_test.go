@@ -117,7 +117,8 @@ func addrsOf(f *restFixture) map[string]string {
 }
 
 // populate gives a dual-stack node a pod (an attachment), an owner's
-// allocation of both families and a reservation of an IPv4 address.
+// allocations of both families (one per address) and a reservation of an
+// IPv4 address.
 func populate(g Gomega, f *restFixture) {
 	_, err := addPod(f.ipam, pod1, att("c1", "eth0"))
 	g.Expect(err).NotTo(HaveOccurred())
@@ -174,7 +175,7 @@ func TestCheckpointExport(t *testing.T) {
 	g.Expect(string(again)).To(Equal(body), "the body is what Encode writes")
 	g.Expect(d.Node).To(Equal(thisNode))
 	g.Expect(d.TakenAt).To(Equal(clk.Now().UTC()))
-	g.Expect(d.Allocations).To(HaveLen(3))
+	g.Expect(d.Allocations).To(HaveLen(4))
 
 	pod := d.Allocations[0]
 	g.Expect(pod.Network).To(Equal("net"))
@@ -185,11 +186,15 @@ func TestCheckpointExport(t *testing.T) {
 	g.Expect(pod.Pools).To(Equal([]string{"1.2.128.16/28", "fe10:f00d::8/125"}))
 	g.Expect(pod.Reservation).To(BeNil())
 
-	router := d.Allocations[1]
+	// The router's AllocateNext(""): one allocation per address.
+	router, router6 := d.Allocations[1], d.Allocations[3]
 	g.Expect(router.Owner).To(Equal("router"))
 	g.Expect(router.Seq).To(BeNumerically(">", 0))
-	g.Expect(router.IPs).To(Equal([]string{"1.2.128.19", "fe10:f00d::b"}))
+	g.Expect(router.IPs).To(Equal([]string{"1.2.128.19"}))
 	g.Expect(router.Reservation).To(BeNil())
+	g.Expect(router6.Owner).To(Equal("router"))
+	g.Expect(router6.Seq).To(Equal(router.Seq + 1))
+	g.Expect(router6.IPs).To(Equal([]string{"fe10:f00d::b"}))
 
 	health := d.Allocations[2]
 	g.Expect(health.Owner).To(Equal("health"))
@@ -202,7 +207,7 @@ func TestCheckpointExport(t *testing.T) {
 	g.Expect(logged).To(HaveLen(1))
 	g.Expect(logged[0]).To(HaveKeyWithValue("level", "INFO"))
 	g.Expect(logged[0]).To(HaveKeyWithValue("op", "export"))
-	g.Expect(logged[0]).To(HaveKeyWithValue("allocations", 3.0))
+	g.Expect(logged[0]).To(HaveKeyWithValue("allocations", 4.0))
 	g.Expect(logged[0]).To(HaveKeyWithValue("bytes", float64(len(body))))
 	g.Expect(logged[0]).To(HaveKeyWithValue("user", "admin"))
 	g.Expect(logged[0]).To(HaveKeyWithValue("remote", HavePrefix("127.0.0.1:")))
@@ -221,7 +226,7 @@ func TestCheckpointImportReproducesTheAllocations(t *testing.T) {
 	dst := newStoredFixture(t, authOpts(dualStackConfig, clk))
 	status, body := dst.importDoc("", doc)
 	g.Expect(status).To(Equal(http.StatusOK), body)
-	g.Expect(body).To(MatchJSON(`{"imported": 3, "skipped": 0, "skippedReasons": []}`))
+	g.Expect(body).To(MatchJSON(`{"imported": 4, "skipped": 0, "skippedReasons": []}`))
 	allocs, v4, v6 := dst.state()
 	g.Expect(allocs).To(MatchJSON(wantAllocs))
 	g.Expect(v4).To(Equal(wantV4))
@@ -233,9 +238,9 @@ func TestCheckpointImportReproducesTheAllocations(t *testing.T) {
 	g.Expect(logged).To(HaveLen(2))
 	g.Expect(logged[0]).To(HaveKeyWithValue("op", "import"))
 	g.Expect(logged[0]).To(HaveKeyWithValue("replace", false))
-	g.Expect(logged[0]).To(HaveKeyWithValue("imported", 3.0))
+	g.Expect(logged[0]).To(HaveKeyWithValue("imported", 4.0))
 	g.Expect(logged[0]).To(HaveKeyWithValue("skipped", 0.0))
-	g.Expect(logged[0]).To(HaveKeyWithValue("allocations", 3.0))
+	g.Expect(logged[0]).To(HaveKeyWithValue("allocations", 4.0))
 	g.Expect(logged[0]).To(HaveKeyWithValue("node", thisNode))
 	g.Expect(logged[0]).To(HaveKeyWithValue("user", "admin"))
 
@@ -284,7 +289,7 @@ func TestCheckpointImportIntoANonEmptyNode(t *testing.T) {
 	for _, q := range []string{"", "?replace=false"} {
 		status, body := f.importDoc(q, doc)
 		g.Expect(status).To(Equal(http.StatusConflict), body)
-		g.Expect(body).To(MatchJSON(`{"error": "importing a checkpoint: 3 allocations held: the node holds allocations: import with replace to drop them", "reason": "not-empty"}`))
+		g.Expect(body).To(MatchJSON(`{"error": "importing a checkpoint: 4 allocations held: the node holds allocations: import with replace to drop them", "reason": "not-empty"}`))
 	}
 	g.Expect(addrsOf(f)).To(Equal(before))
 	failed := f.log.records("checkpoint call failed")
@@ -386,7 +391,7 @@ func TestCheckpointRestoreOntoTheSameNode(t *testing.T) {
 	_, doc := f.export()
 	status, body := f.importDoc("?replace=true", doc)
 	g.Expect(status).To(Equal(http.StatusOK), body)
-	g.Expect(body).To(MatchJSON(`{"imported": 3, "skipped": 0, "skippedReasons": []}`))
+	g.Expect(body).To(MatchJSON(`{"imported": 4, "skipped": 0, "skippedReasons": []}`))
 	allocs, v4, v6 := f.state()
 	g.Expect(allocs).To(MatchJSON(wantAllocs))
 	g.Expect(v4).To(Equal(wantV4))

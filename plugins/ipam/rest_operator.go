@@ -266,7 +266,7 @@ func (p *Plugin) operatorReserve(r *operatorRequest) (any, error) {
 		}
 		rs = append(rs, res)
 	} else {
-		v4, v6, err := p.AllocateNextWithExpiration(string(r.family), r.owner, r.timeout)
+		v4, v6, err := p.reserveNext(string(r.family), r.owner, r.timeout)
 		if err != nil {
 			return nil, err
 		}

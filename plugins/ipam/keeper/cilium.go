@@ -74,8 +74,8 @@ type AllocationResult struct {
 	CIDRs []string
 	// GatewayIP is the pod gateway of its subnet.
 	GatewayIP string
-	// ExpirationUUID is the ID of its expiration timer (only from
-	// AllocateNextWithExpiration).
+	// ExpirationUUID is the ID of the address's expiration timer (only
+	// from AllocateNextWithExpiration): each address has its own.
 	ExpirationUUID string
 }
 
@@ -129,18 +129,28 @@ func (k *Keeper) exec(fn func(t *table, b *batch) error) error {
 	return err
 }
 
-// OwnerAlloc is one owner-keyed allocation to make: new addresses in the
+// OwnerAlloc is an owner-keyed allocation to make: new addresses in the
 // slots listed, or the address at (a specific one), with an expiration
-// timer when timeout > 0.
+// timer when timeout > 0. The new addresses are one allocation each (the
+// Cilium-style API: each has its own timer and is released alone), or,
+// Joint, one allocation of them all, under one timer and released whole
+// (the operator's REST reserve).
 type OwnerAlloc struct {
 	Owner   string
 	Slots   []int
 	At      netip.Addr
 	Timeout time.Duration
+	Joint   bool
 }
 
-// allocateOwned decides an owner-keyed allocation and adds its record to
-// b; *res is filled once the record is durable, *err otherwise.
+// allocateOwned decides the owner-keyed allocations of oa and adds their
+// records to b: one allocation per address unless oa.Joint, as Cilium
+// keeps one per address, so that each address has its own expiration
+// timer (its own ID, stopped, started and expiring alone) and ReleaseIP
+// gives back that address only. The records are the first writes of b,
+// stored in one transaction: all the addresses or none. *res is filled
+// (one result per address, in slot order) once the records are durable,
+// *err otherwise.
 func (k *Keeper) allocateOwned(t *table, b *batch, oa OwnerAlloc, res *[]*AllocationResult, errp *error) error {
 	if err := CheckOwner(oa.Owner); err != nil {
 		return fmt.Errorf("owner name %.80q %w", oa.Owner, err)
@@ -148,37 +158,93 @@ func (k *Keeper) allocateOwned(t *table, b *batch, oa OwnerAlloc, res *[]*Alloca
 	if t.externalMode() {
 		return fmt.Errorf("allocating for owner %q: %w", oa.Owner, ErrExternalIPAM)
 	}
-	key := ownerKeyOf(oa.Owner, t.seq+1)
-	var as Addrs
+	var keys []allocKey
+	var addrs []Addrs
 	var err error
 	if oa.At.IsValid() {
+		key := ownerKeyOf(oa.Owner, t.seq+1)
+		var as Addrs
 		as, err = t.claimAddr(key, oa.At)
-	} else {
+		keys, addrs = []allocKey{key}, []Addrs{as}
+	} else if oa.Joint {
+		key := ownerKeyOf(oa.Owner, t.seq+1)
+		var as Addrs
 		as, err = t.assign(key, oa.Slots)
+		keys, addrs = []allocKey{key}, []Addrs{as}
+	} else {
+		keys, addrs, err = t.assignEach(oa.Owner, oa.Slots)
 	}
 	if err != nil {
 		return fmt.Errorf("allocating for owner %q: %w", oa.Owner, err)
 	}
-	t.index(key, key.pod)
 	b.cursor = b.cursor || !oa.At.IsValid()
-	t.born[key] = k.clock.Now()
-	d := decision{addrs: as, store: true, fresh: true, undo: func() { t.drop(key) }}
-	rv := k.reserve(key, oa.Timeout, &d)
-	b.add(write{op: kvdb.PutOp(key.storeKey(), t.recordOf(key, key.pod, as, rv)), done: func(o outcome, err error) {
-		switch o {
-		case durable:
-			*res = t.results(as, rv.idOf())
-			k.noteAllocated()
-			k.log.Info("address allocated", "owner", oa.Owner, "ip", as.String(), "expires", rv != nil)
-		case failed:
-			d.undo()
-			*errp = fmt.Errorf("allocating %s for owner %q: not stored, allocation undone: %w", as, oa.Owner, err)
-		default:
-			t.unsure[key] = struct{}{}
-			*errp = fmt.Errorf("allocating %s for owner %q: %w: %w", as, oa.Owner, ErrUnknownOutcome, err)
-		}
-	}})
+	var out []*AllocationResult
+	pending := len(keys)
+	for j, key := range keys {
+		as := addrs[j]
+		t.index(key, key.pod)
+		t.born[key] = k.clock.Now()
+		d := decision{addrs: as, store: true, fresh: true, undo: func() { t.drop(key) }}
+		rv := k.reserve(key, oa.Timeout, &d)
+		b.add(write{op: kvdb.PutOp(key.storeKey(), t.recordOf(key, key.pod, as, rv)), done: func(o outcome, err error) {
+			switch o {
+			case durable:
+				out = append(out, t.results(as, rv.idOf())...)
+				k.noteAllocated()
+				k.log.Info("address allocated", "owner", oa.Owner, "ip", as.String(), "expires", rv != nil)
+			case failed:
+				d.undo()
+				if *errp == nil {
+					*errp = fmt.Errorf("allocating %s for owner %q: not stored, allocation undone: %w", as, oa.Owner, err)
+				}
+			default:
+				t.unsure[key] = struct{}{}
+				if *errp == nil {
+					*errp = fmt.Errorf("allocating %s for owner %q: %w: %w", as, oa.Owner, ErrUnknownOutcome, err)
+				}
+			}
+			if pending--; pending == 0 && *errp == nil {
+				*res = out
+			}
+		}})
+	}
 	return nil
+}
+
+// assignEach hands out one new address in each slot listed, next-fit,
+// each to an owner-keyed allocation of its own (owner's next sequence
+// numbers, in slot order), or none: a slot with no address free rolls
+// back the addresses taken before it and the pools' next-fit cursors, so
+// that the address given back is the next one handed out, as if the call
+// had not happened. It does not index the keys.
+func (t *table) assignEach(owner string, slots []int) ([]allocKey, []Addrs, error) {
+	type mark struct {
+		pool   *ipalloc.Pool
+		cursor netip.Addr
+	}
+	var marks []mark
+	for _, i := range slots {
+		for _, b := range t.blocks[i] {
+			marks = append(marks, mark{b.pool.Pool(), b.pool.Pool().Cursor()})
+		}
+	}
+	keys := make([]allocKey, 0, len(slots))
+	addrs := make([]Addrs, 0, len(slots))
+	for j, i := range slots {
+		key := ownerKeyOf(owner, t.seq+1+uint64(j))
+		as, err := t.assign(key, []int{i})
+		if err != nil {
+			for _, k := range keys {
+				t.unassign(k)
+			}
+			for _, m := range marks {
+				_ = m.pool.SetCursor(m.cursor) // it was the pool's cursor: inside the prefix
+			}
+			return nil, nil, err
+		}
+		keys, addrs = append(keys, key), append(addrs, as)
+	}
+	return keys, addrs, nil
 }
 
 // claimAddr gives key the address a: in the window of its family's pool,
@@ -244,10 +310,10 @@ func cutPod(s string) (ns, name string, ok bool) {
 	return "", "", false
 }
 
-// AllocateOwner makes one owner-keyed allocation (see OwnerAlloc) as a
-// barrier and returns once its record is durable: one result per
-// address. An owner with no slots and no address gets one address of
-// every family of the node.
+// AllocateOwner makes the owner-keyed allocations of oa, one per address
+// (see allocateOwned), as a barrier and returns once their records are
+// durable: one result per address. An owner with no slots and no address
+// gets one address of every family of the node.
 func (k *Keeper) AllocateOwner(oa OwnerAlloc) ([]*AllocationResult, error) {
 	var res []*AllocationResult
 	var werr error
