@@ -130,7 +130,7 @@ test-cilium-diff:
 	  echo "tests/ciliumdiff/go.mod is out of date (it replaces the main module, whose requirements changed): cd tests/ciliumdiff && go mod tidy" >&2; exit 1; }
 	cd tests/ciliumdiff && $(GO) vet ./... && $(GO) test -race -count=1 -timeout 10m ./...
 
-# test-aws-diff: the differential test of plugins/ipam's AWS-style pools, checkpoints and import against the AWS VPC CNI's datastore code (tests/awsdiff, a module of its own)
+## test-aws-diff: the differential test of plugins/ipam's AWS-style pools, checkpoints and import against the AWS VPC CNI's datastore code (tests/awsdiff, a module of its own)
 test-aws-diff:
 	@cd tests/awsdiff && $(GO) mod tidy -diff >/dev/null 2>&1 || { \
 	  echo "tests/awsdiff/go.mod is out of date (it replaces the main module, whose requirements changed): cd tests/awsdiff && go mod tidy" >&2; exit 1; }

@@ -62,7 +62,7 @@ var globalValueFlags = []string{"-server", "--server", "-user", "--user", "-cace
 	"--etcd-cert", "-etcd-key", "--etcd-key", "-color", "--color"}
 
 // commandValueFlags are the commands' flags that take a value.
-var commandValueFlags = []string{"-o", "--o", "-node", "--node", "-namespace", "--namespace", "-from-report", "--from-report"}
+var commandValueFlags = []string{"-o", "--o", "-node", "--node", "-namespace", "--namespace", "-from-report", "--from-report", "-from", "--from"}
 
 // globalFlagNames are the names of the global flags.
 func globalFlagNames() []string {
@@ -137,6 +137,7 @@ _contiv_netctl() {
         local list=""
         case "${flag#-}" in
             -color|color) list="auto always never" ;;
+            -from|from) list="contiv aws-vpc-cni" ;;
             -o|o)
                 case "$cmd" in
                     nodes|pods) list="table wide json yaml name" ;;
@@ -167,7 +168,7 @@ _contiv_netctl() {
         "ipam checkpoint") list="export import" ;;
         "ipam checkpoint export") list="-o" ;;
         "ipam checkpoint import")
-            if [[ "$cur" == -* ]]; then list="-replace"; else COMPREPLY=($(compgen -f -- "$cur")); return 0; fi ;;
+            if [[ "$cur" == -* ]]; then list="-from -replace"; else COMPREPLY=($(compgen -f -- "$cur")); return 0; fi ;;
         "ipam conflicts") list="list restore discard" ;;
         completion) list="bash zsh" ;;
         ipam\ *)
@@ -226,6 +227,7 @@ _contiv_netctl() {
     if [[ -n "$flag" ]]; then
         case "${flag#-}" in
             (-color|color) list=(auto always never) ;;
+            (-from|from) list=(contiv aws-vpc-cni) ;;
             (-o|o)
                 case "$cmd" in
                     (nodes|pods) list=(table wide json yaml name) ;;
@@ -255,7 +257,7 @@ _contiv_netctl() {
         ("ipam checkpoint") list=(export import) ;;
         ("ipam checkpoint export") list=(-o) ;;
         ("ipam checkpoint import")
-            if [[ "$cur" == -* ]]; then list=(-replace); else _files; return; fi ;;
+            if [[ "$cur" == -* ]]; then list=(-from -replace); else _files; return; fi ;;
         ("ipam conflicts") list=(list restore discard) ;;
         (completion) list=(bash zsh) ;;
         ("ipam "*) (( ${#cmds} == 2 )) && list=(-o) ;;
