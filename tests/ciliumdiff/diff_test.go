@@ -9,141 +9,123 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"testing/synctest"
+	"time"
 
-	. "github.com/onsi/gomega"
+	ciliumipam "github.com/cilium/cilium/pkg/ipam"
 
-	"github.com/contiv-ipam/agent/engine/ipalloc"
 	"github.com/contiv-ipam/agent/plugins/ipam"
 )
 
 var (
-	seqsFlag  = flag.Int("seqs", 100, "random sequences per family (seeds 1 to seqs)")
-	stepsFlag = flag.Int("steps", 150, "operations per random sequence")
+	seqsFlag  = flag.Int("seqs", 160, "random sequences (seeds 1 to seqs)")
+	stepsFlag = flag.Int("steps", 250, "calls per random sequence")
 )
-
-// fam is one family of node 1's pod subnet and the addresses the
-// sequences aim at.
-type fam struct {
-	f                               ipam.Family
-	prefix                          netip.Prefix
-	network, gateway, natLoop, last netip.Addr
-	window                          []netip.Addr // what ours hands out: gateway+1 to natLoop-1
-	outside                         []netip.Addr // same family, outside the pod subnet
-	other                           netip.Addr   // the other family, in its pod subnet
-}
-
-func famOf(f ipam.Family) fam {
-	p, o := podV4, podV6
-	outside := []netip.Addr{netip.MustParseAddr("10.1.0.15"), netip.MustParseAddr("10.1.0.32"),
-		netip.MustParseAddr("10.1.255.254"), netip.MustParseAddr("192.0.2.1")}
-	if f == ipam.IPv6 {
-		p, o = podV6, podV4
-		outside = []netip.Addr{netip.MustParseAddr("fd00:10:1::f"), netip.MustParseAddr("fd00:10:1::20"),
-			netip.MustParseAddr("fd00:10:1:ffff::1"), netip.MustParseAddr("2001:db8::1")}
-	}
-	last := lastOf(p)
-	x := fam{f: f, prefix: p, network: p.Addr(), gateway: nth(p, 1), natLoop: last.Prev(), last: last,
-		outside: outside, other: nth(o, 2)}
-	for a := x.gateway.Next(); a != x.natLoop; a = a.Next() {
-		x.window = append(x.window, a)
-	}
-	return x
-}
 
 // opKind is what a step does.
 type opKind int
 
 const (
-	opNext      opKind = iota // Allocator.AllocateNext
-	opAllocate                // Allocator.Allocate
-	opRelease                 // Allocator.Release
-	opBlacklist               // Plugin.BlacklistIP, IPAM.ExcludeIP
+	opNext         opKind = iota // AllocateNext and its variants
+	opAllocate                   // AllocateIP and its variants
+	opRelease                    // ReleaseIP and its variants
+	opReleaseOwner               // ReleaseIPString(owner)
+	opExclude                    // BlacklistIP / ExcludeIP
+	opStart                      // StartExpirationTimer
+	opStop                       // StopExpirationTimer
+	opAdvance                    // time passes
 )
 
-// op is one step of a sequence; tgt names the kind of address it aims
-// at (free, held, excluded, network, gateway, natLoop, last, outside,
-// other).
+// op is one step of a sequence.
 type op struct {
-	kind  opKind
-	tgt   string
-	addr  netip.Addr
-	owner string
+	kind    opKind
+	call    string // our call (Cilium's is its counterpart)
+	family  string // opNext: "", "ipv4" or "ipv6"
+	addr    netip.Addr
+	tgt     string // what addr was before the call (see seq.kindOf)
+	owner   string
+	timeout time.Duration // opNext with expiration, opStart
+	id      string        // opStop: "right", "stale" or "random"
+	d       time.Duration // opAdvance
 }
 
 func (o op) String() string {
 	switch o.kind {
 	case opNext:
-		return fmt.Sprintf("AllocateNext(%q)", o.owner)
-	case opAllocate:
-		return fmt.Sprintf("Allocate(%s [%s], %q)", o.addr, o.tgt, o.owner)
+		if o.timeout > 0 {
+			return fmt.Sprintf("%s(%q, %q, %s)", o.call, o.family, o.owner, o.timeout)
+		}
+		return fmt.Sprintf("%s(%q, %q)", o.call, o.family, o.owner)
+	case opAllocate, opExclude:
+		return fmt.Sprintf("%s(%s [%s], %q)", o.call, o.addr, o.tgt, o.owner)
 	case opRelease:
-		return fmt.Sprintf("Release(%s [%s])", o.addr, o.tgt)
+		return fmt.Sprintf("%s(%s [%s])", o.call, o.addr, o.tgt)
+	case opReleaseOwner:
+		return fmt.Sprintf("%s(%q)", o.call, o.owner)
+	case opStart:
+		return fmt.Sprintf("%s(%s [%s], %s)", o.call, o.addr, o.tgt, o.timeout)
+	case opStop:
+		return fmt.Sprintf("%s(%s [%s], %s ID)", o.call, o.addr, o.tgt, o.id)
 	}
-	return fmt.Sprintf("BlacklistIP(%s [%s], %q)", o.addr, o.tgt, o.owner)
+	return fmt.Sprintf("time passes: %s", o.d)
 }
 
-// The differences on purpose a sequence meets (see doc.go and
-// differences_test.go); pair counts each one.
-const (
-	dReserved  = "D1 network, gateway, NAT loopback, last address: ours reserved; Cilium not in range, taken (pre-held) or excluded"
-	dNextFit   = "D2 next-fit (ours) and first-fit (Cilium) pick different free addresses"
-	dRelease   = "D3 release of an address nobody holds: Cilium nil, ours ErrNotAllocated"
-	dExclOut   = "D5 an exclusion outside the pod subnet: Cilium refuses it as excluded, ours as out of range"
-	dExclHeld  = "D5 Cilium holds an excluded address AllocateNext stepped over, ours holds none in Dump"
-	dOtherFamR = "D7 release of an address of the other family: Cilium nil, ours out of range"
-)
+// timer is an expiration timer both sides run on one address: each
+// side's ID and the deadline.
+type timer struct {
+	ours, cil string
+	deadline  time.Time
+}
 
-// pair is our plugin's Allocator of one family and Cilium's side, run
-// in step, with the model both must agree with.
-type pair struct {
+// seq is one random sequence: our plugin and Cilium's IPAM on the same
+// dual-stack node, and the model both must agree with.
+type seq struct {
 	t    testing.TB
-	fam  fam
 	p    *ipam.Plugin
-	ours ipam.Allocator
-	c    *ciliumIPAM
+	c    *cilium
+	fams map[ipam.Family]fam
 
-	held     map[netip.Addr]string // the allocations (address -> owner) both hold
-	excl     map[netip.Addr]bool   // the addresses blacklisted
-	cursor   netip.Addr            // the last address our AllocateNext handed out
-	releases int                   // successful releases so far
-	met      map[string]int        // differences on purpose met
-	exclHeld map[netip.Addr]bool   // excluded addresses Cilium's AllocateNext held
-	agreed   map[string]int        // outcomes both sides gave, by call and target
+	held   map[netip.Addr]string // the allocations both hold: address -> owner
+	timers map[netip.Addr]timer  // the held addresses with an expiration timer
+	gone   map[netip.Addr]timer  // the last timer of an address, stopped, fired or released
+	excl   map[netip.Addr]bool   // the addresses excluded
+	// exclHeld: the excluded addresses Cilium's AllocateNext took, seen.
+	exclHeld map[netip.Addr]bool
+	cursor   map[ipam.Family]netip.Addr
+	tally    *tally
 }
 
-// newPair starts both sides on node 1's dual-stack pod subnets. Cilium's
+// newSeq starts both sides on node 1's dual-stack pod subnets. Cilium's
 // side holds the gateway and the NAT loopback of both families (owner
 // "reserved"), which ours never hands out, so that both have the same
-// free addresses (D1).
-func newPair(t testing.TB, f ipam.Family, st storage) *pair {
+// free addresses (reserved-addresses).
+func newSeq(t testing.TB, st storage) *seq {
 	t.Helper()
 	p := newOurs(t, dualStack, st)
 	checkSubnets(t, p, podV4, podV6)
 	c := newCilium(podV4, podV6)
-	reserve(t, c, famOf(ipam.IPv4))
-	reserve(t, c, famOf(ipam.IPv6))
-	ours := p.IPv4Allocator()
-	if f == ipam.IPv6 {
-		ours = p.IPv6Allocator()
+	s := &seq{t: t, p: p, c: c, fams: map[ipam.Family]fam{ipam.IPv4: famOf(ipam.IPv4), ipam.IPv6: famOf(ipam.IPv6)},
+		held: map[netip.Addr]string{}, timers: map[netip.Addr]timer{}, gone: map[netip.Addr]timer{},
+		excl: map[netip.Addr]bool{}, exclHeld: map[netip.Addr]bool{}, cursor: map[ipam.Family]netip.Addr{}, tally: newTally()}
+	for _, x := range s.fams {
+		c.reserveRouter(t, x)
 	}
-	return &pair{t: t, fam: famOf(f), p: p, ours: ours, c: c,
-		held: map[netip.Addr]string{}, excl: map[netip.Addr]bool{}, met: map[string]int{},
-		exclHeld: map[netip.Addr]bool{}, agreed: map[string]int{}}
+	return s
 }
 
-// free reports whether a is in our window and neither held nor
-// blacklisted.
-func (s *pair) free(a netip.Addr) bool {
+// free reports whether a is in our window and neither held nor excluded.
+func (s *seq) free(a netip.Addr) bool {
 	_, held := s.held[a]
-	return !held && !s.excl[a] && slices.Contains(s.fam.window, a)
+	return !held && !s.excl[a] && slices.Contains(s.fams[famOfAddr(a)].window, a)
 }
 
-// nextFit is the address our AllocateNext must hand out: the first free
-// one after the cursor, wrapping around (invalid: none is free).
-func (s *pair) nextFit() netip.Addr {
-	w := s.fam.window
+// nextFit is the address our AllocateNext must hand out in family f: the
+// first free one after the cursor, wrapping around (invalid: none is
+// free).
+func (s *seq) nextFit(f ipam.Family) netip.Addr {
+	w := s.fams[f].window
 	start := 0
-	if i := slices.Index(w, s.cursor); i >= 0 {
+	if i := slices.Index(w, s.cursor[f]); i >= 0 {
 		start = i + 1
 	}
 	for k := range w {
@@ -154,155 +136,342 @@ func (s *pair) nextFit() netip.Addr {
 	return netip.Addr{}
 }
 
-// firstFit is the address Cilium's first-fit AllocateNext hands out.
-func (s *pair) firstFit() netip.Addr {
-	for _, a := range s.fam.window {
-		if s.free(a) {
-			return a
-		}
+// differ fails the test unless a difference of the table explains the
+// two outcomes of o, and counts it.
+func (s *seq) differ(o op, cc, oc class, cerr, oerr error, ownerHolds bool) {
+	s.t.Helper()
+	st := step{call: o.call, tgt: o.tgt, excl: s.excl[o.addr], ownerHolds: ownerHolds, cilium: cc, ours: oc}
+	d := explain(st)
+	if d == "" {
+		s.t.Fatalf("%s: cilium %s (%v), ours %s (%v): no difference of the table explains it", o, cc, cerr, oc, oerr)
 	}
-	return netip.Addr{}
+	s.tally.met[d]++
 }
 
+// meet counts a difference of the table the sequence met otherwise than
+// by an outcome class.
+func (s *seq) meet(id string) { s.tally.met[diffByID(id).id]++ }
+
+func (s *seq) agree(o op, c class) { s.tally.agreed[fmt.Sprintf("%s [%s]: %s", o.call, o.tgt, c)]++ }
+
 // step runs o on both sides, fails the test where they differ other than
-// on purpose, and then compares what each holds.
-func (s *pair) step(o op) {
+// as the table says, and then compares what each holds.
+func (s *seq) step(o op) {
 	s.t.Helper()
+	s.tally.ops[o.call]++
 	switch o.kind {
 	case opNext:
 		s.next(o)
-	case opAllocate, opRelease:
-		s.byAddress(o)
-	case opBlacklist:
+	case opAllocate:
+		s.allocate(o)
+	case opRelease:
+		s.release(o)
+	case opReleaseOwner:
+		s.releaseOwner(o)
+	case opExclude:
 		s.p.BlacklistIP(ipOf(o.addr), o.owner)
-		s.c.excludeIP(o.addr, o.owner)
+		s.c.ExcludeIP(o.addr, o.owner, pool)
 		s.excl[o.addr] = true
+	case opStart:
+		s.start(o)
+	case opStop:
+		s.stop(o)
+	case opAdvance:
+		s.advance(o)
 	}
 	s.compare(o)
 }
 
-// next runs AllocateNext: the same outcome on both sides; ours hands out
-// the next-fit address, Cilium the first-fit one. Where those differ (only
-// once something was released), Cilium's side is given ours instead
-// (released and allocated by address) so that both keep holding the same
+// families lists the families an opNext allocates.
+func families(o op) []ipam.Family {
+	if o.family == "" {
+		return []ipam.Family{ipam.IPv4, ipam.IPv6}
+	}
+	return []ipam.Family{ipam.Family(o.family)}
+}
+
+// next runs an AllocateNext: the same outcome on both sides. Ours hands
+// out the next-fit address, Cilium a random one (next-fit); where they
+// differ, Cilium's side is given ours instead (released and allocated by
+// address, its timer started again) so that both keep holding the same
 // addresses.
-func (s *pair) next(o op) {
+func (s *seq) next(o op) {
 	t := s.t
 	t.Helper()
-	res, oerr := s.ours.AllocateNext(o.owner)
-	ca, cerr := s.c.allocateNextFamily(s.fam.f, o.owner)
-	oc, cc := ourClass(oerr), ciliumClass(cerr)
-	if oc != cc {
-		t.Fatalf("%s: cilium %s (%v, %v), ours %s (%v, %v)", o, cc, ca, cerr, oc, res, oerr)
-	}
-	s.agreed["AllocateNext: "+string(oc)]++
-	want := s.nextFit()
-	if oc != ok {
-		if oc != full || want.IsValid() {
-			t.Fatalf("%s: both %s (ours: %v), with %s free", o, oc, oerr, want)
-		}
-		return
-	}
-	oa := addrOf(t, res.IP)
-	if !slices.Equal(res.CIDRs, []string{s.fam.prefix.String()}) || res.GatewayIP != s.fam.gateway.String() {
-		t.Fatalf("%s: ours gave %s with CIDRs %v and gateway %s, want [%s] and %s", o, oa, res.CIDRs, res.GatewayIP,
-			s.fam.prefix, s.fam.gateway)
-	}
-	if oa != want {
-		t.Fatalf("%s: ours gave %s, next-fit after %s is %s (held %v, blacklisted %v)", o, oa, s.cursor, want,
-			slices.SortedFunc(maps.Keys(s.held), netip.Addr.Compare), slices.SortedFunc(maps.Keys(s.excl), netip.Addr.Compare))
-	}
-	if ca != oa {
-		if s.releases == 0 {
-			t.Fatalf("%s: cilium gave %s, ours %s, before anything was released", o, ca, oa)
-		}
-		if ff := s.firstFit(); ca != ff {
-			t.Fatalf("%s: cilium gave %s, the first free address is %s", o, ca, ff)
-		}
-		if err := s.c.releaseIP(s.fam.f, ca); err != nil {
-			t.Fatalf("%s: cilium: release %s: %v", o, ca, err)
-		}
-		if err := s.c.allocateIP(s.fam.f, oa, o.owner); err != nil {
-			t.Fatalf("%s: cilium: allocate %s: %v", o, oa, err)
-		}
-		s.met[dNextFit]++
-	}
-	s.held[oa] = o.owner
-	s.cursor = oa
-}
-
-// byAddress runs Allocate or Release of a given address: the same
-// outcome on both sides but for the differences on purpose.
-func (s *pair) byAddress(o op) {
-	t := s.t
-	t.Helper()
+	ours := map[ipam.Family]*ipam.AllocationResult{}
+	cil := map[ipam.Family]*ciliumipam.AllocationResult{}
 	var oerr, cerr error
-	if o.kind == opAllocate {
-		_, oerr = s.ours.Allocate(ipOf(o.addr), o.owner)
-		cerr = s.c.allocateIP(s.fam.f, o.addr, o.owner)
-	} else {
-		oerr = s.ours.Release(ipOf(o.addr))
-		cerr = s.c.releaseIP(s.fam.f, o.addr)
+	f := ipam.Family(o.family)
+	switch o.call {
+	case "AllocateNext":
+		ours[ipam.IPv4], ours[ipam.IPv6], oerr = s.p.AllocateNext(o.family, o.owner)
+		cil[ipam.IPv4], cil[ipam.IPv6], cerr = s.c.AllocateNext(o.family, o.owner, pool)
+	case "AllocateNextWithExpiration":
+		ours[ipam.IPv4], ours[ipam.IPv6], oerr = s.p.AllocateNextWithExpiration(o.family, o.owner, o.timeout)
+		cil[ipam.IPv4], cil[ipam.IPv6], cerr = s.c.AllocateNextWithExpiration(o.family, o.owner, pool, o.timeout)
+	case "AllocateNextFamily":
+		ours[f], oerr = s.p.AllocateNextFamily(f, o.owner)
+		cil[f], cerr = s.c.AllocateNextFamily(ciliumipam.Family(f), o.owner, pool)
+	case "Allocator.AllocateNext":
+		ours[f], oerr = allocatorOf(s.p, f).AllocateNext(o.owner)
+		cil[f], cerr = s.c.AllocateNextFamily(ciliumipam.Family(f), o.owner, pool)
 	}
 	oc, cc := ourClass(oerr), ciliumClass(cerr)
 	if oc != cc {
-		d := s.onPurpose(o, cc, oc)
-		if d == "" {
-			t.Fatalf("%s: cilium %s (%v), ours %s (%v)", o, cc, cerr, oc, oerr)
-		}
-		s.met[d]++
+		s.differ(o, cc, oc, cerr, oerr, false)
 		return
 	}
-	verb := "Allocate"
-	if o.kind == opRelease {
-		verb = "Release"
-	}
-	s.agreed[fmt.Sprintf("%s [%s]: %s", verb, o.tgt, oc)]++
+	s.agree(o, oc)
 	if oc != ok {
+		exhausted := false
+		for _, f := range families(o) {
+			exhausted = exhausted || !s.nextFit(f).IsValid()
+		}
+		if oc != full || !exhausted {
+			t.Fatalf("%s: both %s (ours: %v), with an address of every family free", o, oc, oerr)
+		}
+		for _, f := range families(o) {
+			if f == ipam.IPv6 && ours[f] == nil && cil[f] != nil && cil[ipam.IPv4] == nil && o.call == "AllocateNext" && o.family == "" {
+				s.meet("refused-result") // compare checks that Cilium released it
+				continue
+			}
+			if ours[f] != nil || cil[f] != nil {
+				t.Fatalf("%s: refused, but ours gave %v, cilium %v", o, ours[f], cil[f])
+			}
+		}
 		return
 	}
-	if o.kind == opAllocate {
-		s.held[o.addr] = o.owner
-	} else {
-		delete(s.held, o.addr)
-		s.releases++
+	ids := map[string]bool{}
+	for _, f := range families(o) {
+		or, cr := ours[f], cil[f]
+		if or == nil || cr == nil {
+			t.Fatalf("%s: %s: ours gave %v, cilium %v", o, f, or, cr)
+		}
+		x := s.fams[f]
+		oa := addrOf(t, or.IP)
+		if want := s.nextFit(f); oa != want {
+			t.Fatalf("%s: ours gave %s, next-fit after %s is %s (held %v, excluded %v)", o, oa, s.cursor[f], want,
+				slices.SortedFunc(maps.Keys(s.held), netip.Addr.Compare), slices.SortedFunc(maps.Keys(s.excl), netip.Addr.Compare))
+		}
+		if !slices.Equal(or.CIDRs, []string{x.prefix.String()}) || or.GatewayIP != x.gateway.String() ||
+			len(cr.CIDRs) != 0 || cr.GatewayIP.IsValid() || cr.IPPoolName != pool {
+			t.Fatalf("%s: ours gave CIDRs %v gateway %q, cilium CIDRs %v gateway %v pool %q", o, or.CIDRs, or.GatewayIP,
+				cr.CIDRs, cr.GatewayIP, cr.IPPoolName)
+		}
+		s.meet("result-fields")
+		withTimer := o.call == "AllocateNextWithExpiration"
+		if withTimer && (or.ExpirationUUID == "" || cr.ExpirationUUID == "" || ids[or.ExpirationUUID]) ||
+			!withTimer && (or.ExpirationUUID != "" || cr.ExpirationUUID != "") {
+			t.Fatalf("%s: %s: ours' expiration ID %q, cilium's %q (ours so far %v)", o, f, or.ExpirationUUID, cr.ExpirationUUID, ids)
+		}
+		ids[or.ExpirationUUID] = true
+		if ca := cr.IP; ca != oa {
+			s.meet("next-fit")
+			if err := s.c.ReleaseIP(ca, pool); err != nil {
+				t.Fatalf("%s: cilium: release %s: %v", o, ca, err)
+			}
+			if err := s.c.AllocateIP(oa, o.owner, pool); err != nil {
+				t.Fatalf("%s: cilium: allocate %s: %v", o, oa, err)
+			}
+			if withTimer {
+				id, err := s.c.StartExpirationTimer(oa, pool, o.timeout)
+				if err != nil {
+					t.Fatalf("%s: cilium: timer on %s: %v", o, oa, err)
+				}
+				cr.ExpirationUUID = id
+			}
+		}
+		s.held[oa] = o.owner
+		s.cursor[f] = oa
+		if withTimer {
+			s.timers[oa] = timer{ours: or.ExpirationUUID, cil: cr.ExpirationUUID, deadline: time.Now().Add(o.timeout)}
+		}
 	}
 }
 
-// onPurpose names the difference on purpose that explains Cilium's
-// outcome cc and ours oc of o, "" when none does.
-func (s *pair) onPurpose(o op, cc, oc class) string {
-	_, held := s.held[o.addr]
-	switch {
-	case o.kind == opAllocate && oc == reserved && (cc == excluded && s.excl[o.addr] ||
-		cc == taken && (o.tgt == "gateway" || o.tgt == "natLoop") ||
-		cc == outOfRange && (o.tgt == "network" || o.tgt == "last")):
-		return dReserved
-	case o.kind == opAllocate && o.tgt == "outside" && oc == outOfRange && cc == excluded && s.excl[o.addr]:
-		return dExclOut
-	case o.kind == opRelease && o.tgt == "other" && oc == outOfRange && cc == ok:
-		return dOtherFamR
-	case o.kind == opRelease && !held && oc == notAllocated && cc == ok:
-		return dRelease
+// allocate runs an AllocateIP.
+func (s *seq) allocate(o op) {
+	var oerr, cerr error
+	switch o.call {
+	case "AllocateIP":
+		oerr = s.p.AllocateIP(ipOf(o.addr), o.owner)
+		cerr = s.c.AllocateIP(o.addr, o.owner, pool)
+	case "AllocateIPString":
+		oerr = s.p.AllocateIPString(o.addr.String(), o.owner)
+		cerr = s.c.AllocateIPString(o.addr.String(), o.owner, pool)
+	case "Allocator.Allocate":
+		_, oerr = allocatorOf(s.p, famOfAddr(o.addr)).Allocate(ipOf(o.addr), o.owner)
+		cerr = s.c.AllocateIP(o.addr, o.owner, pool)
 	}
-	return ""
+	oc, cc := ourClass(oerr), ciliumClass(cerr)
+	if oc != cc {
+		s.differ(o, cc, oc, cerr, oerr, false)
+		return
+	}
+	s.agree(o, oc)
+	if oc == ok {
+		s.held[o.addr] = o.owner
+	}
+}
+
+// forget drops a's allocation and timer from the model.
+func (s *seq) forget(a netip.Addr) {
+	delete(s.held, a)
+	if tm, ok := s.timers[a]; ok {
+		s.gone[a] = tm
+		delete(s.timers, a)
+	}
+}
+
+// release runs a ReleaseIP.
+func (s *seq) release(o op) {
+	var oerr, cerr error
+	switch o.call {
+	case "ReleaseIP":
+		oerr = s.p.ReleaseIP(ipOf(o.addr))
+	case "ReleaseIPString(ip)":
+		oerr = s.p.ReleaseIPString(o.addr.String())
+	case "Allocator.Release":
+		oerr = allocatorOf(s.p, famOfAddr(o.addr)).Release(ipOf(o.addr))
+	}
+	cerr = s.c.ReleaseIP(o.addr, pool)
+	oc, cc := ourClass(oerr), ciliumClass(cerr)
+	if oc != cc {
+		s.differ(o, cc, oc, cerr, oerr, false)
+		return
+	}
+	s.agree(o, oc)
+	if oc == ok {
+		s.forget(o.addr)
+	}
+}
+
+// releaseOwner runs a ReleaseIPString of an owner name; Cilium's side
+// releases every address its Dump lists for the owner (v1.20.2 has no
+// release by owner).
+func (s *seq) releaseOwner(o op) {
+	var mine []netip.Addr
+	for a, owner := range s.held {
+		if owner == o.owner {
+			mine = append(mine, a)
+		}
+	}
+	oerr := s.p.ReleaseIPString(o.owner)
+	cerr := s.c.releaseOwner(s.t, o.owner)
+	oc, cc := ourClass(oerr), ciliumClass(cerr)
+	if oc != cc {
+		s.differ(o, cc, oc, cerr, oerr, len(mine) > 0)
+		return
+	}
+	s.agree(o, oc)
+	if oc == ok {
+		for _, a := range mine {
+			s.forget(a)
+		}
+	}
+}
+
+// start runs a StartExpirationTimer. Where Cilium starts a timer ours
+// refuses (timer-on-unheld), Cilium's is stopped again at once.
+func (s *seq) start(o op) {
+	t := s.t
+	t.Helper()
+	oid, oerr := s.p.StartExpirationTimer(ipOf(o.addr), o.timeout)
+	cid, cerr := s.c.StartExpirationTimer(o.addr, pool, o.timeout)
+	oc, cc := ourClass(oerr), ciliumClass(cerr)
+	if oc != cc {
+		s.differ(o, cc, oc, cerr, oerr, false)
+		if cc == ok {
+			if err := s.c.StopExpirationTimer(o.addr, pool, cid); err != nil {
+				t.Fatalf("%s: cilium: stopping its timer again: %v", o, err)
+			}
+		}
+		return
+	}
+	s.agree(o, oc)
+	if oc == ok {
+		if oid == "" || cid == "" {
+			t.Fatalf("%s: ours' ID %q, cilium's %q", o, oid, cid)
+		}
+		s.timers[o.addr] = timer{ours: oid, cil: cid, deadline: time.Now().Add(o.timeout)}
+	}
+}
+
+// stop runs a StopExpirationTimer with the ID of the address's timer
+// (right), of its last one (stale) or a new one (random).
+func (s *seq) stop(o op) {
+	oid, cid := "not-an-id", "not-an-id"
+	switch o.id {
+	case "right":
+		if tm, ok := s.timers[o.addr]; ok {
+			oid, cid = tm.ours, tm.cil
+		}
+	case "stale":
+		if tm, ok := s.gone[o.addr]; ok {
+			oid, cid = tm.ours, tm.cil
+		}
+	}
+	oerr := s.p.StopExpirationTimer(ipOf(o.addr), oid)
+	cerr := s.c.StopExpirationTimer(o.addr, pool, cid)
+	oc, cc := ourClass(oerr), ciliumClass(cerr)
+	if oc != cc {
+		s.differ(o, cc, oc, cerr, oerr, false)
+		return
+	}
+	s.agree(o, oc)
+	if oc == ok {
+		s.gone[o.addr] = s.timers[o.addr]
+		delete(s.timers, o.addr)
+	}
+}
+
+// advance lets o.d pass, moved on by whole seconds so that no deadline is
+// within a second of the end (each side takes its deadline from the
+// bubble's clock when it starts the timer, which calls on the same step
+// share but for a few milliseconds); every timer due by then has fired on
+// both sides once the bubble is idle.
+func (s *seq) advance(o op) {
+	now := time.Now()
+	d := o.d
+	for moved := true; moved; {
+		moved = false
+		for _, tm := range s.timers {
+			if gap := now.Add(d).Sub(tm.deadline); gap > -time.Second && gap < time.Second {
+				d += 2 * time.Second
+				moved = true
+			}
+		}
+	}
+	time.Sleep(d)
+	synctest.Wait()
+	now = time.Now()
+	for a, tm := range s.timers {
+		if !tm.deadline.After(now) {
+			s.forget(a)
+			s.tally.agreed["a timer fires: its address alone is released"]++
+		}
+	}
 }
 
 // compare checks that both sides hold the model's allocations, with
-// their owners. Cilium's side also holds the gateway and the NAT
-// loopback ("reserved") and the excluded addresses its AllocateNext
-// stepped over ("<owner> (excluded)"), which are no allocations (D1, D5).
-func (s *pair) compare(o op) {
+// their owners, and that ours has the model's count of timers. Cilium's
+// side also holds the gateway and the NAT loopback ("reserved") and the
+// excluded addresses its AllocateNext took ("<owner> (excluded)"), which
+// are no allocations.
+func (s *seq) compare(o op) {
 	t := s.t
 	t.Helper()
-	m, _ := s.ours.Dump()
-	ours := dumpOf(t, m)
-	cil := s.c.dump(s.fam.f)
-	for _, a := range []netip.Addr{s.fam.gateway, s.fam.natLoop} {
-		if cil[a] != "reserved" {
-			t.Fatalf("after %s: cilium: %s is held by %q, not reserved", o, a, cil[a])
+	v4, v6, status := s.p.Dump()
+	ours := dumpOf(t, v4)
+	maps.Copy(ours, dumpOf(t, v6))
+	cil := s.c.dump(t)
+	for _, x := range s.fams {
+		for _, a := range []netip.Addr{x.gateway, x.natLoop} {
+			if cil[a] != "reserved" {
+				t.Fatalf("after %s: cilium: %s is held by %q, not reserved", o, a, cil[a])
+			}
+			delete(cil, a)
 		}
-		delete(cil, a)
 	}
 	for a, owner := range cil {
 		if strings.HasSuffix(owner, " (excluded)") {
@@ -312,34 +481,36 @@ func (s *pair) compare(o op) {
 			delete(cil, a)
 			if !s.exclHeld[a] {
 				s.exclHeld[a] = true
-				s.met[dExclHeld]++
+				s.meet("excluded-in-dump")
 			}
 		}
 	}
 	if !maps.Equal(ours, s.held) || !maps.Equal(cil, s.held) {
 		t.Fatalf("after %s:\n  cilium holds %v\n  ours   holds %v\n  model       %v", o, cil, ours, s.held)
 	}
+	if n := reservationsOf(t, status); n != len(s.timers) {
+		t.Fatalf("after %s: ours has %d timers, the model %d: %v", o, n, len(s.timers), s.timers)
+	}
 }
 
-// kindOf names what a is to our window and the model.
-func (s *pair) kindOf(a netip.Addr) string {
+// kindOf names what a is to the model.
+func (s *seq) kindOf(a netip.Addr) string {
+	x := s.fams[famOfAddr(a)]
 	switch a {
-	case s.fam.network:
+	case x.network:
 		return "network"
-	case s.fam.gateway:
+	case x.gateway:
 		return "gateway"
-	case s.fam.natLoop:
+	case x.natLoop:
 		return "natLoop"
-	case s.fam.last:
+	case x.last:
 		return "last"
-	case s.fam.other:
-		return "other"
 	}
 	if _, held := s.held[a]; held {
 		return "held"
 	}
 	switch {
-	case !slices.Contains(s.fam.window, a):
+	case !slices.Contains(x.window, a):
 		return "outside"
 	case s.excl[a]:
 		return "excluded"
@@ -347,221 +518,182 @@ func (s *pair) kindOf(a netip.Addr) string {
 	return "free"
 }
 
-// randomOp draws the next step.
-func (s *pair) randomOp(rng *rand.Rand) op {
-	owner := fmt.Sprintf("default/pod-%d", rng.IntN(24))
-	pick := func(as []netip.Addr) netip.Addr { return as[rng.IntN(len(as))] }
-	var free, held, excl []netip.Addr
-	for _, a := range s.fam.window {
-		switch _, h := s.held[a]; {
-		case h:
-			held = append(held, a)
-		case s.excl[a]:
-			excl = append(excl, a)
-		default:
-			free = append(free, a)
+// pickOne draws an element of as.
+func pickOne[T any](rng *rand.Rand, as []T) T { return as[rng.IntN(len(as))] }
+
+// weighted draws one of kinds with the weights (in percent).
+func weighted(rng *rand.Rand, kinds []string, weights []int) []string {
+	n := rng.IntN(100)
+	i := 0
+	for ; i < len(weights)-1 && n >= weights[i]; i++ {
+		n -= weights[i]
+	}
+	// The kind drawn first, then the others in order: a kind with no
+	// address falls back to the next one.
+	return append(append([]string(nil), kinds[i:]...), kinds[:i]...)
+}
+
+// target draws an address of one of kinds (see weighted) in family f.
+func (s *seq) target(rng *rand.Rand, f ipam.Family, kinds []string, weights []int) netip.Addr {
+	x := s.fams[f]
+	for _, kind := range weighted(rng, kinds, weights) {
+		var as []netip.Addr
+		switch kind {
+		case "free", "held", "excluded", "timed", "untimed":
+			for _, a := range x.window {
+				_, timed := s.timers[a]
+				_, held := s.held[a]
+				k := s.kindOf(a)
+				if k == kind || kind == "timed" && timed || kind == "untimed" && held && !timed {
+					as = append(as, a)
+				}
+			}
+		case "network":
+			as = []netip.Addr{x.network}
+		case "gateway":
+			as = []netip.Addr{x.gateway}
+		case "natLoop":
+			as = []netip.Addr{x.natLoop}
+		case "last":
+			as = []netip.Addr{x.last}
+		case "outside":
+			as = x.outside
+		}
+		if len(as) > 0 {
+			return pickOne(rng, as)
 		}
 	}
-	// target draws an address of a kind; a kind with no address falls
-	// back to the next one in the list.
-	target := func(kinds []string, weights []int) op {
-		n := rng.IntN(100)
-		i := 0
-		for ; i < len(weights)-1 && n >= weights[i]; i++ {
-			n -= weights[i]
-		}
-		for k := range kinds {
-			kind := kinds[(i+k)%len(kinds)]
-			var as []netip.Addr
-			switch kind {
-			case "free":
-				as = free
-			case "held":
-				as = held
-			case "excluded":
-				as = excl
-			case "network":
-				as = []netip.Addr{s.fam.network}
-			case "gateway":
-				as = []netip.Addr{s.fam.gateway}
-			case "natLoop":
-				as = []netip.Addr{s.fam.natLoop}
-			case "last":
-				as = []netip.Addr{s.fam.last}
-			case "outside":
-				as = s.fam.outside
-			case "other":
-				as = []netip.Addr{s.fam.other}
-			}
-			if len(as) > 0 {
-				a := pick(as)
-				return op{tgt: s.kindOf(a), addr: a, owner: owner}
-			}
-		}
-		panic("no target")
+	panic("no target")
+}
+
+// randomOp draws the next step.
+func (s *seq) randomOp(rng *rand.Rand) op {
+	owner := fmt.Sprintf("default/pod-%d", rng.IntN(16))
+	f := pickOne(rng, []ipam.Family{ipam.IPv4, ipam.IPv6})
+	timeout := time.Duration(1+rng.IntN(4)) * 30 * time.Second
+	at := func(kinds []string, weights []int) (netip.Addr, string) {
+		a := s.target(rng, f, kinds, weights)
+		return a, s.kindOf(a)
 	}
 	switch n := rng.IntN(100); {
-	case n < 33:
-		return op{kind: opNext, owner: owner}
-	case n < 55:
-		o := target([]string{"free", "held", "excluded", "network", "gateway", "natLoop", "last", "outside", "other"},
-			[]int{40, 20, 8, 4, 4, 4, 4, 8, 8})
-		o.kind = opAllocate
-		return o
-	case n < 98:
-		// Not the gateway nor the NAT loopback: Cilium's side would free
-		// its "reserved" hold (D1 in differences_test.go).
-		o := target([]string{"held", "free", "excluded", "network", "last", "outside", "other"},
-			[]int{55, 15, 8, 3, 3, 8, 8})
-		o.kind = opRelease
-		return o
-	default:
-		a := pick(s.fam.window)
-		if rng.IntN(6) == 0 {
-			a = pick(append([]netip.Addr{s.fam.network, s.fam.gateway, s.fam.natLoop, s.fam.last}, s.fam.outside...))
+	case n < 26:
+		o := op{kind: opNext, owner: owner, family: pickOne(rng, []string{"", "", "ipv4", "ipv6"})}
+		switch m := rng.IntN(100); {
+		case m < 40:
+			o.call = "AllocateNext"
+		case m < 70:
+			o.call, o.timeout = "AllocateNextWithExpiration", timeout
+		case m < 85:
+			o.call, o.family = "AllocateNextFamily", string(f)
+		default:
+			o.call, o.family = "Allocator.AllocateNext", string(f)
 		}
-		return op{kind: opBlacklist, tgt: s.kindOf(a), addr: a, owner: "blacklist"}
+		return o
+	case n < 41:
+		a, k := at([]string{"free", "held", "excluded", "network", "gateway", "natLoop", "last", "outside"},
+			[]int{40, 20, 8, 4, 4, 4, 4, 16})
+		return op{kind: opAllocate, call: pickOne(rng, []string{"AllocateIP", "AllocateIP", "AllocateIPString", "Allocator.Allocate"}),
+			addr: a, tgt: k, owner: owner}
+	case n < 58:
+		// Not the gateway nor the NAT loopback: Cilium's side would free
+		// its "reserved" hold (reserved-addresses pins that).
+		a, k := at([]string{"held", "free", "excluded", "network", "last", "outside"}, []int{55, 15, 8, 3, 3, 16})
+		return op{kind: opRelease, call: pickOne(rng, []string{"ReleaseIP", "ReleaseIP", "ReleaseIPString(ip)", "Allocator.Release"}),
+			addr: a, tgt: k}
+	case n < 62:
+		if len(s.held) > 0 && rng.IntN(10) < 7 {
+			owner = s.held[pickOne(rng, slices.Collect(maps.Keys(s.held)))]
+		}
+		return op{kind: opReleaseOwner, call: "ReleaseIPString(owner)", owner: owner}
+	case n < 65:
+		a := pickOne(rng, s.fams[f].window)
+		if rng.IntN(6) == 0 {
+			x := s.fams[f]
+			a = pickOne(rng, append([]netip.Addr{x.network, x.gateway, x.natLoop, x.last}, x.outside...))
+		}
+		return op{kind: opExclude, call: "BlacklistIP", addr: a, tgt: s.kindOf(a), owner: "blacklist"}
+	case n < 79:
+		a, k := at([]string{"untimed", "timed", "free", "excluded", "gateway", "outside"}, []int{50, 15, 15, 7, 5, 8})
+		return op{kind: opStart, call: "StartExpirationTimer", addr: a, tgt: k, timeout: timeout}
+	case n < 93:
+		a, k := at([]string{"timed", "untimed", "free", "excluded", "outside"}, []int{60, 15, 15, 5, 5})
+		return op{kind: opStop, call: "StopExpirationTimer", addr: a, tgt: k,
+			id: pickOne(rng, []string{"right", "right", "right", "stale", "random"})}
 	}
+	return op{kind: opAdvance, call: "time passes", d: pickOne(rng, []time.Duration{10, 30, 45, 60, 100}) * time.Second}
 }
 
-// TestRandomSequencesAgree runs the same random sequences of
-// AllocateNext, Allocate, Release and BlacklistIP through our per-family
-// Allocator and Cilium's allocator code, seqs per family with fixed seeds,
-// and compares every outcome and, after every step, what both hold. At
-// the end it checks that every difference on purpose was met: the
-// sequences do reach them.
-func TestRandomSequencesAgree(t *testing.T) {
-	for fi, f := range []ipam.Family{ipam.IPv4, ipam.IPv6} {
-		t.Run(string(f), func(t *testing.T) {
-			met, agreed := map[string]int{}, map[string]int{}
-			counts := map[opKind]int{}
-			for seed := 1; seed <= *seqsFlag; seed++ {
-				t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
-					// Every fourth sequence keeps our allocations in a
-					// bolt file, the others in memory (ten times faster).
-					st := inMemory
-					if seed%4 == 0 {
-						st = onBolt
-					}
-					s := newPair(t, f, st)
-					rng := rand.New(rand.NewPCG(uint64(seed), uint64(fi)))
-					var history []string
-					t.Cleanup(func() {
-						if t.Failed() {
-							t.Logf("the sequence (seed %d, %s):\n  %s", seed, f, strings.Join(history, "\n  "))
-						}
-					})
-					for range *stepsFlag {
-						o := s.randomOp(rng)
-						history = append(history, o.String())
-						counts[o.kind]++
-						s.step(o)
-					}
-					for d, n := range s.met {
-						met[d] += n
-					}
-					for k, n := range s.agreed {
-						agreed[k] += n
+// bubble runs f in a synctest bubble. At its end the bubble's time runs
+// on until every timer Cilium's IPAM started has fired: its goroutines
+// must end before the bubble does.
+func bubble(t *testing.T, f func(t *testing.T)) {
+	synctest.Test(t, func(t *testing.T) {
+		t.Cleanup(func() {
+			time.Sleep(24 * time.Hour)
+			synctest.Wait()
+		})
+		f(t)
+	})
+}
+
+// runSequences runs the same random sequences of calls through our
+// plugin and Cilium's IPAM, seqs of them with fixed seeds, each in a
+// synctest bubble (the timers of both sides run on its clock), and
+// compares every outcome and, after every step, what both hold. Every
+// fourth sequence keeps our allocations in a bolt file, the others in
+// memory.
+func runSequences(t *testing.T, all *tally) {
+	for seed := 1; seed <= *seqsFlag; seed++ {
+		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
+			t.Parallel()
+			bubble(t, func(t *testing.T) {
+				st := inMemory
+				if seed%4 == 0 {
+					st = onBolt
+				}
+				s := newSeq(t, st)
+				rng := rand.New(rand.NewPCG(uint64(seed), 2))
+				var history []string
+				t.Cleanup(func() {
+					if t.Failed() {
+						t.Logf("the sequence (seed %d):\n  %s", seed, strings.Join(history, "\n  "))
 					}
 				})
-			}
-			t.Logf("%d sequences of %d steps: %d AllocateNext, %d Allocate, %d Release, %d BlacklistIP",
-				*seqsFlag, *stepsFlag, counts[opNext], counts[opAllocate], counts[opRelease], counts[opBlacklist])
-			t.Logf("the same outcome on both sides:")
-			for _, k := range slices.Sorted(maps.Keys(agreed)) {
-				t.Logf("%6d × %s", agreed[k], k)
-			}
-			t.Logf("different on purpose:")
-			for _, d := range slices.Sorted(maps.Keys(met)) {
-				t.Logf("%6d × %s", met[d], d)
-			}
-			if t.Failed() || *seqsFlag < 20 {
-				return
-			}
-			for _, k := range []string{"AllocateNext: ok", "AllocateNext: exhausted",
-				"Allocate [free]: ok", "Allocate [held]: taken", "Allocate [excluded]: excluded",
-				"Allocate [outside]: out of range",
-				"Release [held]: ok"} {
-				if agreed[k] == 0 {
-					t.Errorf("no sequence met %q", k)
+				for range *stepsFlag {
+					o := s.randomOp(rng)
+					history = append(history, o.String())
+					s.step(o)
 				}
-			}
-			for _, d := range []string{dReserved, dNextFit, dRelease, dExclOut, dExclHeld, dOtherFamR} {
-				if met[d] == 0 {
-					t.Errorf("no sequence met %q", d)
-				}
-			}
+				all.add(s.tally)
+			})
 		})
 	}
-}
-
-// TestAllocateNextBothFamiliesIsAllOrNothing runs AllocateNext("") on both
-// sides with one family, the other or both full: both refuse and neither
-// keeps an address of the family that had one free. Cilium allocates
-// IPv6 first and releases it when IPv4 fails (IPAM.AllocateNext); ours
-// takes the primary family (IPv4) first and rolls it back when IPv6 fails.
-// What the rolled-back IPv4 address does to our next-fit cursor is
-// pinned in differences_test.go (D2).
-func TestAllocateNextBothFamiliesIsAllOrNothing(t *testing.T) {
-	rows := []struct {
-		name       string
-		fillV4     bool
-		fillV6     bool
-		wantRefuse bool
-	}{
-		{"neither full: both get one of each", false, false, false},
-		{"IPv4 full: Cilium releases its IPv6 address again, ours never took one", true, false, true},
-		{"IPv6 full: Cilium never takes IPv4, ours rolls its IPv4 address back", false, true, true},
-		{"both full", true, true, true},
-	}
-	for _, row := range rows {
-		t.Run(row.name, func(t *testing.T) {
-			g := NewWithT(t)
-			v4 := newPair(t, ipam.IPv4, inMemory)
-			// One plugin, one Cilium side: the IPv6 pair shares them.
-			v6 := &pair{t: t, fam: famOf(ipam.IPv6), p: v4.p, ours: v4.p.IPv6Allocator(), c: v4.c,
-				held: map[netip.Addr]string{}, excl: map[netip.Addr]bool{}, met: map[string]int{},
-				exclHeld: map[netip.Addr]bool{}, agreed: map[string]int{}}
-			fill := func(s *pair) {
-				for i := range s.fam.window {
-					s.step(op{kind: opNext, owner: fmt.Sprintf("default/fill-%d", i)})
-				}
-				s.step(op{kind: opNext, owner: "default/one-too-many"}) // both exhausted
+	t.Cleanup(func() {
+		t.Logf("%d sequences of %d calls:", *seqsFlag, *stepsFlag)
+		for _, k := range slices.Sorted(maps.Keys(all.ops)) {
+			t.Logf("%6d × %s", all.ops[k], k)
+		}
+		t.Logf("the same outcome on both sides:")
+		for _, k := range slices.Sorted(maps.Keys(all.agreed)) {
+			t.Logf("%6d × %s", all.agreed[k], k)
+		}
+		t.Logf("different, as the table says:")
+		for _, d := range slices.Sorted(maps.Keys(all.met)) {
+			t.Logf("%6d × %s", all.met[d], d)
+		}
+		if t.Failed() || all.seqs < 20 {
+			return
+		}
+		for _, k := range []string{"AllocateNext []: ok", "AllocateNext []: exhausted", "AllocateNextWithExpiration []: ok",
+			"AllocateNextFamily []: ok", "Allocator.AllocateNext []: ok",
+			"AllocateIP [free]: ok", "AllocateIP [held]: taken", "AllocateIP [excluded]: excluded", "AllocateIP [outside]: out of range",
+			"ReleaseIP [held]: ok", "Allocator.Release [held]: ok", "ReleaseIPString(ip) [held]: ok", "ReleaseIPString(owner) []: ok",
+			"StartExpirationTimer [held]: ok", "StartExpirationTimer [held]: timer exists",
+			"StopExpirationTimer [held]: ok", "StopExpirationTimer [held]: no such timer",
+			"a timer fires: its address alone is released"} {
+			if all.agreed[k] == 0 {
+				t.Errorf("no sequence met %q", k)
 			}
-			if row.fillV4 {
-				fill(v4)
-			}
-			if row.fillV6 {
-				fill(v6)
-			}
-			o4, o6, oerr := v4.p.AllocateNext("", "default/both")
-			c4, c6, cerr := v4.c.allocateNext("", "default/both")
-			if !row.wantRefuse {
-				g.Expect(oerr).NotTo(HaveOccurred())
-				g.Expect(cerr).NotTo(HaveOccurred())
-				g.Expect(addrOf(t, o4.IP)).To(Equal(c4))
-				g.Expect(addrOf(t, o6.IP)).To(Equal(c6))
-				g.Expect(c4).To(Equal(v4.fam.window[0]))
-				g.Expect(c6).To(Equal(v6.fam.window[0]))
-				v4.held[c4], v6.held[c6] = "default/both", "default/both"
-				v4.cursor, v6.cursor = c4, c6
-			} else {
-				g.Expect(oerr).To(MatchError(ipalloc.ErrPoolExhausted))
-				g.Expect(ciliumClass(cerr)).To(Equal(full))
-				g.Expect(o4).To(BeNil())
-				g.Expect(o6).To(BeNil())
-				g.Expect(c4.IsValid() || c6.IsValid()).To(BeFalse())
-			}
-			// Both sides hold what the model holds: nothing of the
-			// refused call is left.
-			v4.compare(op{kind: opNext, owner: "default/both"})
-			v6.compare(op{kind: opNext, owner: "default/both"})
-			if row.fillV4 && !row.fillV6 {
-				// The IPv6 address Cilium took and released is its first
-				// free one again, and ours next (step checks it).
-				v6.step(op{kind: opNext, owner: "default/after"})
-				g.Expect(v6.held).To(HaveKey(v6.fam.window[0]))
-			}
-		})
-	}
+		}
+	})
 }

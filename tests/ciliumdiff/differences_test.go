@@ -3,15 +3,24 @@ package ciliumdiff
 import (
 	"fmt"
 	"net/netip"
+	"reflect"
+	"strings"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	. "github.com/onsi/gomega"
 
+	ciliumipam "github.com/cilium/cilium/pkg/ipam"
 	"github.com/cilium/cilium/pkg/ipam/service/ipallocator"
 
 	"github.com/contiv-ipam/agent/engine/ipalloc"
 	"github.com/contiv-ipam/agent/plugins/ipam"
 )
+
+// The pins of the table (table_test.go), one scenario each, and the
+// agreements that used to be differences. Each pin asserts both sides'
+// behaviour: once they agree, the pin fails and the entry must go.
 
 // cap64 is dualStack with an IPv6 /64 per node: node 1 gets
 // fd00:10:0:1::/64.
@@ -38,376 +47,602 @@ func both(t *testing.T, f func(t *testing.T, x fam)) {
 	}
 }
 
-// TestDifferencesOnPurpose pins, one subtest each, where our allocation
-// surface and Cilium's allocator code differ, with the smallest scenario
-// that shows it, and asserts both sides' behaviour. The numbers are those
-// of doc.go. Our side keeps its allocations in a bolt file here.
-func TestDifferencesOnPurpose(t *testing.T) {
-	// Cilium's Range leaves out only the network address and the last
-	// one (ErrNotInRange): its first AllocateNext hands out host 1, which
-	// Cilium's agent keeps for the router by allocating it itself (owner
-	// "router"), an allocation like any other that a release frees. Ours
-	// never hands out host 1 (the pod gateway) nor the address before the
-	// last (the NAT loopback): they are outside the pool's window, and
-	// Allocate of any of the four is ErrReserved.
-	t.Run("D1 the gateway and the NAT loopback: Cilium's Range hands them out, ours never; the four reserved addresses are ErrReserved in ours", func(t *testing.T) {
-		both(t, func(t *testing.T, x fam) {
-			g := NewWithT(t)
-			p := newOurs(t, dualStack, onBolt)
-			ours := allocatorOf(p, x.f)
-			c := newCilium(podV4, podV6)
-
-			a, err := c.allocateNextFamily(x.f, "router")
-			g.Expect(err).NotTo(HaveOccurred())
-			g.Expect(a).To(Equal(x.gateway))
-			g.Expect(c.allocateIP(x.f, x.natLoop, "default/pod")).To(Succeed())
-			g.Expect(c.releaseIP(x.f, x.gateway)).To(Succeed())
-			a, err = c.allocateNextFamily(x.f, "default/other")
-			g.Expect(err).NotTo(HaveOccurred())
-			g.Expect(a).To(Equal(x.gateway), "the released gateway is the first free address again")
-
-			res, err := ours.AllocateNext("router")
-			g.Expect(err).NotTo(HaveOccurred())
-			g.Expect(addrOf(t, res.IP)).To(Equal(x.window[0]))
-			g.Expect(res.GatewayIP).To(Equal(x.gateway.String()))
-			for _, r := range []netip.Addr{x.gateway, x.natLoop, x.network, x.last} {
-				_, err = ours.Allocate(ipOf(r), "default/pod")
-				g.Expect(err).To(MatchError(ipalloc.ErrReserved), "Allocate(%s)", r)
-				g.Expect(ours.Release(ipOf(r))).To(MatchError(ipam.ErrNotAllocated), "Release(%s)", r)
-			}
-			// Cilium: the network address and the last one are not in its
-			// Range.
-			for _, r := range []netip.Addr{x.network, x.last} {
-				g.Expect(ciliumClass(c.allocateIP(x.f, r, "default/pod"))).To(Equal(outOfRange))
-			}
-			// Filling both: Cilium hands out two addresses more.
-			n := 1
-			for ; ; n++ {
-				if _, err := ours.AllocateNext(fmt.Sprintf("default/p%d", n)); err != nil {
-					g.Expect(err).To(MatchError(ipalloc.ErrPoolExhausted))
-					break
-				}
-			}
-			m := 2
-			for ; ; m++ {
-				if _, err := c.allocateNextFamily(x.f, fmt.Sprintf("default/p%d", m)); err != nil {
-					g.Expect(err).To(MatchError(ipallocator.ErrFull))
-					break
-				}
-			}
-			g.Expect(n).To(Equal(len(x.window)))
-			g.Expect(m).To(Equal(len(x.window) + 2))
-		})
-	})
-
-	// Cilium's hostScopeAllocator hands out a random free address
-	// (NewCIDRRange's random scan); the contiguous map this module uses
-	// for it hands out the lowest. Ours is next-fit: the first free after
-	// the last handed out, wrapping, so a released address waits a whole
-	// round (a crash-looping pod does not get its predecessor's address).
-	// Before the first release all three agree on the order.
-	t.Run("D2 after a release: Cilium first-fit gives the lowest free address, ours the next after the last one handed out", func(t *testing.T) {
-		both(t, func(t *testing.T, x fam) {
-			g := NewWithT(t)
-			p := newOurs(t, dualStack, onBolt)
-			ours := allocatorOf(p, x.f)
-			c := newCilium(podV4, podV6)
-			reserve(t, c, x)
-
-			for i := range 3 {
-				res, err := ours.AllocateNext("default/pod")
-				g.Expect(err).NotTo(HaveOccurred())
-				a, err := c.allocateNextFamily(x.f, "default/pod")
-				g.Expect(err).NotTo(HaveOccurred())
-				g.Expect(addrOf(t, res.IP)).To(Equal(a))
-				g.Expect(a).To(Equal(x.window[i]))
-			}
-			g.Expect(ours.Release(ipOf(x.window[0]))).To(Succeed())
-			g.Expect(c.releaseIP(x.f, x.window[0])).To(Succeed())
-
-			a, err := c.allocateNextFamily(x.f, "default/next")
-			g.Expect(err).NotTo(HaveOccurred())
-			g.Expect(a).To(Equal(x.window[0]))
-			for _, want := range x.window[3:] {
-				res, err := ours.AllocateNext("default/next")
-				g.Expect(err).NotTo(HaveOccurred())
-				g.Expect(addrOf(t, res.IP)).To(Equal(want))
-			}
-			res, err := ours.AllocateNext("default/wrapped")
-			g.Expect(err).NotTo(HaveOccurred())
-			g.Expect(addrOf(t, res.IP)).To(Equal(x.window[0]), "after wrapping around")
-		})
-	})
-
-	// AllocateNext("") when the second family is full: ours takes the
-	// primary family's address first and gives it back, cursor included
-	// (the rollback leaves the pool as it was); Cilium takes IPv6 first
-	// and never touches IPv4. Both hand out the same IPv4 address next.
-	t.Run("an IPv4 address rolled back by AllocateNext(\"\") is the next one in both", func(t *testing.T) {
-		g := NewWithT(t)
-		s := newPair(t, ipam.IPv6, onBolt)
-		for i := range s.fam.window {
-			s.step(op{kind: opNext, owner: fmt.Sprintf("default/fill-%d", i)})
-		}
-		v4, v6, err := s.p.AllocateNext("", "default/both")
-		g.Expect(err).To(MatchError(ipalloc.ErrPoolExhausted))
-		g.Expect(v4).To(BeNil())
-		g.Expect(v6).To(BeNil())
-		c4, c6, err := s.c.allocateNext("", "default/both")
-		g.Expect(err).To(MatchError(ipallocator.ErrFull))
-		g.Expect(c4.IsValid() || c6.IsValid()).To(BeFalse())
-
-		x := famOf(ipam.IPv4)
-		a, err := s.c.allocateNextFamily(ipam.IPv4, "default/after")
-		g.Expect(err).NotTo(HaveOccurred())
-		g.Expect(a).To(Equal(x.window[0]))
-		res, err := s.p.IPv4Allocator().AllocateNext("default/after")
-		g.Expect(err).NotTo(HaveOccurred())
-		g.Expect(addrOf(t, res.IP)).To(Equal(x.window[0]))
-	})
-
-	// Range.Release is a no-op for an address that is not allocated, and
-	// IPAM.ReleaseIP returns nil for it. Ours says so: ErrNotAllocated,
-	// for a free address, one released twice, an excluded one, the
-	// network address and one outside the pod subnet.
-	t.Run("D3 release of an address nobody holds: Cilium nil, ours ErrNotAllocated", func(t *testing.T) {
-		both(t, func(t *testing.T, x fam) {
-			g := NewWithT(t)
-			p := newOurs(t, dualStack, onBolt)
-			ours := allocatorOf(p, x.f)
-			c := newCilium(podV4, podV6)
-			reserve(t, c, x)
-
-			res, err := ours.AllocateNext("default/pod")
-			g.Expect(err).NotTo(HaveOccurred())
-			held := addrOf(t, res.IP)
-			g.Expect(c.allocateIP(x.f, held, "default/pod")).To(Succeed())
-			g.Expect(ours.Release(res.IP)).To(Succeed())
-			g.Expect(c.releaseIP(x.f, held)).To(Succeed())
-			p.BlacklistIP(ipOf(x.window[5]), "blacklist")
-			c.excludeIP(x.window[5], "blacklist")
-
-			for _, a := range []netip.Addr{x.window[3], held, x.window[5], x.network, x.outside[3]} {
-				g.Expect(c.releaseIP(x.f, a)).To(Succeed(), "cilium Release(%s)", a)
-				g.Expect(ours.Release(ipOf(a))).To(MatchError(ipam.ErrNotAllocated), "our Release(%s)", a)
-				g.Expect(p.ReleaseIP(ipOf(a))).To(MatchError(ipam.ErrNotAllocated), "our ReleaseIP(%s)", a)
-			}
-		})
-	})
-
-	// An owner-keyed allocation of AllocateNext("") holds one address of
-	// each family, and ReleaseIP of either gives both back: one
-	// allocation, released whole, as a pod's dual-stack attachment is.
-	// Cilium keeps one allocation per address: ReleaseIP of the IPv4 one
-	// leaves the IPv6 one held. The per-family sequences never meet this:
-	// an Allocator's allocations hold one family.
-	t.Run("D4 ReleaseIP of one address of an AllocateNext(\"\") allocation: ours releases both families, Cilium one", func(t *testing.T) {
-		g := NewWithT(t)
-		p := newOurs(t, dualStack, onBolt)
-		c := newCilium(podV4, podV6)
-		x4, x6 := famOf(ipam.IPv4), famOf(ipam.IPv6)
-		reserve(t, c, x4)
-		reserve(t, c, x6)
-
-		o4, o6, err := p.AllocateNext("", "default/pod")
-		g.Expect(err).NotTo(HaveOccurred())
-		c4, c6, err := c.allocateNext("", "default/pod")
-		g.Expect(err).NotTo(HaveOccurred())
-		g.Expect(addrOf(t, o4.IP)).To(Equal(c4))
-		g.Expect(addrOf(t, o6.IP)).To(Equal(c6))
-
-		g.Expect(p.ReleaseIP(o4.IP)).To(Succeed())
-		g.Expect(c.releaseIP(ipam.IPv4, c4)).To(Succeed())
-		d4, d6, _ := p.Dump()
-		g.Expect(d4).To(BeEmpty())
-		g.Expect(d6).To(BeEmpty())
-		g.Expect(c.dump(ipam.IPv6)).To(HaveKeyWithValue(c6, "default/pod"))
-		g.Expect(c.dump(ipam.IPv4)).NotTo(HaveKey(c4))
-		// The IPv6 address of the released allocation is free in ours.
-		g.Expect(p.ReleaseIP(o6.IP)).To(MatchError(ipam.ErrNotAllocated))
-	})
-
-	// Cilium only records an excluded address (ExcludeIP, BlacklistIP in
-	// the Cilium our API follows); allocateNextFamily takes the Range's
-	// next address until one is not excluded and keeps the excluded ones
-	// it took allocated, owned by "<owner> (excluded)", so Dump lists them.
-	// Ours takes a free excluded address out of the pool at once (held by
-	// an exclusion, which Dump does not list; its status counts it): the
-	// addresses handed out are the same.
-	t.Run("D5 AllocateNext meets an excluded address: Cilium keeps it allocated as excluded, ours holds it out of Dump", func(t *testing.T) {
-		both(t, func(t *testing.T, x fam) {
-			g := NewWithT(t)
-			p := newOurs(t, dualStack, onBolt)
-			ours := allocatorOf(p, x.f)
-			c := newCilium(podV4, podV6)
-			reserve(t, c, x)
-
-			p.BlacklistIP(ipOf(x.window[0]), "blacklist")
-			c.excludeIP(x.window[0], "blacklist")
-			res, err := ours.AllocateNext("default/pod")
-			g.Expect(err).NotTo(HaveOccurred())
-			a, err := c.allocateNextFamily(x.f, "default/pod")
-			g.Expect(err).NotTo(HaveOccurred())
-			g.Expect(addrOf(t, res.IP)).To(Equal(x.window[1]))
-			g.Expect(a).To(Equal(x.window[1]))
-
-			g.Expect(c.dump(x.f)).To(HaveKeyWithValue(x.window[0], "default/pod (excluded)"))
-			d, status := ours.Dump()
-			g.Expect(d).To(Equal(map[string]string{x.window[1].String(): "default/pod"}))
-			g.Expect(status).To(ContainSubstring("%s: 1/11 allocated, 1 excluded", x.prefix))
-
-			// Cilium's release of the excluded address frees it (nil, like
-			// any release) and its next AllocateNext takes it again as
-			// excluded; ours has nothing to release there.
-			g.Expect(c.releaseIP(x.f, x.window[0])).To(Succeed())
-			g.Expect(c.dump(x.f)).NotTo(HaveKey(x.window[0]))
-			a, err = c.allocateNextFamily(x.f, "default/again")
-			g.Expect(err).NotTo(HaveOccurred())
-			g.Expect(a).To(Equal(x.window[2]))
-			g.Expect(c.dump(x.f)).To(HaveKeyWithValue(x.window[0], "default/again (excluded)"))
-			g.Expect(ours.Release(ipOf(x.window[0]))).To(MatchError(ipam.ErrNotAllocated))
-		})
-	})
-
-	// An address excluded while it is allocated: both keep the
-	// allocation, refuse Allocate of it while it is held and after it is
-	// released (excluded, checked before taken), and never hand it out
-	// again.
-	t.Run("D5 an allocated address is blacklisted: both keep it, neither hands it out after its release (the same on both)", func(t *testing.T) {
-		both(t, func(t *testing.T, x fam) {
-			g := NewWithT(t)
-			s := newPair(t, x.f, onBolt)
-			s.step(op{kind: opNext, owner: "default/pod"})
-			a := x.window[0]
-			g.Expect(s.held).To(HaveKeyWithValue(a, "default/pod"))
-			s.step(op{kind: opBlacklist, tgt: "held", addr: a, owner: "blacklist"})
-			g.Expect(s.held).To(HaveKeyWithValue(a, "default/pod"))
-
-			_, oerr := s.ours.Allocate(ipOf(a), "default/other")
-			g.Expect(oerr).To(MatchError(ipam.ErrExcluded))
-			g.Expect(ciliumClass(s.c.allocateIP(x.f, a, "default/other"))).To(Equal(excluded))
-
-			s.step(op{kind: opRelease, tgt: "held", addr: a})
-			g.Expect(s.held).To(BeEmpty())
-			s.step(op{kind: opAllocate, tgt: "excluded", addr: a, owner: "default/other"})
-			g.Expect(s.held).To(BeEmpty())
-			// Every other address once, then both are exhausted: the
-			// excluded one is never handed out.
-			for range len(x.window) - 1 {
-				s.step(op{kind: opNext, owner: "default/fill"})
-			}
-			g.Expect(s.held).NotTo(HaveKey(a))
-			s.step(op{kind: opNext, owner: "default/one-too-many"})
-			g.Expect(s.held).To(HaveLen(len(x.window) - 1))
-		})
-	})
-
-	// An exclusion of an address ours never hands out anyway (the
-	// gateway, the NAT loopback, the network and last addresses, one
-	// outside the pod subnet) changes nothing in ours: Allocate of it is
-	// still ErrReserved, or ErrOutOfRange outside the subnet, and the
-	// status counts no exclusion. Cilium checks its exclusions before the
-	// Range: excluded.
-	t.Run("D5 an exclusion of an address ours never hands out: Cilium refuses it as excluded, ours as reserved or out of range", func(t *testing.T) {
-		both(t, func(t *testing.T, x fam) {
-			g := NewWithT(t)
-			p := newOurs(t, dualStack, onBolt)
-			ours := allocatorOf(p, x.f)
-			c := newCilium(podV4, podV6)
-			reserve(t, c, x)
-			for _, a := range []netip.Addr{x.gateway, x.natLoop, x.network, x.last, x.outside[0]} {
-				p.BlacklistIP(ipOf(a), "blacklist")
-				c.excludeIP(a, "blacklist")
-				_, err := ours.Allocate(ipOf(a), "default/pod")
-				want := ipalloc.ErrReserved
-				if a == x.outside[0] {
-					want = ipalloc.ErrOutOfRange
-				}
-				g.Expect(err).To(MatchError(want), "our Allocate(%s)", a)
-				g.Expect(ciliumClass(c.allocateIP(x.f, a, "default/pod"))).To(Equal(excluded), "cilium Allocate(%s)", a)
-			}
-			_, status := ours.Dump()
-			g.Expect(status).To(ContainSubstring("%s: 0/12 allocated, 0 excluded", x.prefix))
-		})
-	})
-
-	// ipallocator.RangeSize caps an IPv6 range at 2^16 addresses (the
-	// bitmap is a big.Int); NewCIDRRange of a /64 covers its first 65536
-	// addresses only, less the first (and the last of those). Ours hands
-	// out the whole /64 (ipalloc's sparse bitmap, 64-bit offsets).
-	t.Run("D6 an IPv6 /64 pod subnet: Cilium's Range covers its first 2^16 addresses, ours all of it", func(t *testing.T) {
-		g := NewWithT(t)
-		p := newOurs(t, cap64, onBolt)
-		pod := netip.MustParsePrefix("fd00:10:0:1::/64")
-		checkSubnets(t, p, netip.MustParsePrefix("10.1.1.0/24"), pod)
-		ours := p.IPv6Allocator()
-		c := newCiliumFamily(pod)
-
-		g.Expect(ipallocator.RangeSize(pod)).To(Equal(int64(1 << 16)))
-		g.Expect(c.rng.Free()).To(Equal(1<<16 - 2))
-		for _, a := range []netip.Addr{netip.MustParseAddr("fd00:10:0:1::fffe"), netip.MustParseAddr("fd00:10:0:1::ffff"),
-			netip.MustParseAddr("fd00:10:0:1::1:0"), netip.MustParseAddr("fd00:10:0:1:ffff:ffff:ffff:fffd")} {
-			_, err := ours.Allocate(ipOf(a), "default/pod")
-			g.Expect(err).NotTo(HaveOccurred(), "our Allocate(%s)", a)
-			cerr := c.rng.Allocate(a)
-			if a == netip.MustParseAddr("fd00:10:0:1::fffe") {
-				g.Expect(cerr).NotTo(HaveOccurred(), "the last address of Cilium's Range")
-				continue
-			}
-			g.Expect(ciliumClass(cerr)).To(Equal(outOfRange), "cilium Allocate(%s)", a)
-		}
-		// Ours still has room at the very end of the /64; Cilium's
-		// first AllocateNext is host 1, ours host 2 (D1).
-		_, err := ours.Allocate(ipOf(netip.MustParseAddr("fd00:10:0:1:ffff:ffff:ffff:fffe")), "default/pod")
-		g.Expect(err).To(MatchError(ipalloc.ErrReserved), "the NAT loopback of the /64")
-		a, err := c.allocateNext()
-		g.Expect(err).NotTo(HaveOccurred())
-		g.Expect(a).To(Equal(netip.MustParseAddr("fd00:10:0:1::1")))
-		res, err := ours.AllocateNext("default/pod")
-		g.Expect(err).NotTo(HaveOccurred())
-		g.Expect(addrOf(t, res.IP)).To(Equal(netip.MustParseAddr("fd00:10:0:1::2")))
-	})
-
-	// A per-family Allocator given an address of the other family: in
-	// Cilium it goes to that family's Range, which says ErrNotInRange
-	// for Allocate (ours too: ErrOutOfRange) and does nothing for Release
-	// (nil; ours ErrOutOfRange, as for any address it does not hold). The
-	// plugin-level AllocateIP and ReleaseIP take either family.
-	t.Run("D7 a per-family Allocator given the other family: Release is nil in Cilium, out of range in ours", func(t *testing.T) {
-		both(t, func(t *testing.T, x fam) {
-			g := NewWithT(t)
-			p := newOurs(t, dualStack, onBolt)
-			ours := allocatorOf(p, x.f)
-			c := newCilium(podV4, podV6)
-
-			_, err := ours.Allocate(ipOf(x.other), "default/pod")
-			g.Expect(ourClass(err)).To(Equal(outOfRange), "%v", err)
-			g.Expect(err).To(MatchError(ContainSubstring("is not %s", x.f)))
-			g.Expect(ciliumClass(c.allocateIP(x.f, x.other, "default/pod"))).To(Equal(outOfRange))
-			g.Expect(ourClass(ours.Release(ipOf(x.other)))).To(Equal(outOfRange))
-			g.Expect(c.releaseIP(x.f, x.other)).To(Succeed())
-
-			g.Expect(p.AllocateIP(ipOf(x.other), "default/pod")).To(Succeed())
-			g.Expect(p.ReleaseIP(ipOf(x.other))).To(Succeed())
-		})
-	})
-}
-
-// allocatorOf is our per-family Allocator of f.
-func allocatorOf(p *ipam.Plugin, f ipam.Family) ipam.Allocator {
-	if f == ipam.IPv4 {
-		return p.IPv4Allocator()
-	}
-	return p.IPv6Allocator()
-}
-
-// reserve holds x's gateway and NAT loopback on Cilium's side, as newPair
-// does (D1).
-func reserve(t testing.TB, c *ciliumIPAM, x fam) {
+// pair is our plugin and Cilium's IPAM on node 1's dual-stack subnets,
+// Cilium's side holding the gateways and NAT loopbacks (reserved).
+func pair(t testing.TB) (*ipam.Plugin, *cilium) {
 	t.Helper()
-	for _, a := range []netip.Addr{x.gateway, x.natLoop} {
-		if err := c.allocateIP(x.f, a, "reserved"); err != nil {
-			t.Fatalf("cilium: reserve %s: %v", a, err)
+	p := newOurs(t, dualStack, inMemory)
+	checkSubnets(t, p, podV4, podV6)
+	c := newCilium(podV4, podV6)
+	c.reserveRouter(t, famOf(ipam.IPv4))
+	c.reserveRouter(t, famOf(ipam.IPv6))
+	return p, c
+}
+
+// heldBy is what Cilium's Dump holds but the gateways and NAT loopbacks.
+func heldBy(t testing.TB, c *cilium) map[netip.Addr]string {
+	t.Helper()
+	m := c.dump(t)
+	for a, o := range m {
+		if o == "reserved" {
+			delete(m, a)
 		}
 	}
+	return m
+}
+
+// oursHeld is our Dump of both families.
+func oursHeld(t testing.TB, p *ipam.Plugin) map[netip.Addr]string {
+	t.Helper()
+	v4, v6, _ := p.Dump()
+	m := dumpOf(t, v4)
+	for a, o := range dumpOf(t, v6) {
+		m[a] = o
+	}
+	return m
+}
+
+// fill allocates every free address of family f on both sides, to owner
+// "default/fill".
+func fill(t testing.TB, p *ipam.Plugin, c *cilium, f ipam.Family) {
+	t.Helper()
+	for {
+		_, err := p.AllocateNextFamily(f, "default/fill")
+		if ourClass(err) == full {
+			break
+		}
+		if err != nil {
+			t.Fatalf("ours: fill %s: %v", f, err)
+		}
+	}
+	for {
+		_, err := c.AllocateNextFamily(ciliumipam.Family(f), "default/fill", pool)
+		if ciliumClass(err) == full {
+			break
+		}
+		if err != nil {
+			t.Fatalf("cilium: fill %s: %v", f, err)
+		}
+	}
+}
+
+func pinReservedAddresses(t *testing.T) {
+	both(t, func(t *testing.T, x fam) {
+		g := NewWithT(t)
+		p := newOurs(t, dualStack, inMemory)
+		c := newCilium(podV4, podV6)
+		// Cilium: its agent takes the router address itself; the gateway
+		// and the NAT loopback are addresses like any other.
+		g.Expect(c.AllocateIP(x.gateway, "router", pool)).To(Succeed())
+		g.Expect(c.AllocateIP(x.natLoop, "default/pod", pool)).To(Succeed())
+		g.Expect(ciliumClass(c.AllocateIP(x.gateway, "default/other", pool))).To(Equal(taken))
+		for _, r := range []netip.Addr{x.network, x.last} {
+			g.Expect(ciliumClass(c.AllocateIP(r, "default/pod", pool))).To(Equal(outOfRange), "cilium AllocateIP(%s)", r)
+		}
+		for _, r := range []netip.Addr{x.gateway, x.natLoop, x.network, x.last} {
+			g.Expect(p.AllocateIP(ipOf(r), "default/pod")).To(MatchError(ipalloc.ErrReserved), "our AllocateIP(%s)", r)
+		}
+		// Filling a fresh node: Cilium hands out two addresses more.
+		c = newCilium(podV4, podV6)
+		n := 0
+		for ; ; n++ {
+			if _, err := c.AllocateNextFamily(ciliumipam.Family(x.f), fmt.Sprintf("default/p%d", n), pool); err != nil {
+				g.Expect(err).To(MatchError(ipallocator.ErrFull))
+				break
+			}
+		}
+		m := 0
+		for ; ; m++ {
+			if _, err := p.AllocateNextFamily(x.f, fmt.Sprintf("default/p%d", m)); err != nil {
+				g.Expect(err).To(MatchError(ipalloc.ErrPoolExhausted))
+				break
+			}
+		}
+		g.Expect(m).To(Equal(len(x.window)))
+		g.Expect(n).To(Equal(len(x.window) + 2))
+		g.Expect(oursHeld(t, p)).NotTo(HaveKey(x.gateway))
+		g.Expect(c.dump(t)).To(HaveKey(x.gateway))
+	})
+}
+
+func pinExclusionCheckedFirst(t *testing.T) {
+	both(t, func(t *testing.T, x fam) {
+		g := NewWithT(t)
+		p, c := pair(t)
+		for _, a := range []netip.Addr{x.gateway, x.natLoop, x.network, x.last, x.outside[0]} {
+			p.BlacklistIP(ipOf(a), "blacklist")
+			c.ExcludeIP(a, "blacklist", pool)
+			want := ipalloc.ErrReserved
+			if a == x.outside[0] {
+				want = ipalloc.ErrOutOfRange
+			}
+			g.Expect(p.AllocateIP(ipOf(a), "default/pod")).To(MatchError(want), "our AllocateIP(%s)", a)
+			g.Expect(ciliumClass(c.AllocateIP(a, "default/pod", pool))).To(Equal(excluded), "cilium AllocateIP(%s)", a)
+		}
+		_, status := allocatorOf(p, x.f).Dump()
+		g.Expect(status).To(ContainSubstring("%s: 0/12 allocated, 0 excluded", x.prefix))
+	})
+}
+
+func pinNextFit(t *testing.T) {
+	both(t, func(t *testing.T, x fam) {
+		g := NewWithT(t)
+		// Cilium: the same addresses, in a random order; four fresh
+		// nodes all handing them out lowest first would be a chance of
+		// about 1 in 10^12.
+		random := false
+		for range 4 {
+			p, c := pair(t)
+			var ours, cil []netip.Addr
+			for range x.window {
+				r, err := p.AllocateNextFamily(x.f, "default/pod")
+				g.Expect(err).NotTo(HaveOccurred())
+				ours = append(ours, addrOf(t, r.IP))
+				cr, err := c.AllocateNextFamily(ciliumipam.Family(x.f), "default/pod", pool)
+				g.Expect(err).NotTo(HaveOccurred())
+				cil = append(cil, cr.IP)
+			}
+			g.Expect(ours).To(Equal(x.window), "next-fit from the start: in order")
+			g.Expect(cil).To(ConsistOf(x.window))
+			random = random || !reflect.DeepEqual(cil, x.window)
+		}
+		g.Expect(random).To(BeTrue(), "Cilium's order is random")
+
+		// Ours after a release: the next after the last handed out; the
+		// released address waits until the cursor has gone round.
+		p := newOurs(t, dualStack, inMemory)
+		for range 3 {
+			_, err := p.AllocateNextFamily(x.f, "default/pod")
+			g.Expect(err).NotTo(HaveOccurred())
+		}
+		g.Expect(p.ReleaseIP(ipOf(x.window[0]))).To(Succeed())
+		for _, want := range x.window[3:] {
+			r, err := p.AllocateNextFamily(x.f, "default/next")
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(addrOf(t, r.IP)).To(Equal(want))
+		}
+		r, err := p.AllocateNextFamily(x.f, "default/wrapped")
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(addrOf(t, r.IP)).To(Equal(x.window[0]), "after wrapping around")
+	})
+}
+
+func pinReleaseUnheld(t *testing.T) {
+	both(t, func(t *testing.T, x fam) {
+		g := NewWithT(t)
+		p, c := pair(t)
+		g.Expect(p.AllocateIP(ipOf(x.window[0]), "default/pod")).To(Succeed())
+		g.Expect(c.AllocateIP(x.window[0], "default/pod", pool)).To(Succeed())
+		g.Expect(p.ReleaseIP(ipOf(x.window[0]))).To(Succeed())
+		g.Expect(c.ReleaseIP(x.window[0], pool)).To(Succeed())
+		p.BlacklistIP(ipOf(x.window[5]), "blacklist")
+		c.ExcludeIP(x.window[5], "blacklist", pool)
+
+		for _, a := range []netip.Addr{x.window[3], x.window[0], x.window[5], x.network, x.last, x.outside[3]} {
+			g.Expect(c.ReleaseIP(a, pool)).To(Succeed(), "cilium ReleaseIP(%s)", a)
+			g.Expect(p.ReleaseIP(ipOf(a))).To(MatchError(ipam.ErrNotAllocated), "our ReleaseIP(%s)", a)
+			g.Expect(p.ReleaseIPString(a.String())).To(MatchError(ipam.ErrNotAllocated), "our ReleaseIPString(%s)", a)
+		}
+		g.Expect(heldBy(t, c)).To(BeEmpty())
+		g.Expect(oursHeld(t, p)).To(BeEmpty())
+	})
+}
+
+func pinReleaseOwnerNothing(t *testing.T) {
+	g := NewWithT(t)
+	p, c := pair(t)
+	g.Expect(p.ReleaseIPString("default/nobody")).To(MatchError(ipam.ErrNotAllocated))
+	g.Expect(c.releaseOwner(t, "default/nobody")).To(Succeed())
+
+	// An owner that holds addresses: both release all of them.
+	x := famOf(ipam.IPv4)
+	_, _, err := p.AllocateNext("", "default/pod")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(p.AllocateIP(ipOf(x.window[5]), "default/pod")).To(Succeed())
+	_, _, err = c.AllocateNext("", "default/pod", pool)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(c.AllocateIP(x.window[5], "default/pod", pool)).To(Succeed())
+	g.Expect(heldBy(t, c)).To(HaveLen(3))
+	g.Expect(p.ReleaseIPString("default/pod")).To(Succeed())
+	g.Expect(c.releaseOwner(t, "default/pod")).To(Succeed())
+	g.Expect(oursHeld(t, p)).To(BeEmpty())
+	g.Expect(heldBy(t, c)).To(BeEmpty())
+}
+
+func pinRefusedResult(t *testing.T) {
+	g := NewWithT(t)
+	p, c := pair(t)
+	fill(t, p, c, ipam.IPv4)
+	before := heldBy(t, c)
+	v4, v6, err := c.AllocateNext("", "default/both", pool)
+	g.Expect(ciliumClass(err)).To(Equal(full))
+	g.Expect(v4).To(BeNil())
+	g.Expect(v6).NotTo(BeNil(), "the IPv6 result Cilium took and released")
+	g.Expect(heldBy(t, c)).To(Equal(before), "and released it is")
+	o4, o6, err := p.AllocateNext("", "default/both")
+	g.Expect(err).To(MatchError(ipalloc.ErrPoolExhausted))
+	g.Expect(o4).To(BeNil())
+	g.Expect(o6).To(BeNil())
+}
+
+func pinExcludedInDump(t *testing.T) {
+	both(t, func(t *testing.T, x fam) {
+		g := NewWithT(t)
+		p, c := pair(t)
+		last := x.window[len(x.window)-1]
+		for _, a := range x.window[:len(x.window)-1] {
+			p.BlacklistIP(ipOf(a), "blacklist")
+			c.ExcludeIP(a, "blacklist", pool)
+		}
+		r, err := p.AllocateNextFamily(x.f, "default/pod")
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(addrOf(t, r.IP)).To(Equal(last))
+		cr, err := c.AllocateNextFamily(ciliumipam.Family(x.f), "default/pod", pool)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(cr.IP).To(Equal(last))
+		// Cilium's next AllocateNext takes every excluded address left
+		// before it is full; each stays allocated as excluded.
+		_, err = c.AllocateNextFamily(ciliumipam.Family(x.f), "default/again", pool)
+		g.Expect(err).To(MatchError(ipallocator.ErrFull))
+		_, err = p.AllocateNextFamily(x.f, "default/again")
+		g.Expect(err).To(MatchError(ipalloc.ErrPoolExhausted))
+		held := heldBy(t, c)
+		g.Expect(held).To(HaveLen(len(x.window)))
+		g.Expect(held).To(HaveKeyWithValue(last, "default/pod"))
+		for _, a := range x.window[:len(x.window)-1] {
+			g.Expect(held[a]).To(HaveSuffix(" (excluded)"), "cilium holds %s", a)
+		}
+		d, status := allocatorOf(p, x.f).Dump()
+		g.Expect(d).To(Equal(map[string]string{last.String(): "default/pod"}))
+		g.Expect(status).To(ContainSubstring("%s: 1/1 allocated, 11 excluded", x.prefix))
+
+		// Cilium's release of an excluded address frees it (nil); ours has
+		// nothing to release there.
+		g.Expect(c.ReleaseIP(x.window[0], pool)).To(Succeed())
+		g.Expect(heldBy(t, c)).NotTo(HaveKey(x.window[0]))
+		g.Expect(p.ReleaseIP(ipOf(x.window[0]))).To(MatchError(ipam.ErrNotAllocated))
+	})
+}
+
+func pinTimerOnUnheld(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		g := NewWithT(t)
+		p, c := pair(t)
+		x := famOf(ipam.IPv4)
+		a := x.window[0]
+		for _, u := range []netip.Addr{a, x.window[1], x.outside[3], x.gateway} {
+			id, err := c.StartExpirationTimer(u, pool, minute)
+			g.Expect(err).NotTo(HaveOccurred(), "cilium StartExpirationTimer(%s)", u)
+			g.Expect(id).NotTo(BeEmpty())
+			_, err = p.StartExpirationTimer(ipOf(u), minute)
+			g.Expect(err).To(MatchError(ipam.ErrNotAllocated), "our StartExpirationTimer(%s)", u)
+		}
+		// Another owner takes the address, asking for no timer: Cilium's
+		// timer releases its allocation.
+		g.Expect(c.AllocateIP(a, "default/later", pool)).To(Succeed())
+		g.Expect(p.AllocateIP(ipOf(a), "default/later")).To(Succeed())
+		// An AllocateNextWithExpiration that picks x.window[1], the only
+		// address free: Cilium refuses (the timer there) and releases it.
+		for _, b := range x.window[2:] {
+			g.Expect(c.AllocateIP(b, "default/fill", pool)).To(Succeed())
+			g.Expect(p.AllocateIP(ipOf(b), "default/fill")).To(Succeed())
+		}
+		_, _, err := c.AllocateNextWithExpiration("ipv4", "default/pod", pool, minute)
+		g.Expect(ciliumClass(err)).To(Equal(timerExists), "%v", err)
+		g.Expect(heldBy(t, c)).NotTo(HaveKey(x.window[1]))
+		r4, _, err := p.AllocateNextWithExpiration("ipv4", "default/pod", minute)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(addrOf(t, r4.IP)).To(Equal(x.window[1]))
+
+		time.Sleep(minute + time.Second)
+		synctest.Wait()
+		g.Expect(heldBy(t, c)).NotTo(HaveKey(a), "cilium: the timer started before default/later's allocation released it")
+		g.Expect(c.dump(t)).NotTo(HaveKey(x.gateway), "cilium: and its router address")
+		g.Expect(oursHeld(t, p)).To(HaveKeyWithValue(a, "default/later"))
+		g.Expect(oursHeld(t, p)).NotTo(HaveKey(x.window[1]), "ours: default/pod's own timer fired")
+	})
+}
+
+func pinStopOnUnheld(t *testing.T) {
+	both(t, func(t *testing.T, x fam) {
+		g := NewWithT(t)
+		p, c := pair(t)
+		for _, u := range []netip.Addr{x.window[0], x.outside[0]} {
+			g.Expect(ciliumClass(c.StopExpirationTimer(u, pool, "an-id"))).To(Equal(timerMismatch))
+			g.Expect(p.StopExpirationTimer(ipOf(u), "an-id")).To(MatchError(ipam.ErrNotAllocated))
+		}
+		// An allocation without a timer: both refuse alike.
+		g.Expect(c.AllocateIP(x.window[0], "default/pod", pool)).To(Succeed())
+		g.Expect(p.AllocateIP(ipOf(x.window[0]), "default/pod")).To(Succeed())
+		g.Expect(ciliumClass(c.StopExpirationTimer(x.window[0], pool, "an-id"))).To(Equal(timerMismatch))
+		g.Expect(p.StopExpirationTimer(ipOf(x.window[0]), "an-id")).To(MatchError(ipam.ErrReservationMismatch))
+	})
+}
+
+func pinResultFields(t *testing.T) {
+	g := NewWithT(t)
+	p, c := pair(t)
+	o4, o6, err := p.AllocateNext("", "default/pod")
+	g.Expect(err).NotTo(HaveOccurred())
+	c4, c6, err := c.AllocateNext("", "default/pod", pool)
+	g.Expect(err).NotTo(HaveOccurred())
+	for _, r := range []*ciliumipam.AllocationResult{c4, c6} {
+		g.Expect(r.IP.IsValid()).To(BeTrue())
+		g.Expect(r.CIDRs).To(BeEmpty())
+		g.Expect(r.GatewayIP.IsValid()).To(BeFalse())
+		g.Expect(r.IPPoolName).To(Equal(pool))
+	}
+	x4, x6 := famOf(ipam.IPv4), famOf(ipam.IPv6)
+	g.Expect(o4.CIDRs).To(Equal([]string{x4.prefix.String()}))
+	g.Expect(o4.GatewayIP).To(Equal(x4.gateway.String()))
+	g.Expect(o6.CIDRs).To(Equal([]string{x6.prefix.String()}))
+	g.Expect(o6.GatewayIP).To(Equal(x6.gateway.String()))
+}
+
+func pinPools(t *testing.T) {
+	g := NewWithT(t)
+	_, has := reflect.TypeFor[ciliumipam.AllocationResult]().FieldByName("IPPoolName")
+	g.Expect(has).To(BeTrue())
+	_, has = reflect.TypeFor[ipam.AllocationResult]().FieldByName("IPPoolName")
+	g.Expect(has).To(BeFalse())
+	for _, m := range []string{"AllocateIP", "AllocateNext", "AllocateNextWithExpiration", "ReleaseIP", "StartExpirationTimer", "StopExpirationTimer"} {
+		cm, ok := reflect.TypeFor[*ciliumipam.IPAM]().MethodByName(m)
+		g.Expect(ok).To(BeTrue(), m)
+		om, ok := reflect.TypeFor[*ipam.Plugin]().MethodByName(m)
+		g.Expect(ok).To(BeTrue(), m)
+		g.Expect(cm.Type.NumIn()).To(Equal(om.Type.NumIn()+1), "%s: Cilium's takes a pool more", m)
+		pools := 0
+		for i := range cm.Type.NumIn() {
+			if cm.Type.In(i) == reflect.TypeFor[ciliumipam.Pool]() {
+				pools++
+			}
+		}
+		g.Expect(pools).To(Equal(1), m)
+	}
+	g.Expect(pool).To(Equal(ciliumipam.Pool("default")))
+}
+
+func pinMissingFamily(t *testing.T) {
+	g := NewWithT(t)
+	p := newOurs(t, ipv4Only, inMemory)
+	checkSubnets(t, p, podV4, netip.Prefix{})
+	c := newCilium(podV4, netip.Prefix{})
+	for _, fam := range []string{"ipv6", "inet"} {
+		c4, c6, err := c.AllocateNext(fam, "default/pod", pool)
+		g.Expect(err).NotTo(HaveOccurred(), "cilium AllocateNext(%q)", fam)
+		g.Expect(c4).To(BeNil())
+		g.Expect(c6).To(BeNil())
+		o4, o6, err := p.AllocateNext(fam, "default/pod")
+		g.Expect(err).To(HaveOccurred(), "our AllocateNext(%q)", fam)
+		g.Expect(o4).To(BeNil())
+		g.Expect(o6).To(BeNil())
+		if fam == "ipv6" {
+			g.Expect(err).To(MatchError(ipam.ErrIPv6Disabled))
+		} else {
+			g.Expect(ourClass(err)).To(Equal(badArgument), "%v", err)
+		}
+	}
+	// AllocateNextFamily: Cilium reads the family's allocator for its
+	// capacity metric before it checks that there is one.
+	g.Expect(func() { _, _ = c.AllocateNextFamily(ciliumipam.IPv6, "default/pod", pool) }).To(Panic())
+	_, err := p.AllocateNextFamily(ipam.IPv6, "default/pod")
+	g.Expect(err).To(MatchError(ipam.ErrIPv6Disabled))
+	// AllocateIP: both refuse alike.
+	a := famOf(ipam.IPv6).window[0]
+	g.Expect(c.AllocateIP(a, "default/pod", pool)).To(MatchError(ciliumipam.ErrIPv6Disabled))
+	g.Expect(p.AllocateIP(ipOf(a), "default/pod")).To(MatchError(ipam.ErrIPv6Disabled))
+	g.Expect(heldBy(t, c)).To(BeEmpty())
+	g.Expect(oursHeld(t, p)).To(BeEmpty())
+}
+
+func pinOwnerNames(t *testing.T) {
+	g := NewWithT(t)
+	p, c := pair(t)
+	for _, owner := range []string{"", "10.1.0.20", "fd00::1", strings.Repeat("x", 257), "tab\there", "\xff"} {
+		r, err := c.AllocateNextFamily(ciliumipam.IPv4, owner, pool)
+		g.Expect(err).NotTo(HaveOccurred(), "cilium owner %q", owner)
+		g.Expect(heldBy(t, c)).To(HaveKeyWithValue(r.IP, owner))
+		_, err = p.AllocateNextFamily(ipam.IPv4, owner)
+		g.Expect(ourClass(err)).To(Equal(badArgument), "our owner %q: %v", owner, err)
+		g.Expect(p.AllocateIP(ipOf(famOf(ipam.IPv4).window[11]), owner)).To(MatchError(ContainSubstring("owner name")))
+	}
+	g.Expect(oursHeld(t, p)).To(BeEmpty())
+}
+
+func pinNonPositiveTimeout(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		g := NewWithT(t)
+		p, c := pair(t)
+		x := famOf(ipam.IPv4)
+		for _, d := range []time.Duration{0, -time.Second} {
+			a := x.window[0]
+			g.Expect(c.AllocateIP(a, "default/pod", pool)).To(Succeed())
+			g.Expect(p.AllocateIP(ipOf(a), "default/pod")).To(Succeed())
+			_, err := c.StartExpirationTimer(a, pool, d)
+			g.Expect(err).NotTo(HaveOccurred())
+			_, err = p.StartExpirationTimer(ipOf(a), d)
+			g.Expect(ourClass(err)).To(Equal(badArgument), "%v", err)
+			time.Sleep(time.Millisecond)
+			synctest.Wait()
+			g.Expect(heldBy(t, c)).NotTo(HaveKey(a), "cilium: a timeout of %s releases at once", d)
+			g.Expect(oursHeld(t, p)).To(HaveKey(a))
+			g.Expect(p.ReleaseIP(ipOf(a))).To(Succeed())
+		}
+		// AllocateNextWithExpiration: negative, at once in Cilium, refused
+		// in ours; 0, no timer in either.
+		c4, _, err := c.AllocateNextWithExpiration("ipv4", "default/pod", pool, -time.Second)
+		g.Expect(err).NotTo(HaveOccurred())
+		time.Sleep(time.Millisecond)
+		synctest.Wait()
+		g.Expect(heldBy(t, c)).NotTo(HaveKey(c4.IP))
+		_, _, err = p.AllocateNextWithExpiration("ipv4", "default/pod", -time.Second)
+		g.Expect(ourClass(err)).To(Equal(badArgument), "%v", err)
+		g.Expect(oursHeld(t, p)).To(BeEmpty())
+		c4, _, err = c.AllocateNextWithExpiration("ipv4", "default/pod", pool, 0)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(c4.ExpirationUUID).To(BeEmpty())
+		o4, _, err := p.AllocateNextWithExpiration("ipv4", "default/pod", 0)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(o4.ExpirationUUID).To(BeEmpty())
+		time.Sleep(time.Hour)
+		synctest.Wait()
+		g.Expect(heldBy(t, c)).To(HaveKey(c4.IP))
+		g.Expect(oursHeld(t, p)).To(HaveKey(addrOf(t, o4.IP)))
+	})
+}
+
+func pinIPv6RangeCap(t *testing.T) {
+	g := NewWithT(t)
+	p := newOurs(t, cap64, inMemory)
+	pod := netip.MustParsePrefix("fd00:10:0:1::/64")
+	checkSubnets(t, p, netip.MustParsePrefix("10.1.1.0/24"), pod)
+	c := newCilium(netip.Prefix{}, pod)
+
+	g.Expect(ipallocator.RangeSize(pod)).To(Equal(int64(1 << 16)))
+	for _, s := range []string{"fd00:10:0:1::fffe", "fd00:10:0:1::ffff", "fd00:10:0:1::1:0", "fd00:10:0:1:ffff:ffff:ffff:fffd"} {
+		a := netip.MustParseAddr(s)
+		g.Expect(p.AllocateIP(ipOf(a), "default/pod")).To(Succeed(), "our AllocateIP(%s)", a)
+		cerr := c.AllocateIP(a, "default/pod", pool)
+		if s == "fd00:10:0:1::fffe" {
+			g.Expect(cerr).NotTo(HaveOccurred(), "the last address of Cilium's Range")
+			continue
+		}
+		g.Expect(ciliumClass(cerr)).To(Equal(outOfRange), "cilium AllocateIP(%s)", a)
+	}
+}
+
+func pinCooldown(t *testing.T) {
+	g := NewWithT(t)
+	p := newOursWith(t, dualStack, inMemory, func(*ipam.Config) {}) // the default cooldown
+	c := newCilium(podV4, podV6)
+	x := famOf(ipam.IPv4)
+	c.reserveRouter(t, x)
+	// Every address held; then two released, window[1] first.
+	for _, a := range x.window {
+		g.Expect(p.AllocateIP(ipOf(a), "default/pod")).To(Succeed())
+		g.Expect(c.AllocateIP(a, "default/pod", pool)).To(Succeed())
+	}
+	for _, a := range []netip.Addr{x.window[1], x.window[0]} {
+		g.Expect(p.ReleaseIP(ipOf(a))).To(Succeed())
+		g.Expect(c.ReleaseIP(a, pool)).To(Succeed())
+	}
+	_, status := allocatorOf(p, x.f).Dump()
+	g.Expect(status).To(ContainSubstring("2 cooling down"))
+	// Cilium: both free again at once.
+	g.Expect(c.AllocateIP(x.window[0], "default/other", pool)).To(Succeed())
+	g.Expect(c.ReleaseIP(x.window[0], pool)).To(Succeed())
+	// Ours: no address is free but cooling ones: the one whose cooldown
+	// ends first (window[1], released first), not the next-fit one.
+	r, err := p.AllocateNextFamily(x.f, "default/other")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(addrOf(t, r.IP)).To(Equal(x.window[1]))
+}
+
+// TestPerAddressTimersAgree: each address of an
+// AllocateNextWithExpiration("") has its own timer on both sides: its own
+// ID, stopped, started and expiring alone.
+func TestPerAddressTimersAgree(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		g := NewWithT(t)
+		s := newSeq(t, onBolt)
+		s.step(op{kind: opNext, call: "AllocateNextWithExpiration", owner: "default/pod", timeout: minute})
+		g.Expect(s.timers).To(HaveLen(2))
+		x4, x6 := s.fams[ipam.IPv4], s.fams[ipam.IPv6]
+		a4, a6 := x4.window[0], x6.window[0]
+		t4, t6 := s.timers[a4], s.timers[a6]
+		g.Expect(t4.ours).NotTo(Equal(t6.ours))
+		g.Expect(t4.cil).NotTo(Equal(t6.cil))
+
+		// The IPv4 ID does not stop the IPv6 timer; it stops the IPv4 one.
+		g.Expect(ourClass(s.p.StopExpirationTimer(ipOf(a6), t4.ours))).To(Equal(timerMismatch))
+		g.Expect(ciliumClass(s.c.StopExpirationTimer(a6, pool, t4.cil))).To(Equal(timerMismatch))
+		s.step(op{kind: opStop, call: "StopExpirationTimer", addr: a4, tgt: "held", id: "right"})
+		g.Expect(s.timers).NotTo(HaveKey(a4))
+		// The IPv6 address still has its own: a second is refused, the
+		// IPv4 one may have a new one.
+		_, oerr := s.p.StartExpirationTimer(ipOf(a6), minute)
+		_, cerr := s.c.StartExpirationTimer(a6, pool, minute)
+		g.Expect(ourClass(oerr)).To(Equal(timerExists))
+		g.Expect(ciliumClass(cerr)).To(Equal(timerExists))
+		g.Expect(ourClass(s.p.StopExpirationTimer(ipOf(a4), t4.ours))).To(Equal(timerMismatch), "stopped already")
+		g.Expect(ciliumClass(s.c.StopExpirationTimer(a4, pool, t4.cil))).To(Equal(timerMismatch), "stopped already")
+
+		// The IPv6 timer fires: the IPv6 address alone goes.
+		s.step(op{kind: opAdvance, call: "time passes", d: 90 * time.Second})
+		g.Expect(s.held).To(Equal(map[netip.Addr]string{a4: "default/pod"}))
+		s.step(op{kind: opStart, call: "StartExpirationTimer", addr: a4, tgt: "held", timeout: minute})
+		g.Expect(s.timers).To(HaveKey(a4))
+		// A release stops the timer on both sides.
+		s.step(op{kind: opRelease, call: "ReleaseIP", addr: a4, tgt: "held"})
+		s.step(op{kind: opAllocate, call: "AllocateIP", addr: a4, tgt: "free", owner: "default/other"})
+		s.step(op{kind: opAdvance, call: "time passes", d: 5 * minute})
+		g.Expect(s.held).To(Equal(map[netip.Addr]string{a4: "default/other"}))
+	})
+}
+
+// TestReleaseIPOfOneFamilyAgrees: ReleaseIP of one address of an
+// AllocateNext("") releases that address only, on both sides.
+func TestReleaseIPOfOneFamilyAgrees(t *testing.T) {
+	g := NewWithT(t)
+	s := newSeq(t, onBolt)
+	s.step(op{kind: opNext, call: "AllocateNext", owner: "default/pod"})
+	a4, a6 := s.fams[ipam.IPv4].window[0], s.fams[ipam.IPv6].window[0]
+	g.Expect(s.held).To(Equal(map[netip.Addr]string{a4: "default/pod", a6: "default/pod"}))
+	s.step(op{kind: opRelease, call: "ReleaseIP", addr: a4, tgt: "held"})
+	g.Expect(s.held).To(Equal(map[netip.Addr]string{a6: "default/pod"}))
+	s.step(op{kind: opRelease, call: "ReleaseIP", addr: a6, tgt: "held"})
+	g.Expect(s.held).To(BeEmpty())
+}
+
+// TestAllocateNextBothFamiliesIsAllOrNothing runs AllocateNext("") on both
+// sides with one family, the other or both full: both refuse and neither
+// keeps an address of the family that had one free. Cilium allocates
+// IPv6 first and releases it when IPv4 fails; ours takes the primary
+// family (IPv4) first and rolls it back, its next-fit cursor included,
+// when IPv6 fails.
+func TestAllocateNextBothFamiliesIsAllOrNothing(t *testing.T) {
+	rows := []struct {
+		name         string
+		fill4, fill6 bool
+	}{
+		{"neither full: both get one of each", false, false},
+		{"IPv4 full", true, false},
+		{"IPv6 full", false, true},
+		{"both full", true, true},
+	}
+	for _, row := range rows {
+		t.Run(row.name, func(t *testing.T) {
+			g := NewWithT(t)
+			s := newSeq(t, inMemory)
+			for f, on := range map[ipam.Family]bool{ipam.IPv4: row.fill4, ipam.IPv6: row.fill6} {
+				for i := range s.fams[f].window {
+					if on {
+						s.step(op{kind: opNext, call: "AllocateNextFamily", family: string(f), owner: fmt.Sprintf("default/fill-%d", i)})
+					}
+				}
+			}
+			before := copyHeld(s.held)
+			s.step(op{kind: opNext, call: "AllocateNext", owner: "default/both"})
+			if !row.fill4 && !row.fill6 {
+				g.Expect(s.held).To(HaveLen(len(before) + 2))
+				return
+			}
+			g.Expect(s.held).To(Equal(before), "nothing of the refused call is left")
+			if !row.fill4 {
+				// The rolled-back IPv4 address is our next one (step checks
+				// next-fit against the unmoved cursor).
+				s.step(op{kind: opNext, call: "AllocateNextFamily", family: "ipv4", owner: "default/after"})
+				g.Expect(s.held).To(HaveKeyWithValue(s.fams[ipam.IPv4].window[0], "default/after"))
+			}
+		})
+	}
+}
+
+// copyHeld copies m.
+func copyHeld(m map[netip.Addr]string) map[netip.Addr]string {
+	out := make(map[netip.Addr]string, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
 }

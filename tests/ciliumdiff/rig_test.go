@@ -3,17 +3,20 @@ package ciliumdiff
 import (
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"math/big"
 	"net"
 	"net/netip"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
-	"github.com/cilium/cilium/pkg/ipam/service/allocator"
+	"github.com/cilium/cilium/pkg/cidr"
+	ciliumipam "github.com/cilium/cilium/pkg/ipam"
+	ipamOption "github.com/cilium/cilium/pkg/ipam/option"
 	"github.com/cilium/cilium/pkg/ipam/service/ipallocator"
+	"github.com/cilium/cilium/pkg/node"
+	"github.com/cilium/cilium/pkg/option"
 
 	"github.com/contiv-ipam/agent/engine/ipalloc"
 	"github.com/contiv-ipam/agent/infra/config"
@@ -28,8 +31,9 @@ import (
 
 // --- our side --------------------------------------------------------------
 
-// dualStack is the contiv.conf of every test but the /64 one: node 1
-// gets 10.1.0.16/28 and fd00:10:1::10/124, 12 addresses each to hand out.
+// dualStack is the contiv.conf of every test but the /64 and the
+// single-stack ones: node 1 gets 10.1.0.16/28 and fd00:10:1::10/124, 12
+// addresses each to hand out.
 const dualStack = `
 ipamConfig:
   podSubnetCIDR: 10.1.0.0/16
@@ -44,6 +48,16 @@ ipamConfig:
     vppHostSubnetOneNodePrefixLen: 120
     vxlanCIDR: fd00:17::/64
     serviceCIDR: fd00:96::/112
+`
+
+// ipv4Only is dualStack without its IPv6 part.
+const ipv4Only = `
+ipamConfig:
+  podSubnetCIDR: 10.1.0.0/16
+  podSubnetOneNodePrefixLen: 28
+  vppHostSubnetCIDR: 172.30.0.0/16
+  vppHostSubnetOneNodePrefixLen: 24
+  vxlanCIDR: 192.168.30.0/24
 `
 
 // The pod subnets of node 1 under dualStack (newOurs checks the IPv4 one
@@ -77,28 +91,36 @@ var (
 	_ nodesync.API           = nodeSync{}
 )
 
-func discard() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+func discard() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
 // storage selects the LocalDB of our plugin.
 type storage int
 
 const (
-	inMemory storage = iota // LocalDB nil: the random sequences, thousands of calls
+	inMemory storage = iota // LocalDB nil: most random sequences
 	onBolt                  // a real bolt file in t.TempDir(): every call is fsync'ed
 )
 
 // newOurs starts the IPAM plugin on node 1 with the contiv.conf yaml and
-// runs its first resync with no Kubernetes state; Close runs at cleanup.
+// no address cooldown (Cilium has none; T10 pins ours), and runs its
+// first resync with no Kubernetes state; Close runs at cleanup.
 func newOurs(t testing.TB, yaml string, st storage) *ipam.Plugin {
+	t.Helper()
+	return newOursWith(t, yaml, st, func(c *ipam.Config) { c.AddressCooldown = 0 })
+}
+
+// newOursWith is newOurs with ipam.conf changed by conf (from the
+// defaults).
+func newOursWith(t testing.TB, yaml string, st storage, conf func(*ipam.Config)) *ipam.Plugin {
 	t.Helper()
 	cfg := contivconf.DefaultConfig()
 	if err := config.Decode([]byte(yaml), &cfg, "test contiv.conf"); err != nil {
 		t.Fatalf("contiv.conf: %v", err)
 	}
-	conf := contivconf.NewPlugin(contivconf.UseConf(cfg), contivconf.UseDeps(func(d *contivconf.Deps) {
+	cc := contivconf.NewPlugin(contivconf.UseConf(cfg), contivconf.UseDeps(func(d *contivconf.Deps) {
 		d.Log, d.ServiceLabel = discard(), label{}
 	}))
-	if err := conf.Init(); err != nil {
+	if err := cc.Init(); err != nil {
 		t.Fatalf("contivconf Init: %v", err)
 	}
 	var db kvdb.Broker
@@ -116,12 +138,10 @@ func newOurs(t testing.TB, yaml string, st storage) *ipam.Plugin {
 		})
 		db = b
 	}
-	// No address cooldown (D8): a released address is free at once, as in
-	// Cilium.
 	ipamConf := ipam.DefaultConfig()
-	ipamConf.AddressCooldown = 0
+	conf(&ipamConf)
 	p := ipam.NewPlugin(ipam.UseConf(ipamConf), ipam.UseDeps(func(d *ipam.Deps) {
-		d.Log, d.ContivConf, d.NodeSync, d.ServiceLabel, d.LocalDB = discard(), conf, nodeSync{}, label{}, db
+		d.Log, d.ContivConf, d.NodeSync, d.ServiceLabel, d.LocalDB = discard(), cc, nodeSync{}, label{}, db
 	}))
 	if err := p.Init(); err != nil {
 		t.Fatalf("ipam Init: %v", err)
@@ -159,196 +179,102 @@ func checkSubnets(t testing.TB, p *ipam.Plugin, v4, v6 netip.Prefix) {
 	}
 }
 
+// reservationsOf is the count of expiration timers (reservations
+// awaiting confirmation) in the status line of our Dump.
+func reservationsOf(t testing.TB, status string) int {
+	t.Helper()
+	last := status[strings.LastIndex(status, "; ")+2:]
+	var n int
+	if _, err := fmt.Sscanf(last, "%d reservations awaiting confirmation", &n); err != nil {
+		t.Fatalf("status %q: no count of reservations: %v", status, err)
+	}
+	return n
+}
+
 // --- Cilium's side ---------------------------------------------------------
 
-// ciliumFamily is one family of Cilium's host-scope IPAM: the
-// ipallocator.Range that hostScopeAllocator (pkg/ipam/hostscope.go) wraps,
-// built by ipallocator.NewCIDRRange as newHostScopeAllocator builds it.
-//
-// NewCIDRRange backs the Range with allocator.NewAllocationMap, whose
-// AllocateNext starts at a random offset. v1.20.2 has no constructor of a
-// Range over another map, so allocateNext makes the choice with
-// allocator.NewContiguousAllocationMap (first fit) restored from the
-// Range's own snapshot, and then allocates that address in the Range.
-// Everything else is the Range's code.
-type ciliumFamily struct {
-	prefix netip.Prefix
-	rng    *ipallocator.Range
-	first  *allocator.AllocationBitmap
+// addressing is the node addressing Cilium's IPAM reads its allocation
+// CIDRs from (pkg/node.Addressing): the node's pod subnets.
+type addressing struct{ v4, v6 addressFamily }
+
+func (a addressing) IPv4() node.AddressingFamily { return a.v4 }
+func (a addressing) IPv6() node.AddressingFamily { return a.v6 }
+
+// addressFamily is one family of addressing.
+type addressFamily struct{ prefix netip.Prefix }
+
+func (addressFamily) Router() net.IP          { return nil }
+func (addressFamily) PrimaryExternal() net.IP { return nil }
+func (f addressFamily) AllocationCIDR() *cidr.CIDR {
+	if !f.prefix.IsValid() {
+		return nil
+	}
+	return cidr.MustParseCIDR(f.prefix.String())
 }
 
-func newCiliumFamily(prefix netip.Prefix) *ciliumFamily {
-	rng := ipallocator.NewCIDRRange(prefix)
-	// Free is the Range's max before anything is allocated.
-	return &ciliumFamily{prefix: prefix.Masked(), rng: rng,
-		first: allocator.NewContiguousAllocationMap(rng.Free(), prefix.Masked().String())}
+var _ node.Addressing = addressing{}
+
+// cilium is Cilium's agent IPAM, the real pkg/ipam.IPAM of v1.20.2, built
+// as Cilium's own tests build it: NewIPAM with a logger, the node
+// addressing and the agent configuration (cluster-pool mode, the
+// families of the node), then ConfigureAllocator, which gives each
+// family a host-scope allocator over its allocation CIDR. None of the
+// other parameters is read in cluster-pool mode when the pool is given,
+// and every call here gives the default pool (PoolDefault(), as the
+// agent's callers do). Its metrics are Cilium's no-op defaults.
+type cilium struct {
+	*ciliumipam.IPAM
 }
 
-// allocateNext is Range.AllocateNext with the contiguous scan strategy:
-// the lowest free address, ErrFull when there is none.
-func (f *ciliumFamily) allocateNext() (netip.Addr, error) {
-	_, bits, err := f.rng.Snapshot()
-	if err != nil {
-		return netip.Addr{}, err
-	}
-	if err := f.first.Restore(f.prefix.String(), bits); err != nil {
-		return netip.Addr{}, err
-	}
-	off, ok := f.first.AllocateNext()
-	if !ok {
-		return netip.Addr{}, ipallocator.ErrFull
-	}
-	a, err := f.addrAt(off)
-	if err != nil {
-		return netip.Addr{}, err
-	}
-	return a, f.rng.Allocate(a)
+// pool is the pool every call gives.
+var pool = ciliumipam.PoolDefault()
+
+func newCilium(v4, v6 netip.Prefix) *cilium {
+	cfg := &option.DaemonConfig{EnableIPv4: v4.IsValid(), EnableIPv6: v6.IsValid(), IPAM: ipamOption.IPAMClusterPool}
+	c := ciliumipam.NewIPAM(ciliumipam.NewIPAMParams{
+		Logger:         discard(),
+		NodeAddressing: addressing{v4: addressFamily{v4}, v6: addressFamily{v6}},
+		AgentConfig:    cfg,
+	})
+	c.ConfigureAllocator()
+	return &cilium{c}
 }
 
-// addrAt maps a bitmap offset to its address the Range's own way: a
-// scratch Range of the same prefix restored with that one bit set lists
-// it with ForEach.
-func (f *ciliumFamily) addrAt(off int) (netip.Addr, error) {
-	probe := ipallocator.NewCIDRRange(f.prefix)
-	one := new(big.Int).SetBit(new(big.Int), off, 1)
-	if err := probe.Restore(f.prefix, one.Bytes()); err != nil {
-		return netip.Addr{}, err
-	}
-	var a netip.Addr
-	probe.ForEach(func(x netip.Addr) { a = x })
-	return a, nil
-}
-
-// errCiliumExcluded classifies the error Cilium's allocateIP returns for
-// an excluded address ("IP %s is excluded, owned by %s", a plain
-// fmt.Errorf there).
-var errCiliumExcluded = errors.New("excluded")
-
-// ciliumIPAM is the part of Cilium's IPAM struct (pkg/ipam/types.go) the
-// allocation surface goes through, for one pool: a family's allocator
-// (nil: the family is disabled), the excluded addresses (excludedIPs)
-// and the owner of every address (owner). Its methods do what the
-// functions of pkg/ipam/allocator.go and pkg/ipam/ipam.go they name do,
-// without the metrics, the pools and the upstream sync.
-type ciliumIPAM struct {
-	v4, v6   *ciliumFamily
-	excluded map[netip.Addr]string
-	owner    map[netip.Addr]string
-}
-
-func newCilium(v4, v6 netip.Prefix) *ciliumIPAM {
-	c := &ciliumIPAM{excluded: map[netip.Addr]string{}, owner: map[netip.Addr]string{}}
-	if v4.IsValid() {
-		c.v4 = newCiliumFamily(v4)
-	}
-	if v6.IsValid() {
-		c.v6 = newCiliumFamily(v6)
-	}
-	return c
-}
-
-func (c *ciliumIPAM) family(f ipam.Family) *ciliumFamily {
-	if f == ipam.IPv4 {
-		return c.v4
-	}
-	return c.v6
-}
-
-func disabled(f ipam.Family) error {
-	if f == ipam.IPv4 {
-		return ipam.ErrIPv4Disabled
-	}
-	return ipam.ErrIPv6Disabled
-}
-
-// allocateIP mirrors IPAM.allocateIP (allocator.go): an excluded address
-// is refused first, then the family's allocator (hostScopeAllocator.Allocate,
-// Range.Allocate) decides, and the owner is registered (registerIPOwner).
-// fam is the allocator asked: ipam.DeriveFamily(a) for IPAM.AllocateIP,
-// the family of the per-family Allocator otherwise (which hands an
-// address of the other family to its Range: ErrNotInRange).
-func (c *ciliumIPAM) allocateIP(fam ipam.Family, a netip.Addr, owner string) error {
-	if by, ok := c.excluded[a]; ok {
-		return fmt.Errorf("IP %s is excluded, owned by %s: %w", a, by, errCiliumExcluded)
-	}
-	f := c.family(fam)
-	if f == nil {
-		return disabled(fam)
-	}
-	if err := f.rng.Allocate(a); err != nil {
-		return err
-	}
-	c.owner[a] = owner
-	return nil
-}
-
-// allocateNextFamily mirrors IPAM.allocateNextFamily (allocator.go): it
-// takes the allocator's next address until one is not excluded; an
-// excluded one stays allocated, registered to "<owner> (excluded)", so
-// that the next round does not get it again.
-func (c *ciliumIPAM) allocateNextFamily(fam ipam.Family, owner string) (netip.Addr, error) {
-	f := c.family(fam)
-	if f == nil {
-		return netip.Addr{}, fmt.Errorf("%s allocator not available", fam)
-	}
-	for {
-		a, err := f.allocateNext()
-		if err != nil {
-			return netip.Addr{}, err
-		}
-		if _, ok := c.excluded[a]; !ok {
-			c.owner[a] = owner
-			return a, nil
-		}
-		c.owner[a] = owner + " (excluded)"
-	}
-}
-
-// allocateNext mirrors IPAM.AllocateNext (allocator.go): IPv6 first, then
-// IPv4; when IPv4 fails, the IPv6 address is released again.
-func (c *ciliumIPAM) allocateNext(family, owner string) (v4, v6 netip.Addr, err error) {
-	if (family == "ipv6" || family == "") && c.v6 != nil {
-		if v6, err = c.allocateNextFamily(ipam.IPv6, owner); err != nil {
-			return netip.Addr{}, netip.Addr{}, err
-		}
-	}
-	if (family == "ipv4" || family == "") && c.v4 != nil {
-		if v4, err = c.allocateNextFamily(ipam.IPv4, owner); err != nil {
-			if v6.IsValid() {
-				_ = c.releaseIP(ipam.IPv6, v6)
-			}
-			return netip.Addr{}, netip.Addr{}, err
-		}
-	}
-	return v4, v6, nil
-}
-
-// releaseIP mirrors IPAM.releaseIPLocked (allocator.go): the family's
-// allocator releases the address (Range.Release: a no-op for one that is
-// not allocated or not in the range) and its owner is forgotten
-// (releaseIPOwner). It never fails on an address of an enabled family.
-func (c *ciliumIPAM) releaseIP(fam ipam.Family, a netip.Addr) error {
-	f := c.family(fam)
-	if f == nil {
-		return disabled(fam)
-	}
-	f.rng.Release(a)
-	delete(c.owner, a)
-	return nil
-}
-
-// excludeIP mirrors IPAM.ExcludeIP (ipam.go), which was BlacklistIP in
-// the Cilium our API follows: the address is only recorded.
-func (c *ciliumIPAM) excludeIP(a netip.Addr, owner string) { c.excluded[a] = owner }
-
-// dump mirrors Dump (allocator.go) for one family: every address the
-// Range holds (hostScopeAllocator.Dump, Range.ForEach) with its owner.
-func (c *ciliumIPAM) dump(fam ipam.Family) map[netip.Addr]string {
-	out := map[netip.Addr]string{}
-	if f := c.family(fam); f != nil {
-		f.rng.ForEach(func(a netip.Addr) { out[a] = c.owner[a] })
+// dump is Cilium's Dump of both families, by address.
+func (c *cilium) dump(t testing.TB) map[netip.Addr]string {
+	t.Helper()
+	v4, v6, _ := c.Dump()
+	out := dumpOf(t, v4)
+	for a, o := range dumpOf(t, v6) {
+		out[a] = o
 	}
 	return out
+}
+
+// releaseOwner is what a release by owner is in Cilium v1.20.2, which has
+// no such call (its callers release by address): ReleaseIP of every
+// address its Dump lists with that owner.
+func (c *cilium) releaseOwner(t testing.TB, owner string) error {
+	t.Helper()
+	var errs []error
+	for a, o := range c.dump(t) {
+		if o == owner {
+			errs = append(errs, c.ReleaseIP(a, pool))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// reserveRouter holds x's gateway and NAT loopback on Cilium's side
+// (owner "reserved"), which ours never hands out, so that both have the
+// same free addresses (T1).
+func (c *cilium) reserveRouter(t testing.TB, x fam) {
+	t.Helper()
+	for _, a := range []netip.Addr{x.gateway, x.natLoop} {
+		if err := c.AllocateIP(a, "reserved", pool); err != nil {
+			t.Fatalf("cilium: reserve %s: %v", a, err)
+		}
+	}
 }
 
 // --- outcomes --------------------------------------------------------------
@@ -357,15 +283,18 @@ func (c *ciliumIPAM) dump(fam ipam.Family) map[netip.Addr]string {
 type class string
 
 const (
-	ok           class = "ok"
-	full         class = "exhausted"
-	taken        class = "taken"
-	outOfRange   class = "out of range"
-	reserved     class = "reserved"
-	excluded     class = "excluded"
-	notAllocated class = "not allocated"
-	famDisabled  class = "family disabled"
-	unknown      class = "unclassified"
+	ok            class = "ok"
+	full          class = "exhausted"
+	taken         class = "taken"
+	outOfRange    class = "out of range"
+	reserved      class = "reserved"
+	excluded      class = "excluded"
+	notAllocated  class = "not allocated"
+	famDisabled   class = "family disabled"
+	timerExists   class = "timer exists"
+	timerMismatch class = "no such timer"
+	badArgument   class = "bad argument"
+	unknown       class = "unclassified"
 )
 
 // ourClass classifies an error of our API by its sentinels.
@@ -387,11 +316,21 @@ func ourClass(err error) class {
 		return notAllocated
 	case errors.Is(err, ipam.ErrIPv4Disabled), errors.Is(err, ipam.ErrIPv6Disabled):
 		return famDisabled
+	case errors.Is(err, ipam.ErrTimerExists):
+		return timerExists
+	case errors.Is(err, ipam.ErrReservationMismatch):
+		return timerMismatch
+	}
+	for _, s := range []string{"owner name", "want a positive duration", "family \""} {
+		if strings.Contains(err.Error(), s) {
+			return badArgument
+		}
 	}
 	return unknown
 }
 
-// ciliumClass classifies an error of Cilium's side.
+// ciliumClass classifies an error of Cilium's IPAM: by its sentinels, and
+// by the text of the errors it makes with fmt.Errorf.
 func ciliumClass(err error) class {
 	var nir *ipallocator.ErrNotInRange
 	switch {
@@ -403,10 +342,19 @@ func ciliumClass(err error) class {
 		return taken
 	case errors.As(err, &nir):
 		return outOfRange
-	case errors.Is(err, errCiliumExcluded):
-		return excluded
-	case errors.Is(err, ipam.ErrIPv4Disabled), errors.Is(err, ipam.ErrIPv6Disabled):
+	case errors.Is(err, ciliumipam.ErrIPv4Disabled), errors.Is(err, ciliumipam.ErrIPv6Disabled):
 		return famDisabled
+	}
+	msg := err.Error()
+	switch {
+	case strings.Contains(msg, "is excluded, owned by"):
+		return excluded
+	case strings.Contains(msg, "allocator not available"):
+		return famDisabled
+	case strings.Contains(msg, "expiration timer already registered"):
+		return timerExists
+	case strings.Contains(msg, "no expiration timer registered"), strings.Contains(msg, "UUID mismatch"):
+		return timerMismatch
 	}
 	return unknown
 }
@@ -448,7 +396,7 @@ func lastOf(p netip.Prefix) netip.Addr {
 	return a
 }
 
-// dumpOf converts an Allocator's Dump to addresses.
+// dumpOf converts a Dump map to addresses.
 func dumpOf(t testing.TB, m map[string]string) map[netip.Addr]string {
 	t.Helper()
 	out := make(map[netip.Addr]string, len(m))
@@ -461,3 +409,49 @@ func dumpOf(t testing.TB, m map[string]string) map[netip.Addr]string {
 	}
 	return out
 }
+
+// fam is one family of node 1's pod subnet and the addresses the
+// sequences aim at.
+type fam struct {
+	f                               ipam.Family
+	prefix                          netip.Prefix
+	network, gateway, natLoop, last netip.Addr
+	window                          []netip.Addr // what ours hands out: gateway+1 to natLoop-1
+	outside                         []netip.Addr // same family, outside the pod subnet
+}
+
+func famOf(f ipam.Family) fam {
+	p := podV4
+	outside := []netip.Addr{netip.MustParseAddr("10.1.0.15"), netip.MustParseAddr("10.1.0.32"),
+		netip.MustParseAddr("10.1.255.254"), netip.MustParseAddr("192.0.2.1")}
+	if f == ipam.IPv6 {
+		p = podV6
+		outside = []netip.Addr{netip.MustParseAddr("fd00:10:1::f"), netip.MustParseAddr("fd00:10:1::20"),
+			netip.MustParseAddr("fd00:10:1:ffff::1"), netip.MustParseAddr("2001:db8::1")}
+	}
+	last := lastOf(p)
+	x := fam{f: f, prefix: p, network: p.Addr(), gateway: nth(p, 1), natLoop: last.Prev(), last: last, outside: outside}
+	for a := x.gateway.Next(); a != x.natLoop; a = a.Next() {
+		x.window = append(x.window, a)
+	}
+	return x
+}
+
+// famOfAddr is the family of a.
+func famOfAddr(a netip.Addr) ipam.Family {
+	if a.Is4() {
+		return ipam.IPv4
+	}
+	return ipam.IPv6
+}
+
+// allocatorOf is our per-family Allocator of f.
+func allocatorOf(p *ipam.Plugin, f ipam.Family) ipam.Allocator {
+	if f == ipam.IPv4 {
+		return p.IPv4Allocator()
+	}
+	return p.IPv6Allocator()
+}
+
+// minute is the unit of the timers' timeouts.
+const minute = time.Minute
