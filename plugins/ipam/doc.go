@@ -45,12 +45,12 @@
 // ipamConfig.excludeIPs, ReserveLocalRoutes), Dump and DebugStatus. An
 // owner's allocations are owner-keyed (allocKey.seq, pod ID
 // {OwnerNamespace, owner}); each call is a barrier on the keeper (see
-// "One writer") and returns once its records are durable. Differences
-// from Cilium, on purpose: ReleaseIP releases the whole allocation that
-// holds the address (a dual-stack pod never keeps one family), releasing
-// an address nobody holds is ErrNotAllocated, next-fit instead of a
-// random start, and exclusions are applied again at every resync rather
-// than kept in the allocator only.
+// "One writer") and returns once its records are durable. As in Cilium,
+// each address an owner gets is an allocation of its own, with its own
+// expiration timer, and ReleaseIP releases that address (the allocation
+// of a pod's CNI attachment holds both families and is released whole).
+// The differences from Cilium, each with its reason, are one table in
+// tests/ciliumdiff (table_test.go), asserted against Cilium's pkg/ipam.
 //
 // # Pools, cooldown, elastic pools and checkpoints (seed 003)
 //
