@@ -124,7 +124,7 @@ test-nodeipam-diff:
 	  echo "tests/nodeipamdiff/go.mod is out of date (it replaces the main module, whose requirements changed): cd tests/nodeipamdiff && go mod tidy" >&2; exit 1; }
 	cd tests/nodeipamdiff && $(GO) test -count=1 -timeout 10m ./...
 
-## test-cilium-diff: the differential test of plugins/ipam's Cilium-style allocation surface against Cilium's allocator code (tests/ciliumdiff, a module of its own)
+## test-cilium-diff: the differential test of plugins/ipam's Cilium-style allocation surface against Cilium's own pkg/ipam.IPAM (tests/ciliumdiff, a module of its own)
 test-cilium-diff:
 	@cd tests/ciliumdiff && $(GO) mod tidy -diff >/dev/null 2>&1 || { \
 	  echo "tests/ciliumdiff/go.mod is out of date (it replaces the main module, whose requirements changed): cd tests/ciliumdiff && go mod tidy" >&2; exit 1; }
