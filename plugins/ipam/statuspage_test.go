@@ -13,6 +13,7 @@ import (
 	"golang.org/x/net/html"
 
 	"github.com/contiv-ipam/agent/infra/rest/resttest"
+	"github.com/contiv-ipam/agent/infra/rest/resttest/htmlq"
 	"github.com/contiv-ipam/agent/plugins/controller/api"
 	"github.com/contiv-ipam/agent/plugins/ipam"
 	podmodel "github.com/contiv-ipam/agent/plugins/ksr/model/pod"
@@ -209,45 +210,16 @@ func TestStatusPageBeforeTheFirstResync(t *testing.T) {
 	g.Expect(text(find(byID(t, doc, "pools"), hasClass("none"))[0])).To(Equal("none"))
 }
 
-// HTML helpers.
+// HTML helpers (htmlq's, under the names these tests use).
 
-func find(n *html.Node, pred func(*html.Node) bool) []*html.Node {
-	var out []*html.Node
-	var walk func(*html.Node)
-	walk = func(n *html.Node) {
-		if pred(n) {
-			out = append(out, n)
-		}
-		for c := n.FirstChild; c != nil; c = c.NextSibling {
-			walk(c)
-		}
-	}
-	walk(n)
-	return out
-}
-
-func attr(n *html.Node, key string) string {
-	for _, a := range n.Attr {
-		if a.Key == key {
-			return a.Val
-		}
-	}
-	return ""
-}
-
-func hasAttr(key, val string) func(*html.Node) bool {
-	return func(n *html.Node) bool { return n.Type == html.ElementNode && attr(n, key) == val }
-}
-
-func hasClass(class string) func(*html.Node) bool {
-	return func(n *html.Node) bool {
-		return n.Type == html.ElementNode && strings.Contains(" "+attr(n, "class")+" ", " "+class+" ")
-	}
-}
-
-func isElement(name string) func(*html.Node) bool {
-	return func(n *html.Node) bool { return n.Type == html.ElementNode && n.Data == name }
-}
+var (
+	find      = htmlq.Find
+	attr      = htmlq.Attr
+	hasAttr   = htmlq.ByAttr
+	hasClass  = htmlq.ByClass
+	isElement = htmlq.ByTag
+	text      = htmlq.Text
+)
 
 func byID(t *testing.T, doc *html.Node, id string) *html.Node {
 	t.Helper()
@@ -256,14 +228,6 @@ func byID(t *testing.T, doc *html.Node, id string) *html.Node {
 		t.Fatalf("%d elements with id %q", len(ns), id)
 	}
 	return ns[0]
-}
-
-func text(n *html.Node) string {
-	var b strings.Builder
-	for _, t := range find(n, func(n *html.Node) bool { return n.Type == html.TextNode }) {
-		b.WriteString(t.Data)
-	}
-	return strings.TrimSpace(b.String())
 }
 
 // fieldValue is the value cell of the node table's row data-field=key.

@@ -16,6 +16,7 @@ import (
 	"github.com/contiv-ipam/agent/infra/kvdb/etcd/etcdtest"
 	"github.com/contiv-ipam/agent/infra/rest"
 	"github.com/contiv-ipam/agent/infra/rest/resttest"
+	"github.com/contiv-ipam/agent/infra/rest/resttest/htmlq"
 	"github.com/contiv-ipam/agent/plugins/ksr/model/agentstatus"
 	"github.com/contiv-ipam/agent/plugins/ksr/model/codec"
 	mirrormodel "github.com/contiv-ipam/agent/plugins/ksr/model/mirror"
@@ -63,14 +64,7 @@ func find(doc *html.Node, match func(*html.Node) bool) []*html.Node {
 	return out
 }
 
-func attr(n *html.Node, key string) string {
-	for _, a := range n.Attr {
-		if a.Key == key {
-			return a.Val
-		}
-	}
-	return ""
-}
+var attr = htmlq.Attr
 
 func hasClass(n *html.Node, class string) bool {
 	return strings.Contains(" "+attr(n, "class")+" ", " "+class+" ")

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/contiv-ipam/agent/infra/rest/resttest/htmlq"
 	"github.com/contiv-ipam/agent/plugins/ipam"
 	"github.com/contiv-ipam/agent/plugins/podmanager/cni"
 	"github.com/contiv-ipam/agent/tests/testenv"
@@ -168,65 +169,24 @@ func atoi(t *testing.T, s string) int {
 	return n
 }
 
-// DOM helpers.
+// DOM helpers (htmlq's, under the names these tests use).
 
-func all(n *html.Node, pred func(*html.Node) bool) []*html.Node {
-	var out []*html.Node
-	var walk func(*html.Node)
-	walk = func(n *html.Node) {
-		if pred(n) {
-			out = append(out, n)
-		}
-		for c := n.FirstChild; c != nil; c = c.NextSibling {
-			walk(c)
-		}
-	}
-	walk(n)
-	return out
-}
+var (
+	all     = htmlq.Find
+	attr    = htmlq.Attr
+	byAttr  = htmlq.ByAttr
+	byClass = htmlq.ByClass
+	byTag   = htmlq.ByTag
+	text    = htmlq.Text
+)
 
 func one(t *testing.T, n *html.Node, pred func(*html.Node) bool) *html.Node {
 	t.Helper()
-	ns := all(n, pred)
-	if len(ns) != 1 {
-		t.Fatalf("want one element, found %d", len(ns))
-	}
-	return ns[0]
-}
-
-func attr(n *html.Node, key string) string {
-	for _, a := range n.Attr {
-		if a.Key == key {
-			return a.Val
-		}
-	}
-	return ""
-}
-
-func byAttr(key, val string) func(*html.Node) bool {
-	return func(n *html.Node) bool { return n.Type == html.ElementNode && attr(n, key) == val }
-}
-
-func byClass(c string) func(*html.Node) bool {
-	return func(n *html.Node) bool {
-		return n.Type == html.ElementNode && strings.Contains(" "+attr(n, "class")+" ", " "+c+" ")
-	}
-}
-
-func byTag(name string) func(*html.Node) bool {
-	return func(n *html.Node) bool { return n.Type == html.ElementNode && n.Data == name }
+	return htmlq.One(t, n, pred)
 }
 
 // cell is the first td of a row.
 func cell(t *testing.T, row *html.Node) *html.Node {
 	t.Helper()
 	return all(row, byTag("td"))[0]
-}
-
-func text(n *html.Node) string {
-	var b strings.Builder
-	for _, t := range all(n, func(n *html.Node) bool { return n.Type == html.TextNode }) {
-		b.WriteString(t.Data)
-	}
-	return strings.TrimSpace(b.String())
 }
